@@ -1,0 +1,24 @@
+"""ldpfuse-py: file systems written in Python (fusepy's Operations API),
+served inside ordinary programs by an LD_PRELOAD library."""
+
+from .operations import (
+    ENOTSUP,
+    FileInfo,
+    FuseOSError,
+    LoggingMixIn,
+    Operations,
+    Passthrough,
+    fuse_get_context,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ENOTSUP",
+    "FileInfo",
+    "FuseOSError",
+    "LoggingMixIn",
+    "Operations",
+    "Passthrough",
+    "fuse_get_context",
+]

@@ -1,0 +1,352 @@
+"""The public API of ldpfuse-py: what a file system written in Python subclasses.
+
+This is fusepy's API (``from fuse import Operations, FuseOSError, ...``) with
+the same method names, signatures, defaults and return conventions, so a
+fusepy file system runs unchanged. Two small additions belong to ldpfuse:
+
+- ``Passthrough``: returned by ``open()``/``create()`` to serve a file from a
+  lower kernel file descriptor, with no Python call for its data (like FUSE
+  passthrough in Linux 6.9+).
+- ``FileInfo``: the third argument of ``create(path, mode, fi)``, carrying the
+  caller's open flags.
+
+Conventions, as in fusepy:
+
+- Every ``path`` is relative to the mount point and starts with ``'/'``; the
+  mount point itself is ``'/'``.
+- An error is reported by raising ``OSError`` (``FuseOSError(errno.ENOENT)``
+  is the short form); the calling program sees that errno. Any other
+  exception becomes ``EIO`` and its traceback goes to the log.
+- Methods that have nothing to return may return ``None`` or ``0``.
+- ``Operations.__call__(op, *args)`` is the single entry point through which
+  every operation is dispatched; override it to wrap all operations at once
+  (``LoggingMixIn`` does).
+
+This module is imported by the interpreter embedded in every process that
+touches a mount, so it imports only what is already loaded at interpreter
+start (``os``, ``errno``, ``stat``); ``logging`` is imported the first time
+``LoggingMixIn`` logs.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from stat import S_IFDIR
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: never imported at run time
+    import logging
+    from typing import Any, Iterable, Union
+
+    Attrs = dict[str, int | float]
+    DirEntry = Union[str, tuple[str, Attrs | None, int]]
+
+__all__ = [
+    "ENOTSUP",
+    "FileInfo",
+    "FuseOSError",
+    "LoggingMixIn",
+    "Operations",
+    "Passthrough",
+    "fuse_get_context",
+]
+
+ENOTSUP = errno.ENOTSUP
+
+_DEBUG = 10  # logging.DEBUG, without importing logging
+
+
+class FuseOSError(OSError):
+    """``FuseOSError(errno.ENOENT)``: an OSError whose errno the caller sees."""
+
+    def __init__(self, errno: int) -> None:
+        super().__init__(errno, os.strerror(errno))
+
+
+def fuse_get_context() -> tuple[int, int, int]:
+    """Return ``(uid, gid, pid)`` of the process making the current call.
+
+    In the embedded mode the file system runs inside the calling process, so
+    this is the current process.
+    """
+    return os.getuid(), os.getgid(), os.getpid()
+
+
+class Passthrough:
+    """Returned by ``open()`` or ``create()``: serve this file from a kernel fd.
+
+    ``Passthrough(fd, fh=0)``. ``fd`` is an open file descriptor of a real
+    file (usually ``os.open()`` of the file in a lower directory), opened with
+    the flags the caller asked for. ldpfuse takes ownership of it: it becomes
+    the caller's file descriptor, and all data I/O on it (read, write, pread,
+    mmap, lseek, fstat, fsync, sendfile, ...) goes to the kernel with no
+    Python call and no copy. ldpfuse gives it the caller's ``O_CLOEXEC``
+    setting (``os.open`` always sets it).
+
+    The file system must not close ``fd`` or use it afterwards, and
+    ``release()``/``flush()`` are not called for passthrough files. ``fh`` is
+    the handle that other calls naming this open file receive, as the int an
+    ``open()`` returns would be.
+    """
+
+    __slots__ = ("fd", "fh")
+
+    def __init__(self, fd: int, fh: int = 0) -> None:
+        self.fd = fd
+        self.fh = fh
+
+    def __repr__(self) -> str:
+        return f"Passthrough(fd={self.fd}, fh={self.fh})"
+
+
+class FileInfo:
+    """The third argument of ``create(path, mode, fi)``, FUSE's fuse_file_info.
+
+    It is passed when ``create`` accepts three positional parameters
+    (fusepy's signature is ``create(self, path, mode, fi=None)``).
+
+    - ``flags``: the caller's open flags, as given: ``O_CREAT``, ``O_EXCL``,
+      ``O_TRUNC``, ``O_RDWR``, ... are all in it.
+    - ``fh``: the file handle; ``create`` may set it instead of returning it
+      (fusepy's ``raw_fi`` convention).
+    - ``direct_io``: set to True to have every read and write of this file
+      call the file system at the offset asked (FUSE's ``direct_io``).
+    - ``keep_cache``: set to True to keep cached data from a previous open.
+    """
+
+    __slots__ = ("flags", "fh", "direct_io", "keep_cache")
+
+    def __init__(self, flags: int = 0) -> None:
+        self.flags = flags
+        self.fh = 0
+        self.direct_io = False
+        self.keep_cache = False
+
+    def __repr__(self) -> str:
+        return (
+            f"FileInfo(flags={self.flags:#o}, fh={self.fh}, "
+            f"direct_io={self.direct_io}, keep_cache={self.keep_cache})"
+        )
+
+
+class Operations:
+    """Subclass this and override the operations your file system supports.
+
+    Every default below is fusepy's: a read-only empty file system whose root
+    is a directory. When in doubt about what an operation should do, read the
+    man page of the system call of the same name.
+    """
+
+    # When True, getattr() returns st_atime/st_mtime/st_ctime as int
+    # nanoseconds and utimens() receives (atime_ns, mtime_ns) ints; when
+    # False they are float seconds.
+    use_ns = False
+
+    def __call__(self, op: str, *args: Any) -> Any:
+        if not hasattr(self, op):
+            raise FuseOSError(errno.EFAULT)
+        return getattr(self, op)(*args)
+
+    def access(self, path: str, amode: int) -> int | None:
+        return 0
+
+    # An operation set to None is not implemented (fusepy's convention):
+    # ldpfuse treats it as absent.
+    bmap = None
+
+    def chmod(self, path: str, mode: int) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def chown(self, path: str, uid: int, gid: int) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def create(
+        self, path: str, mode: int, fi: FileInfo | None = None
+    ) -> int | Passthrough:
+        """Create and open a file; return a file handle (int) or a Passthrough.
+
+        ``fi`` is a FileInfo holding the caller's open flags when this method
+        accepts three positional parameters.
+        """
+        raise FuseOSError(errno.EROFS)
+
+    def destroy(self, path: str) -> None:
+        "Called on file system destruction. Path is always /"
+        pass
+
+    def flush(self, path: str, fh: int) -> int | None:
+        return 0
+
+    def fsync(self, path: str, datasync: int, fh: int) -> int | None:
+        return 0
+
+    def fsyncdir(self, path: str, datasync: int, fh: int) -> int | None:
+        return 0
+
+    def getattr(self, path: str, fh: int | None = None) -> Attrs:
+        """Return a dict with the keys of struct stat (st_mode, st_size, ...).
+
+        st_atime, st_mtime and st_ctime are float seconds, or int nanoseconds
+        when ``use_ns`` is True. On Linux a directory's st_nlink counts its
+        subdirectories plus 2.
+        """
+        if path != "/":
+            raise FuseOSError(errno.ENOENT)
+        return dict(st_mode=(S_IFDIR | 0o755), st_nlink=2)
+
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        raise FuseOSError(ENOTSUP)
+
+    def init(self, path: str) -> None:
+        """Called on file system initialization. (Path is always /)
+
+        Use it instead of __init__ if you start threads on initialization.
+        """
+        pass
+
+    def ioctl(
+        self, path: str, cmd: int, arg: Any, fip: Any, flags: int, data: Any
+    ) -> int | None:
+        raise FuseOSError(errno.ENOTTY)
+
+    def link(self, target: str, source: str) -> int | None:
+        "creates a hard link `target -> source` (e.g. ln source target)"
+        raise FuseOSError(errno.EROFS)
+
+    def listxattr(self, path: str) -> Iterable[str]:
+        return []
+
+    # Not implemented unless overridden: lock(path, fh, cmd, lock).
+    lock = None
+
+    def mkdir(self, path: str, mode: int) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def mknod(self, path: str, mode: int, dev: int) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def open(self, path: str, flags: int) -> int | Passthrough:
+        "Return a file handle (int), or a Passthrough to serve a kernel fd."
+        return 0
+
+    def opendir(self, path: str) -> int:
+        "Returns a numerical file handle."
+        return 0
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        "Returns the bytes requested (fewer at end of file)."
+        raise FuseOSError(errno.EIO)
+
+    def readdir(self, path: str, fh: int) -> Iterable[DirEntry]:
+        """Return the names in the directory, '.' and '..' included.
+
+        Each entry is a name, or a (name, attrs, offset) tuple where attrs is
+        a dict as from getattr (st_ino and st_mode are enough to give d_ino
+        and d_type) or None, and offset is 0.
+        """
+        return [".", ".."]
+
+    def readlink(self, path: str) -> str:
+        raise FuseOSError(errno.ENOENT)
+
+    def release(self, path: str, fh: int) -> int | None:
+        return 0
+
+    def releasedir(self, path: str, fh: int) -> int | None:
+        return 0
+
+    def removexattr(self, path: str, name: str) -> int | None:
+        raise FuseOSError(ENOTSUP)
+
+    def rename(self, old: str, new: str) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def rmdir(self, path: str) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def setxattr(
+        self, path: str, name: str, value: bytes, options: int, position: int = 0
+    ) -> int | None:
+        "options: 0, os.XATTR_CREATE or os.XATTR_REPLACE"
+        raise FuseOSError(ENOTSUP)
+
+    def statfs(self, path: str) -> dict[str, int]:
+        "Returns a dict with the keys of struct statvfs (f_bsize, f_blocks, ...)."
+        return {}
+
+    def symlink(self, target: str, source: str) -> int | None:
+        "creates a symlink `target -> source` (e.g. ln -s source target)"
+        raise FuseOSError(errno.EROFS)
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def unlink(self, path: str) -> int | None:
+        raise FuseOSError(errno.EROFS)
+
+    def utimens(
+        self, path: str, times: tuple[int | float, int | float] | None = None
+    ) -> int | None:
+        "times is an (atime, mtime) tuple. If None use current time."
+        return 0
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        "Returns the number of bytes written."
+        raise FuseOSError(errno.EROFS)
+
+
+class _LazyLogger:
+    """A class attribute that becomes logging.getLogger(name) on first use.
+
+    Importing logging costs milliseconds in every process that touches a
+    mount; this defers it until LoggingMixIn is first called.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __set_name__(self, owner: type, attr: str) -> None:
+        self.owner = owner
+        self.attr = attr
+
+    def __get__(self, obj: object, objtype: type | None = None) -> logging.Logger:
+        import logging
+
+        log = logging.getLogger(self.name)
+        setattr(self.owner, self.attr, log)  # later lookups skip this
+        return log
+
+
+class LoggingMixIn:
+    """Log every operation and its result at DEBUG on logger 'fuse.log-mixin'.
+
+    Put it first in the bases: ``class MyFS(LoggingMixIn, Operations)``.
+    Lines look like ``-> getattr / (None,)`` and ``<- getattr {...}``. When
+    DEBUG is not enabled nothing is formatted: the cost is one level check.
+    """
+
+    log = _LazyLogger("fuse.log-mixin")
+
+    def __call__(self, op: str, path: str, *args: Any) -> Any:
+        log = self.log
+        try:
+            call = super().__call__  # type: ignore[misc]
+        except AttributeError:  # used without Operations, as fusepy allows
+            call = self._call_method
+        if not log.isEnabledFor(_DEBUG):
+            return call(op, path, *args)
+
+        log.debug("-> %s %s %s", op, path, repr(args))
+        ret: Any = "[Unhandled Exception]"
+        try:
+            ret = call(op, path, *args)
+            return ret
+        except OSError as e:
+            ret = str(e)
+            raise
+        finally:
+            log.debug("<- %s %s", op, repr(ret))
+
+    def _call_method(self, op: str, *args: Any) -> Any:
+        return getattr(self, op)(*args)
