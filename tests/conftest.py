@@ -1,0 +1,314 @@
+"""Shared fixtures for the real-program suite.
+
+Every test here runs a real program twice: once natively in a plain
+directory, once under ``ldpfuse-run`` on a mount point that does not exist on
+disk, and compares what the two runs printed after the directory names are
+replaced by placeholders (``$D`` for the working directory, ``$O`` for a
+directory outside the mount, ``$T`` for the test's tmp dir).  For the loopback
+example the lower directory is compared with the native directory afterwards,
+so a write that went to the wrong place shows up even if the program's output
+looked right.
+
+Every command runs with a timeout and in its own session, so a hung program
+is killed with its children and the test fails instead of hanging.
+
+Development hook: with ``LDPFUSE_TESTS_FAKE_MOUNT=bind`` (root only) the
+"mount" is a kernel bind mount of the lower directory in a private mount
+namespace (an empty directory for the memory example) and commands run
+without ldpfuse-run.  The comparisons must then pass: it checks the native
+halves and the comparison logic without the tool.  Tests of the tool's own
+behaviour (bad input, faulty file systems, logs) fail in that mode.
+"""
+
+import os
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+FS_FIXTURES = Path(__file__).resolve().parent / "fs_fixtures"
+LOOPBACK = f"{EXAMPLES / 'loopback.py'}:Loopback"
+MEMORY = f"{EXAMPLES / 'memory.py'}:Memory"
+
+# Per-command limits in seconds.  Generous: the first operation on a mount
+# starts an interpreter in every process that touches it, and CI has 2 cores.
+NATIVE_TIMEOUT = 60
+LDP_TIMEOUT = 120
+
+FAKE_MOUNT = os.environ.get("LDPFUSE_TESTS_FAKE_MOUNT", "")
+
+
+@dataclass
+class Result:
+    argv: list
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe(self):
+        return (f"$ {shlex.join(map(str, self.argv))}\n"
+                f"exit {self.returncode}\n"
+                f"--- stdout ---\n{self.stdout}"
+                f"--- stderr ---\n{self.stderr}")
+
+
+def run(argv, *, timeout, cwd=None, env=None, input=None):
+    """Run argv in a new session; on timeout kill the whole group and fail."""
+    argv = [str(a) for a in argv]
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, start_new_session=True,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {timeout}s: {shlex.join(argv)}\n"
+                    f"--- stdout ---\n{out.decode(errors='replace')[-3000:]}\n"
+                    f"--- stderr ---\n{err.decode(errors='replace')[-3000:]}")
+    return Result(argv, proc.returncode, out.decode(errors="replace"),
+                  err.decode(errors="replace"))
+
+
+def base_env(**extra):
+    env = dict(os.environ)
+    # Programs must not pick up the developer's configuration.
+    env.update(LC_ALL="C", LANG="C", TZ="UTC", GIT_CONFIG_NOSYSTEM="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_native(cmd, *, cwd=None, env=None, timeout=NATIVE_TIMEOUT, input=None):
+    return run(cmd, timeout=timeout, cwd=cwd, env=env or base_env(), input=input)
+
+
+def ldpfuse_run_argv():
+    """How to start ldpfuse-run: the venv's script, PATH, or the module."""
+    beside = Path(sys.executable).parent / "ldpfuse-run"
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("ldpfuse-run")
+    if found:
+        return [found]
+    try:
+        import importlib.util
+        if importlib.util.find_spec("ldpfuse_py.cli") is not None:
+            return [sys.executable, "-m", "ldpfuse_py.cli"]
+    except ImportError:
+        pass
+    pytest.fail("ldpfuse-run is not installed: run `pip install .` first")
+
+
+def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
+            log_level=None, cwd=None, env=None, timeout=LDP_TIMEOUT,
+            input=None, fake_lower=None):
+    """Run cmd under `ldpfuse-run --mountpoint mountpoint fs_spec fs_args --`."""
+    if FAKE_MOUNT == "bind" and fake_lower is not None:
+        Path(mountpoint).mkdir(exist_ok=True)
+        bind = ["unshare", "-m", "sh", "-c",
+                'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
+                fake_lower, mountpoint]
+        return run(bind + list(cmd), timeout=timeout, cwd=cwd,
+                   env=env or base_env(), input=input)
+    argv = ldpfuse_run_argv() + ["--mountpoint", str(mountpoint)]
+    for key, value in (options or {}).items():
+        argv += ["-o", f"{key}={value}"]
+    if log_level:
+        argv += ["--log-level", log_level]
+    if log_file:
+        argv += ["--log-file", str(log_file)]
+    argv += [fs_spec, *map(str, fs_args), "--", *map(str, cmd)]
+    return run(argv, timeout=timeout, cwd=cwd, env=env or base_env(),
+               input=input)
+
+
+def need(*programs):
+    """Skip the test when one of the programs it runs is not installed."""
+    for program in programs:
+        if shutil.which(program) is None:
+            pytest.skip(f"{program} is not installed (not on PATH)")
+
+
+# ---------------------------------------------------------------- trees
+
+def snapshot(root, ignore=(), link_subst=()):
+    """What a tree holds, without times or inode numbers.
+
+    Maps each relative path to (type, permission bits, size, link count,
+    sha256 or symlink target).  Directory sizes and link counts are left out:
+    they depend on the history of the directory, not on its content.
+    """
+    root = Path(root)
+    tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath, name)
+            rel = str(path.relative_to(root))
+            if any(rel == i or rel.startswith(i + "/") for i in ignore):
+                continue
+            st = path.lstat()
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.readlink(path)
+                for old, new in sorted(link_subst, key=lambda p: -len(str(p[0]))):
+                    target = target.replace(str(old), new)
+                tree[rel] = ("symlink", mode, None, None, target)
+            elif stat.S_ISDIR(st.st_mode):
+                tree[rel] = ("dir", mode, None, None, None)
+            else:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                tree[rel] = ("file", mode, st.st_size, st.st_nlink, digest)
+    return tree
+
+
+def assert_same_tree(native_root, other_root, ignore=(), native_subst=(),
+                     other_subst=()):
+    """Same names, types, modes, sizes, link counts and contents.  Symlink
+    targets are compared after the substitutions (absolute targets name the
+    native directory in one tree and the mount point in the other)."""
+    a = snapshot(native_root, ignore, native_subst)
+    b = snapshot(other_root, ignore, other_subst)
+    assert sorted(b) == sorted(a), "different names in the two trees"
+    diffs = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+    assert not diffs, f"entries differ (native, other): {diffs}"
+
+
+# ------------------------------------------------------------ workspace
+
+class Workspace:
+    """A native directory, a lower directory and a mount point side by side.
+
+    ``native`` and ``lower`` start with the same content (``populate``);
+    ``mnt`` does not exist on disk.  ``native_out``/``ldp_out`` are plain
+    directories outside the mount, one per run, exported as ``$O``.
+    """
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.native = tmp_path / "native"
+        self.lower = tmp_path / "lower"
+        self.mnt = tmp_path / "mnt"
+        self.native_out = tmp_path / "native_out"
+        self.ldp_out = tmp_path / "ldp_out"
+        self.home = tmp_path / "home"
+        for d in (self.native, self.lower, self.native_out, self.ldp_out,
+                  self.home):
+            d.mkdir()
+
+    # Content ------------------------------------------------------
+    def populate(self, build):
+        """Call build(dir) on the native and the lower directory."""
+        build(self.native)
+        build(self.lower)
+
+    def write_script(self, name, text):
+        path = self.tmp / name
+        path.write_text(text)
+        return path
+
+    # Normalisation -----------------------------------------------------
+    def normalize(self, text, d, o):
+        pairs = [(str(d), "$D"), (str(o), "$O"), (str(self.lower), "$LOWER"),
+                 (str(self.tmp), "$T")]
+        pairs.sort(key=lambda p: -len(p[0]))
+        for old, new in pairs:
+            text = text.replace(old, new)
+        return text
+
+    def env(self, d, o, **extra):
+        return base_env(D=d, O=o, HOME=self.home, **extra)
+
+    # Running -------------------------------------------------------------
+    def native_run(self, cmd, env_extra=None, timeout=NATIVE_TIMEOUT, input=None):
+        env = self.env(self.native, self.native_out, **(env_extra or {}))
+        r = run_native(cmd, cwd=self.tmp, env=env, timeout=timeout, input=input)
+        return self._normalized(r, self.native, self.native_out)
+
+    def ldp_run(self, cmd, fs=LOOPBACK, fs_args=None, options=None,
+                env_extra=None, timeout=LDP_TIMEOUT, input=None, **kw):
+        env = self.env(self.mnt, self.ldp_out, **(env_extra or {}))
+        if fs_args is None:
+            fs_args = [self.lower] if fs == LOOPBACK else []
+        fake_lower = self.lower
+        if fs != LOOPBACK:
+            fake_lower = self.tmp / "fake_memory"
+            fake_lower.mkdir(exist_ok=True)
+        r = run_ldp(fs, fs_args, cmd, self.mnt, options=options, cwd=self.tmp,
+                    env=env, timeout=timeout, input=input,
+                    fake_lower=fake_lower, **kw)
+        return self._normalized(r, self.mnt, self.ldp_out)
+
+    def _normalized(self, r, d, o):
+        return Result(r.argv, r.returncode, self.normalize(r.stdout, d, o),
+                      self.normalize(r.stderr, d, o))
+
+    def compare(self, cmd, *, fs=LOOPBACK, options=None, env_extra=None,
+                check_tree=True, tree_ignore=(), expect_success=True,
+                compare_stderr=True, timeout=LDP_TIMEOUT, input=None):
+        """Run cmd natively on $D=native and under ldpfuse on $D=mnt; the
+        exit status, stdout and stderr must be the same after normalisation
+        and, for loopback, the lower tree must equal the native tree."""
+        native = self.native_run(cmd, env_extra, input=input)
+        if expect_success:
+            assert native.returncode == 0, "native run failed (test bug):\n" + native.describe()
+        ldp = self.ldp_run(cmd, fs=fs, options=options, env_extra=env_extra,
+                           timeout=timeout, input=input)
+        report = ("\n=== native ===\n" + native.describe() +
+                  "\n=== ldpfuse ===\n" + ldp.describe())
+        assert ldp.returncode == native.returncode, report
+        assert ldp.stdout == native.stdout, report
+        if compare_stderr:
+            assert ldp.stderr == native.stderr, report
+        if check_tree and fs == LOOPBACK:
+            self.assert_lower_matches_native(tree_ignore)
+        return native, ldp
+
+    def assert_lower_matches_native(self, ignore=()):
+        native_subst = [(self.native, "$D"), (self.native_out, "$O")]
+        other_subst = [(self.mnt, "$D"), (self.ldp_out, "$O")]
+        assert_same_tree(self.native, self.lower, ignore, native_subst,
+                         other_subst)
+        assert_same_tree(self.native_out, self.ldp_out, ignore, native_subst,
+                         other_subst)
+
+    def compare_sh(self, script, **kw):
+        """compare() for a bash script (run with `bash -eu`, $D and $O set)."""
+        path = self.write_script("script.sh", script)
+        return self.compare(["bash", "-eu", path], **kw)
+
+    def compare_py(self, script, **kw):
+        """compare() for a Python script run by the test's interpreter."""
+        path = self.write_script("script.py", script)
+        return self.compare([sys.executable, path], **kw)
+
+
+@pytest.fixture
+def ws(tmp_path):
+    return Workspace(tmp_path)
+
+
+@pytest.fixture
+def lower_dir(ws):
+    return ws.lower
+
+
+@pytest.fixture
+def mountpoint(ws):
+    """A mount point path that does not exist on disk."""
+    assert not ws.mnt.exists()
+    return ws.mnt

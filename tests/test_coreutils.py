@@ -1,0 +1,236 @@
+"""coreutils, findutils, diffutils and sed on the loopback example, compared
+with the same commands on a native directory.  Each test runs once with the
+loopback's passthrough data path and once with passthrough=no (the data goes
+through the file system's read/write)."""
+
+import os
+
+import pytest
+
+from conftest import need
+
+
+def build_tree(root):
+    """A small tree with the shapes coreutils care about."""
+    os.makedirs(root / "a" / "b" / "c")
+    os.makedirs(root / "empty")
+    (root / "f.txt").write_text("hello\nworld\n")
+    (root / "zero").write_bytes(b"")
+    (root / "a" / "lines").write_text("pear\napple\nfoo bar\nbanana\nfoo\n")
+    (root / "a" / "b" / "big.bin").write_bytes(
+        bytes(range(256)) * 600 + b"tail")  # 153604 bytes, not page aligned
+    (root / "a" / "b" / "c" / "deep.txt").write_text("deep\n")
+    (root / "script.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(root / "script.sh", 0o755)
+    (root / "secret").write_text("s\n")
+    os.chmod(root / "secret", 0o600)
+    os.symlink("f.txt", root / "link_to_f")
+    os.symlink("a/b", root / "link_to_dir")
+    os.symlink("missing", root / "dangling")
+    os.link(root / "f.txt", root / "hard_f")
+
+
+@pytest.fixture(params=[{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
+def loop(request, ws):
+    """The workspace populated with build_tree, and the loopback options."""
+    ws.populate(build_tree)
+    ws.options = request.param
+    return ws
+
+
+def compare(loop, script, **kw):
+    return loop.compare_sh(script, options=loop.options, **kw)
+
+
+def test_ls_la_matches_native_names_modes_sizes_links(loop):
+    # --time-style=+ prints no time; -n prints numeric owners.
+    compare(loop, """
+        ls -lAn --time-style=+ "$D" "$D/a" "$D/a/b" | grep -v "^total"
+        ls -ldn --time-style=+ "$D" "$D/a/." "$D/a/b/c/.."
+        ls -1 "$D"
+        ls -R "$D"
+        ls -ld "$D/link_to_dir/" "$D/empty" | cut -c1-10
+    """)
+
+
+def test_cp_a_then_diff_r_matches_native(loop):
+    compare(loop, """
+        cp -a "$D/a" "$D/a_copy"
+        diff -r "$D/a" "$D/a_copy" && echo same-inside
+        cp -a "$D/." "$O/out_copy"
+        diff -r --no-dereference "$D" "$O/out_copy" && echo same-out
+        cp -a "$O/out_copy/a" "$D/back_in"
+        diff -r "$O/out_copy/a" "$D/back_in" && echo same-back
+        cp "$D/a/b/big.bin" "$D/big_plain"
+        cmp "$D/a/b/big.bin" "$D/big_plain" && echo cmp-ok
+    """)
+
+
+def test_mv_renames_files_and_directories_like_native(loop):
+    compare(loop, """
+        mv "$D/f.txt" "$D/g.txt"
+        mv "$D/a/lines" "$D/empty/"
+        mv "$D/a/b" "$D/moved_b"
+        echo new > "$D/replace_me"
+        mv -f "$D/zero" "$D/replace_me"
+        mv "$D/secret" "$O/secret_out"
+        mv "$O/secret_out" "$D/secret_back"
+        ls -R "$D"
+        cat "$D/g.txt" "$D/hard_f"
+        stat -c '%s %h %a %n' "$D/replace_me" "$D/secret_back" "$D/g.txt"
+    """)
+
+
+def test_rm_rf_removes_tree_like_native(loop):
+    compare(loop, """
+        rm -rf "$D/a"
+        rm -f "$D/dangling" "$D/link_to_dir"
+        rm -rf "$D/does-not-exist"
+        ls -A "$D"
+        rm "$D/zero" && echo removed
+        rm "$D/zero" || echo "rm missing: $?"
+        rmdir "$D/empty" && echo rmdir-ok
+    """)
+
+
+def test_find_sorted_output_matches_native(loop):
+    compare(loop, """
+        find "$D" | sort
+        find "$D" -type f -name '*.txt' | sort
+        find "$D" -type l | sort
+        find "$D" -mindepth 1 -printf '%P %y %Y %m %n\\n' | sort
+        find "$D" -type f -printf '%P %s\\n' | sort
+        find -L "$D" -type f | sort
+        find "$D" -empty | sort
+    """)
+
+
+def test_du_apparent_size_matches_native(loop):
+    compare(loop, """
+        du -s --apparent-size "$D"
+        du -ab --apparent-size "$D" | sort -k2
+        du -sb "$D/a/b/big.bin"
+    """)
+
+
+def test_stat_format_matches_native(loop):
+    compare(loop, """
+        cd "$D"
+        for f in * a a/b a/b/big.bin; do stat -c '%s %h %F %a %n' "$f"; done
+        stat -L -c '%s %F %n' link_to_f link_to_dir
+        stat -c '%N' link_to_f dangling
+    """)
+
+
+def test_touch_d_sets_nanosecond_times_like_native(loop):
+    compare(loop, """
+        touch -d '2020-01-02 03:04:05.123456789' "$D/f.txt"
+        stat -c '%y %x' "$D/f.txt"
+        touch -m -d '2001-02-03 04:05:06.000000001' "$D/a/lines"
+        touch -a -d '1999-12-31 23:59:59.999999999' "$D/a/lines"
+        stat -c '%y %x' "$D/a/lines"
+        touch -d '2010-10-10 10:10:10.5' "$D/new_file"
+        stat -c '%y %s' "$D/new_file"
+        touch -h -d '2011-11-11 11:11:11.111111111' "$D/link_to_f"
+        stat -c '%y' "$D/link_to_f"
+        stat -c '%y' "$D/f.txt"
+        touch -r "$D/f.txt" "$D/zero"
+        stat -c '%y' "$D/zero"
+    """)
+
+
+def test_ln_hard_link_shares_inode_and_counts_links(loop):
+    compare(loop, """
+        ln "$D/a/lines" "$D/lines_link"
+        if [ "$(stat -c %i "$D/a/lines")" = "$(stat -c %i "$D/lines_link")" ]; then
+            echo same-inode
+        else
+            echo different-inodes
+        fi
+        stat -c '%h %n' "$D/a/lines" "$D/lines_link" "$D/f.txt" "$D/hard_f"
+        echo appended >> "$D/lines_link"
+        cat "$D/a/lines"
+        rm "$D/lines_link"
+        stat -c '%h %n' "$D/a/lines"
+        ln "$D/f.txt" "$D/hard_f" || echo "ln over existing: $?"
+    """)
+
+
+def test_ln_s_and_readlink_match_native(loop):
+    compare(loop, """
+        ln -s f.txt "$D/rel_link"
+        ln -s "$D/a/lines" "$D/abs_link"
+        ln -s ../f.txt "$D/a/up_link"
+        readlink "$D/rel_link" "$D/abs_link" "$D/a/up_link" "$D/dangling"
+        readlink -f "$D/rel_link" "$D/a/up_link" "$D/link_to_dir/c"
+        cat "$D/rel_link" "$D/abs_link" "$D/a/up_link"
+        ln -sf zero "$D/rel_link"
+        readlink "$D/rel_link"
+        cat "$D/dangling" || echo "dangling: $?"
+    """)
+
+
+def test_chmod_changes_modes_like_native(loop):
+    compare(loop, """
+        chmod 600 "$D/f.txt"
+        chmod u+x,g-r,o= "$D/a/lines"
+        chmod -R go-rwx "$D/a"
+        chmod 1777 "$D/empty"
+        chmod 644 "$D/link_to_f"
+        stat -c '%a %A %n' "$D/f.txt" "$D/hard_f" "$D/a/lines" "$D/a" "$D/a/b" "$D/empty"
+        chmod 755 "$D/dangling" || echo "chmod dangling: $?"
+    """, compare_stderr=True)
+
+
+def test_cat_head_wc_read_like_native(loop):
+    compare(loop, """
+        cat "$D/f.txt" "$D/a/lines"
+        cat "$D/a/b/big.bin" | sha256sum
+        sha256sum < "$D/a/b/big.bin"
+        head -n 2 "$D/a/lines"
+        head -c 300 "$D/a/b/big.bin" | od -An -tx1 | tail -n 2
+        tail -c 10 "$D/a/b/big.bin" | od -c
+        wc "$D/f.txt" "$D/a/lines" "$D/a/b/big.bin" "$D/zero"
+        cat "$D/zero" "$D/link_to_f"
+        cat "$D/nope" || echo "cat missing: $?"
+        cat "$D/a" || echo "cat dir: $?"
+    """)
+
+
+def test_sort_o_in_place_matches_native(loop):
+    compare(loop, """
+        sort -o "$D/a/lines" "$D/a/lines"
+        cat "$D/a/lines"
+        sort -r "$D/a/lines" -o "$D/a/lines"
+        cat "$D/a/lines"
+        stat -c '%s %a' "$D/a/lines"
+    """)
+
+
+def test_sed_i_edits_in_place_like_native(loop):
+    need("sed")
+    compare(loop, """
+        sed -i 's/foo/bar/g' "$D/a/lines"
+        cat "$D/a/lines"
+        sed -i.bak '1d' "$D/a/lines"
+        cat "$D/a/lines" "$D/a/lines.bak"
+        sed -i --follow-symlinks 's/hello/HELLO/' "$D/link_to_f"
+        cat "$D/f.txt"
+        readlink "$D/link_to_f"
+        sed -i 's/world/WORLD/' "$D/link_to_f"
+        cat "$D/link_to_f"
+        readlink "$D/link_to_f" || echo "no longer a symlink: $?"
+        stat -c '%a %h %n' "$D/a/lines" "$D/f.txt" "$D/hard_f"
+    """)
+
+
+def test_mkdir_p_and_rmdir_match_native(loop):
+    compare(loop, """
+        mkdir -p "$D/x/y/z"
+        mkdir -m 700 "$D/x/private"
+        mkdir "$D/x" || echo "mkdir existing: $?"
+        stat -c '%a %F %n' "$D/x" "$D/x/y/z" "$D/x/private"
+        rmdir "$D/x" || echo "rmdir non-empty: $?"
+        rmdir -p "$D/x/y/z" 2>/dev/null || true
+        ls -A "$D/x"
+    """)
