@@ -1,0 +1,220 @@
+# Loopback: mirror a real directory under the mount point.
+#
+# Shows the passthrough fast path: open() and create() return a Passthrough
+# holding a file descriptor of the real file, so every read, write, mmap and
+# fstat on it goes straight to the kernel and Python only sees the metadata
+# operations (stat, readdir, rename, chmod, xattrs, ...). It also shows the
+# fusepy conventions a stacked file system must get right: symlinks are never
+# followed (lchown, utimes on the link), hard links keep their inode number,
+# times are in nanoseconds (use_ns), and any OSError from os.* reaches the
+# calling program with its errno unchanged.
+#
+# Run it:
+#
+#   ldpfuse-run --mountpoint /mnt/x examples/loopback.py:Loopback /data -- ls -la /mnt/x
+#
+# With `-o passthrough=no` every read and write goes through Python instead
+# (os.pread/os.pwrite on the lower fd): the path the benchmarks compare.
+#
+#   ldpfuse-run --mountpoint /mnt/x -o passthrough=no examples/loopback.py:Loopback /data -- cat /mnt/x/f
+
+import os
+from errno import EACCES
+from stat import S_IFDIR, S_IFLNK, S_IFREG
+
+from ldpfuse_py import FuseOSError, Operations, Passthrough
+
+
+class Loopback(Operations):
+    """Serve the directory ``root`` at the mount point.
+
+    ``passthrough`` is 'yes' (files are served by the kernel) or 'no' (data
+    goes through read()/write() below); it arrives as a string from
+    ``-o passthrough=...``.
+    """
+
+    use_ns = True
+
+    def __init__(self, root, passthrough="yes"):
+        self.root = os.path.realpath(root)
+        if passthrough in ("yes", True):
+            self.passthrough = True
+        elif passthrough in ("no", False):
+            self.passthrough = False
+        else:
+            raise ValueError(f"passthrough must be 'yes' or 'no', not {passthrough!r}")
+        # '/a/b' -> root + '/a/b', the same as os.path.join(root, 'a/b'),
+        # without the join; '' when root is '/' so that '/a' stays '/a'.
+        self._prefix = self.root.rstrip("/")
+
+    def _lower(self, path):
+        "The real path behind a mount path ('/' is root itself)."
+        if path == "/":
+            return self.root
+        return self._prefix + path
+
+    # Metadata
+
+    def getattr(self, path, fh=None):
+        if fh is not None and not self.passthrough:
+            st = os.fstat(fh)  # the open file, even after unlink
+        else:
+            st = os.lstat(self._lower(path))
+        return {
+            "st_mode": st.st_mode,
+            "st_ino": st.st_ino,
+            "st_dev": st.st_dev,
+            "st_nlink": st.st_nlink,
+            "st_uid": st.st_uid,
+            "st_gid": st.st_gid,
+            "st_rdev": st.st_rdev,
+            "st_size": st.st_size,
+            "st_blksize": st.st_blksize,
+            "st_blocks": st.st_blocks,
+            "st_atime": st.st_atime_ns,
+            "st_mtime": st.st_mtime_ns,
+            "st_ctime": st.st_ctime_ns,
+        }
+
+    def access(self, path, amode):
+        if not os.access(self._lower(path), amode):
+            raise FuseOSError(EACCES)
+
+    def chmod(self, path, mode):
+        os.chmod(self._lower(path), mode)
+
+    def chown(self, path, uid, gid):
+        os.chown(self._lower(path), uid, gid, follow_symlinks=False)
+
+    def utimens(self, path, times=None):
+        if times is None:
+            os.utime(self._lower(path), follow_symlinks=False)
+        else:
+            os.utime(self._lower(path), ns=times, follow_symlinks=False)
+
+    def statfs(self, path):
+        sv = os.statvfs(self._lower(path))
+        return {
+            "f_bsize": sv.f_bsize,
+            "f_frsize": sv.f_frsize,
+            "f_blocks": sv.f_blocks,
+            "f_bfree": sv.f_bfree,
+            "f_bavail": sv.f_bavail,
+            "f_files": sv.f_files,
+            "f_ffree": sv.f_ffree,
+            "f_favail": sv.f_favail,
+            "f_flag": sv.f_flag,
+            "f_namemax": sv.f_namemax,
+        }
+
+    # Extended attributes, on the link itself when path is a symlink.
+    # A missing attribute raises OSError(ENODATA) from os.getxattr.
+
+    def getxattr(self, path, name, position=0):
+        return os.getxattr(self._lower(path), name, follow_symlinks=False)
+
+    def setxattr(self, path, name, value, options, position=0):
+        os.setxattr(self._lower(path), name, value, options, follow_symlinks=False)
+
+    def listxattr(self, path):
+        return os.listxattr(self._lower(path), follow_symlinks=False)
+
+    def removexattr(self, path, name):
+        os.removexattr(self._lower(path), name, follow_symlinks=False)
+
+    # Names
+
+    def readdir(self, path, fh):
+        # One scandir per directory: d_ino and d_type come from the kernel's
+        # getdents, no stat per entry.
+        entries = [".", ".."]
+        with os.scandir(self._lower(path)) as it:
+            for entry in it:
+                if entry.is_symlink():
+                    kind = S_IFLNK
+                elif entry.is_dir(follow_symlinks=False):
+                    kind = S_IFDIR
+                elif entry.is_file(follow_symlinks=False):
+                    kind = S_IFREG
+                else:
+                    kind = 0  # fifo, socket, device: the reader stats it
+                entries.append((entry.name, {"st_ino": entry.inode(), "st_mode": kind}, 0))
+        return entries
+
+    def readlink(self, path):
+        return os.readlink(self._lower(path))
+
+    def mknod(self, path, mode, dev):
+        os.mknod(self._lower(path), mode, dev)
+
+    def mkdir(self, path, mode):
+        os.mkdir(self._lower(path), mode)
+
+    def rmdir(self, path):
+        os.rmdir(self._lower(path))
+
+    def unlink(self, path):
+        os.unlink(self._lower(path))
+
+    def rename(self, old, new):
+        os.rename(self._lower(old), self._lower(new))
+
+    def link(self, target, source):
+        "ln source target: target is the new name, source the existing file."
+        os.link(self._lower(source), self._lower(target))
+
+    def symlink(self, target, source):
+        "ln -s source target: source is the link's content, stored as is."
+        os.symlink(source, self._lower(target))
+
+    def truncate(self, path, length, fh=None):
+        if fh is not None and not self.passthrough:
+            os.ftruncate(fh, length)
+        else:
+            os.truncate(self._lower(path), length)
+
+    # Files. With passthrough the fd becomes the caller's file descriptor and
+    # read/write/flush/release below are never called for it.
+
+    def open(self, path, flags):
+        fd = os.open(self._lower(path), flags)
+        if self.passthrough:
+            return Passthrough(fd)
+        return fd
+
+    def create(self, path, mode, fi=None):
+        # fi.flags holds the caller's flags: O_RDWR must stay O_RDWR (a
+        # write-only create breaks sqlite), O_EXCL must stay O_EXCL.
+        flags = fi.flags if fi is not None else os.O_WRONLY | os.O_TRUNC
+        fd = os.open(self._lower(path), flags | os.O_CREAT, mode)
+        if self.passthrough:
+            return Passthrough(fd)
+        return fd
+
+    def read(self, path, size, offset, fh):
+        return os.pread(fh, size, offset)
+
+    def write(self, path, data, offset, fh):
+        return os.pwrite(fh, data, offset)
+
+    def flush(self, path, fh):
+        # Data written with pwrite is already in the kernel: nothing to do
+        # on close. (fusepy's loopback fsyncs here, which costs a disk flush
+        # per close.)
+        return 0
+
+    def fsync(self, path, datasync, fh):
+        if datasync:
+            os.fdatasync(fh)
+        else:
+            os.fsync(fh)
+
+    def release(self, path, fh):
+        if not self.passthrough:  # a passthrough fd belongs to the caller
+            os.close(fh)
+
+    def opendir(self, path):
+        return 0
+
+    def releasedir(self, path, fh):
+        return 0
