@@ -279,8 +279,11 @@ class Workspace:
         return native, ldp
 
     def assert_lower_matches_native(self, ignore=()):
-        native_subst = [(self.native, "$D"), (self.native_out, "$O")]
-        other_subst = [(self.mnt, "$D"), (self.ldp_out, "$O")]
+        # Relative symlinks out of the mount name the out directory too.
+        native_subst = [(self.native, "$D"), (self.native_out, "$O"),
+                        (self.native_out.name, "$OUT")]
+        other_subst = [(self.mnt, "$D"), (self.ldp_out, "$O"),
+                       (self.ldp_out.name, "$OUT")]
         assert_same_tree(self.native, self.lower, ignore, native_subst,
                          other_subst)
         assert_same_tree(self.native_out, self.ldp_out, ignore, native_subst,
