@@ -16,7 +16,8 @@
 # With `-o passthrough=no` every read and write goes through Python instead
 # (os.pread/os.pwrite on the lower fd): the path the benchmarks compare.
 #
-#   ldpfuse-run --mountpoint /mnt/x -o passthrough=no examples/loopback.py:Loopback /data -- cat /mnt/x/f
+#   ldpfuse-run --mountpoint /mnt/x -o passthrough=no \
+#       examples/loopback.py:Loopback /data -- cat /mnt/x/f
 
 import os
 from errno import EACCES

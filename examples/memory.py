@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from errno import (
-    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY, EPERM,
+    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY, EPERM,
 )
 from stat import (
     S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
@@ -445,6 +445,10 @@ class Memory(Operations):
     def _opened(self, node, flags):
         "Check open(2)'s flags against an existing inode and apply O_TRUNC."
         writing = flags & os.O_ACCMODE != os.O_RDONLY
+        if isinstance(node, Symlink):
+            # The caller resolves symlinks before open, as the kernel does for
+            # FUSE; a symlink that reaches here was not to be followed.
+            raise FuseOSError(ELOOP)
         if isinstance(node, Directory):
             if writing:
                 raise FuseOSError(EISDIR)

@@ -505,6 +505,15 @@ def test_memory_rename_of_a_name_onto_its_own_hard_link_is_a_no_op(mem):
     assert mem.getattr("/a")["st_nlink"] == 2
 
 
+def test_memory_open_of_a_symlink_is_eloop(mem):
+    mem.symlink("/l", "f")
+    make_file(mem, "/f")
+    raises_errno(errno.ELOOP, mem.open, "/l", os.O_RDONLY | os.O_NOFOLLOW)
+    raises_errno(errno.ELOOP, mem.create, "/l", 0o644, FileInfo(os.O_CREAT | os.O_WRONLY))
+    raises_errno(errno.EEXIST, mem.create, "/l", 0o644,
+                 FileInfo(os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+
+
 def test_memory_symlink_and_readlink(mem):
     mem.symlink("/l", "some/target")  # fusepy's order: symlink(target, source)
     st = mem.getattr("/l")
