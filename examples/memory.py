@@ -98,7 +98,12 @@ class Memory(Operations):
         uid, gid, _ = fuse_get_context()
         self.root = Directory(self._new_ino(), S_IFDIR | 0o755, uid, gid, time.time_ns())
         # A multi-threaded caller may run operations concurrently: serialise
-        # them at the single dispatch point.
+        # them at the single dispatch point. A child forked while another
+        # thread held the lock gets a fresh one (that thread is not copied).
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._new_lock)
+
+    def _new_lock(self):
         self._lock = threading.Lock()
 
     def __call__(self, op, *args):
@@ -159,9 +164,8 @@ class Memory(Operations):
             raise FuseOSError(EINVAL)
         return node
 
-    def _add(self, path, kind, mode, *args):
-        "Make a kind(ino, mode, uid, gid, now, *args) inode at path."
-        parent, name = self._parent(path, EEXIST)
+    def _add(self, parent, name, kind, mode, *args):
+        "Make a kind(ino, mode, uid, gid, now, *args) inode named name in parent."
         if name in parent.entries:
             raise FuseOSError(EEXIST)
         uid, gid, _ = fuse_get_context()
@@ -169,7 +173,7 @@ class Memory(Operations):
         node = kind(self._new_ino(), mode, uid, gid, now, *args)
         parent.entries[name] = node
         parent.mtime = parent.ctime = now
-        return parent, node
+        return node
 
     def _open_handle(self, node):
         fh = self._next_fh
@@ -291,7 +295,8 @@ class Memory(Operations):
     # Directories
 
     def mkdir(self, path, mode):
-        parent, node = self._add(path, Directory, S_IFDIR | (mode & 0o7777))
+        parent, name = self._parent(path, EEXIST)
+        node = self._add(parent, name, Directory, S_IFDIR | (mode & 0o7777))
         node.parent = parent
         parent.nlink += 1  # the new directory's '..'
 
@@ -330,12 +335,13 @@ class Memory(Operations):
     # Names
 
     def mknod(self, path, mode, dev):
+        parent, name = self._parent(path, EEXIST)
         kind = S_IFMT(mode)
         perm = mode & 0o7777
         if kind in (0, S_IFREG):
-            self._add(path, File, S_IFREG | perm)
+            self._add(parent, name, File, S_IFREG | perm)
         elif kind in (S_IFIFO, S_IFCHR, S_IFBLK, S_IFSOCK):
-            _, node = self._add(path, Inode, kind | perm)
+            node = self._add(parent, name, Inode, kind | perm)
             if kind in (S_IFCHR, S_IFBLK):
                 node.rdev = dev
         elif kind == S_IFDIR:
@@ -345,7 +351,8 @@ class Memory(Operations):
 
     def symlink(self, target, source):
         "ln -s source target: a link at target whose content is source."
-        self._add(target, Symlink, S_IFLNK | 0o777, source)
+        parent, name = self._parent(target, EEXIST)
+        self._add(parent, name, Symlink, S_IFLNK | 0o777, source)
 
     def readlink(self, path):
         node = self._lookup(path)
@@ -430,7 +437,7 @@ class Memory(Operations):
         parent, name = self._parent(path, EISDIR)
         node = parent.entries.get(name)
         if node is None:
-            _, node = self._add(path, File, S_IFREG | (mode & 0o7777))
+            node = self._add(parent, name, File, S_IFREG | (mode & 0o7777))
         elif flags & os.O_EXCL:
             raise FuseOSError(EEXIST)
         elif isinstance(node, Directory):
