@@ -20,8 +20,8 @@
 #       examples/loopback.py:Loopback /data -- cat /mnt/x/f
 
 import os
-from errno import EACCES
-from stat import S_IFDIR, S_IFLNK, S_IFREG
+from errno import EACCES, ENOTDIR
+from stat import S_IFDIR, S_IFLNK, S_IFREG, S_ISDIR
 
 from ldpfuse_py import FuseOSError, Operations, Passthrough
 
@@ -38,6 +38,8 @@ class Loopback(Operations):
 
     def __init__(self, root, passthrough="yes"):
         self.root = os.path.realpath(root)
+        if not S_ISDIR(os.stat(self.root).st_mode):  # fail now, not at each call
+            raise NotADirectoryError(ENOTDIR, "loopback root is not a directory", root)
         if passthrough in ("yes", True):
             self.passthrough = True
         elif passthrough in ("no", False):

@@ -657,6 +657,14 @@ def test_loopback_maps_mount_paths_under_root(loop, lower):
     assert loop.getattr("/")["st_ino"] == os.lstat(lower).st_ino
 
 
+def test_loopback_rejects_a_root_that_is_not_a_directory(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Loopback(str(tmp_path / "missing"))
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(NotADirectoryError):
+        Loopback(str(tmp_path / "file"))
+
+
 def test_loopback_rejects_unknown_passthrough_value(lower):
     with pytest.raises(ValueError):
         Loopback(str(lower), passthrough="maybe")
