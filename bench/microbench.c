@@ -8,7 +8,7 @@
  * from any program.  bench/run.py compiles it with gcc -O2 and drives it.
  *
  *   microbench setup DIR [--large-mb N]          create the fixture in DIR
- *   microbench check DIR [--large-mb N]          verify the fixture's contents
+ *   microbench check DIR [--setup] [--large-mb N] verify the fixture's contents
  *   microbench run DIR [opts] WORKLOAD[:THREADS]...
  *       -d SECONDS   measured time per workload (default 1)
  *       -w SECONDS   warm-up before each workload (default 0.2)
@@ -640,15 +640,15 @@ int main(int argc, char **argv)
 		setup(bench_dir);
 		return 0;
 	}
-	if (strcmp(cmd, "check") == 0)
-		return check(bench_dir);
-	if (strcmp(cmd, "run") != 0)
+	if (strcmp(cmd, "check") != 0 && strcmp(cmd, "run") != 0)
 		usage();
 	if (do_setup) {
 		double t0 = now();
 		setup(bench_dir);
 		printf("SETUP secs=%.3f\n", now() - t0);
 	}
+	if (strcmp(cmd, "check") == 0)
+		return check(bench_dir);
 	int rc = 0;
 	for (int i = first_wl; i < argc; i++) {
 		if (strcmp(argv[i], "firstop") == 0)
