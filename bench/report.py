@@ -1,0 +1,314 @@
+"""Turns bench/out/results.json (written by bench/run.py) into bench/RESULTS.md and bench/results.png.
+
+    python3 bench/run.py --report-only     rewrites both from the last run's results
+"""
+import os
+import statistics
+
+from run import (BENCH, FIRSTOP_TARGET_MS, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
+                 RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
+
+DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'fusepy-loop', 'libfuse-pt']
+MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'fusepy-mem']
+TARGET_CONFIG = 'ldp-loop'
+LABELS = {
+    'native': 'native (disk)', 'ldp-loop': 'ldpfuse-py loopback',
+    'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no', 'fusepy-loop': 'fusepy loopback (FUSE)',
+    'libfuse-pt': 'libfuse C passthrough (FUSE)', 'native-tmpfs': 'native (tmpfs)',
+    'ldp-mem': 'ldpfuse-py memory', 'fusepy-mem': 'fusepy memory (FUSE)',
+}
+
+
+def fmt(v):
+    if v is None:
+        return '-'
+    a = abs(v)
+    if a >= 1e6:
+        return '%.2fM' % (v / 1e6)
+    if a >= 1e4:
+        return '%.0fk' % (v / 1e3)
+    if a >= 1e3:
+        return '%.1fk' % (v / 1e3)
+    if a >= 100:
+        return '%.0f' % v
+    if a >= 10:
+        return '%.1f' % v
+    return '%.2f' % v
+
+
+def fmt_ratio(r):
+    if r is None:
+        return '-'
+    return 'x%.3f' % r if r < 0.1 else 'x%.2f' % r
+
+
+class Medians:
+    """Medians over rounds, per (configuration, workload key)."""
+
+    def __init__(self, results):
+        self.samples = {}
+        fields = {m[0]: m[2] for m in MICRO}
+        for row in results.get('micro', []):
+            if row.get('error'):
+                continue
+            key = '%s:%s' % (row['workload'], row['threads'])
+            field = fields.get(key)
+            if row['workload'].startswith('nm-'):
+                key, field = row['workload'], 'ns_per_call'
+            elif row['workload'] == 'firstop':
+                for f in ('mount_ms', 'outside_ms', 'first_op_ms'):
+                    self.add(row['config'], 'firstop.' + f, float(row[f]))
+                continue
+            if field and field in row:
+                self.add(row['config'], key, float(row[field]))
+        for row in results.get('thesis', []):
+            self.add(row['config'], row['workload'], row['mb_per_s'])
+
+    def add(self, cfg, key, v):
+        self.samples.setdefault((cfg, key), []).append(v)
+
+    def get(self, cfg, key):
+        s = self.samples.get((cfg, key))
+        return statistics.median(s) if s else None
+
+    def spread(self, cfg, key):
+        s = self.samples.get((cfg, key))
+        if not s or len(s) < 2:
+            return None
+        m = statistics.median(s)
+        return (max(s) - min(s)) / m if m else None
+
+    def n(self, cfg, key):
+        return len(self.samples.get((cfg, key), []))
+
+    def ratio(self, cfg, key, ref):
+        a, b = self.get(cfg, key), self.get(ref, key)
+        return a / b if a is not None and b else None
+
+
+def mark(ok):
+    if ok is None:
+        return 'no data'
+    return 'met' if ok else '**not met**'
+
+
+def micro_table(md, configs, present):
+    cols = [c for c in configs if c in present]
+    if not cols:
+        return []
+    ref = cols[0]
+    lines = ['| workload | unit | ' + ' | '.join(LABELS[c] for c in cols) + ' | %s spread |' % ref,
+             '|---|---|' + '---:|' * len(cols) + '---:|']
+    for key, title, _, unit in MICRO:
+        if all(md.get(c, key) is None for c in cols):
+            continue
+        cells = []
+        for c in cols:
+            v = md.get(c, key)
+            if c == ref:
+                cells.append(fmt(v))
+            else:
+                cells.append('%s (%s)' % (fmt(v), fmt_ratio(md.ratio(c, key, ref))) if v is not None else '-')
+        sp = md.spread(ref, key)
+        lines.append('| %s `%s` | %s | %s | %s |' % (title, key, unit, ' | '.join(cells),
+                                                   '%.0f%%' % (sp * 100) if sp is not None else '-'))
+    return lines
+
+
+def write(results):
+    md = Medians(results)
+    present = set(results.get('configs', {}))
+    machine = results.get('machine', {})
+    scale = results.get('scale', {})
+    out = ['# ldpfuse-py benchmark results', '',
+           'Written by `python3 bench/run.py%s` (bench/README.md says what each workload and '
+           'configuration is). Values are medians over interleaved rounds; `xN` is the ratio to the '
+           'native directory the configuration stands on (disk for loopbacks, tmpfs for the memory '
+           'file systems), higher is better. "spread" is (max - min) / median of the native runs: '
+           'the noise floor of this machine.' % (' --quick' if results.get('quick') else ''), '',
+           '## Machine', '']
+    for k, v in machine.items():
+        out.append('- %s: %s' % (k, v))
+    out.append('- rounds: %s micro-benchmark rounds of %ss per workload (after %ss warm-up), '
+               '%s thesis rounds of %ss; whole run %.0f s' % (
+                   scale.get('rounds'), scale.get('duration'), scale.get('warmup'),
+                   scale.get('thesis_rounds'), scale.get('fio_runtime'),
+                   results.get('elapsed_s', 0)))
+    out.append('- fixture: large file %s MiB (%s MiB in the memory configurations), 1000 files '
+               'of 16 KiB, a 1000-entry directory' % (scale.get('large_mb'), scale.get('mem_large_mb')))
+
+    # ---- targets
+    out += ['', '## Targets of issue 3', '',
+            'Ratios of **%s** to native unless the row says otherwise.' % LABELS[TARGET_CONFIG], '',
+            '| what | target | measured | |', '|---|---|---:|---|']
+    titles = {m[0]: m[1] for m in MICRO}
+    for key, target in TARGETS.items():
+        r = md.ratio(TARGET_CONFIG, key, 'native')
+        out.append('| %s | >= x%.2f | %s | %s |' % (titles[key], target, fmt_ratio(r),
+                                                   mark(None if r is None else r >= target)))
+    for w in ('orc', 'create', 'seqread', 'randread'):
+        for t in (2, 8):
+            key, one = '%s:%d' % (w, t), '%s:1' % w
+            try:
+                eff = (md.get(TARGET_CONFIG, key) / md.get(TARGET_CONFIG, one)) / \
+                      (md.get('native', key) / md.get('native', one))
+            except (TypeError, ZeroDivisionError):
+                eff = None
+            out.append('| %s: speed-up 1->%d threads relative to native\'s | scales like native '
+                       '(>= x0.80) | %s | %s |' % (titles[one], t, fmt_ratio(eff),
+                                                    mark(None if eff is None else eff >= 0.8)))
+    for key in ('orc:1', 'create:1'):
+        r = md.ratio('ldp-mem', key, 'fusepy-mem')
+        out.append('| %s: ldpfuse-py memory vs fusepy memory over FUSE | >= x%.0f | %s | %s |' % (
+            titles[key], MEMORY_TARGET, fmt_ratio(r), mark(None if r is None else r >= MEMORY_TARGET)))
+    for name, *_ in THESIS:
+        r = md.ratio(TARGET_CONFIG, name, 'native')
+        out.append('| thesis %s | >= x%.2f | %s | %s |' % (name, THESIS_TARGET, fmt_ratio(r),
+                                                          mark(None if r is None else r >= THESIS_TARGET)))
+    for wl, title in NONMOUNT:
+        a, b = md.get(TARGET_CONFIG, wl), md.get('native', wl)
+        d = a - b if a is not None and b is not None else None
+        out.append('| %s on a non-mount path: ns added by the preload | a few ns (<= %.0f) | %s | %s |' % (
+            title, NONMOUNT_TARGET_NS, '-' if d is None else '%+.1f ns' % d,
+            mark(None if d is None else d <= NONMOUNT_TARGET_NS)))
+    for cfg in ('ldp-loop', 'ldp-mem'):
+        v = md.get(cfg, 'firstop.first_op_ms')
+        out.append('| first operation in a fresh process, %s | < %.0f ms | %s | %s |' % (
+            LABELS[cfg], FIRSTOP_TARGET_MS, '-' if v is None else '%.1f ms' % v,
+            mark(None if v is None else v < FIRSTOP_TARGET_MS)))
+
+    # ---- micro tables
+    out += ['', '## Micro-benchmarks (bench/microbench.c), disk', '']
+    out += micro_table(md, DISK_CONFIGS, present) or ['(no configuration ran)']
+    out += ['', '## Micro-benchmarks, memory file systems (native reference: tmpfs)', '']
+    lines = micro_table(md, MEM_CONFIGS, present)
+    out += lines or ['(no configuration ran)']
+    if 'ldp-mem' in present and 'fusepy-mem' in present:
+        out += ['', 'ldpfuse-py memory vs fusepy memory over FUSE: ' + ', '.join(
+            '%s %s' % (m[0], fmt_ratio(md.ratio('ldp-mem', m[0], 'fusepy-mem')))
+            for m in MICRO if md.ratio('ldp-mem', m[0], 'fusepy-mem') is not None)]
+
+    # ---- thesis
+    thesis_cfgs = [c for c in DISK_CONFIGS if any(md.get(c, t[0]) is not None for t in THESIS)]
+    out += ['', '## The six LDP_FUSE thesis workloads (MB/s, %s)' % (
+        'filebench' if 'used' == machine.get('filebench') else 'fio job files in bench/workloads'), '']
+    if thesis_cfgs:
+        out.append('| workload | ' + ' | '.join(LABELS[c] for c in thesis_cfgs) + ' | native spread |')
+        out.append('|---|' + '---:|' * len(thesis_cfgs) + '---:|')
+        for name, *_ in THESIS:
+            cells = []
+            for c in thesis_cfgs:
+                v = md.get(c, name)
+                if c == 'native':
+                    cells.append(fmt(v))
+                else:
+                    cells.append('%s (%s)' % (fmt(v), fmt_ratio(md.ratio(c, name, 'native'))) if v is not None else '-')
+            sp = md.spread('native', name)
+            out.append('| %s | %s | %s |' % (name, ' | '.join(cells), '%.0f%%' % (sp * 100) if sp is not None else '-'))
+    else:
+        out.append('(not run)')
+
+    # ---- non-mount and first op
+    nm_cfgs = [c for c in ('native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-mem') if c in present]
+    out += ['', '## Cost of a call on a non-mount path (ns per call; native = no preload)', '',
+            '| call | ' + ' | '.join(LABELS[c] for c in nm_cfgs) + ' |',
+            '|---|' + '---:|' * len(nm_cfgs)]
+    for wl, title in NONMOUNT:
+        cells = []
+        for c in nm_cfgs:
+            v, b = md.get(c, wl), md.get('native', wl)
+            if v is None:
+                cells.append('-')
+            elif c == 'native' or b is None:
+                cells.append('%.1f' % v)
+            else:
+                cells.append('%.1f (%+.1f)' % (v, v - b))
+        out.append('| %s | %s |' % (title, ' | '.join(cells)))
+    out += ['', '## First operation in a fresh process (fork + exec + one stat + exit, ms, median)', '',
+            'The child stats the mount root, or a path outside any mount (same environment, preload '
+            'loaded); the difference is what the first mount operation costs (for ldpfuse-py: '
+            'starting the interpreter and the file system). The native row is a plain process with '
+            'no preload.', '',
+            '| configuration | stat on the mount | stat elsewhere | first-op cost |', '|---|---:|---:|---:|']
+    for c in DISK_CONFIGS + MEM_CONFIGS:
+        v = md.get(c, 'firstop.mount_ms')
+        if v is None:
+            continue
+        out.append('| %s | %.2f | %.2f | %.2f |' % (LABELS[c], v, md.get(c, 'firstop.outside_ms'),
+                                                  md.get(c, 'firstop.first_op_ms')))
+
+    # ---- skipped and failures
+    out += ['', '## Skipped configurations', '']
+    skipped = results.get('skipped', {})
+    out += ['- %s: %s' % (LABELS.get(k, k), v) for k, v in skipped.items()] or ['(none)']
+    out += ['', '## Failures', '']
+    fails = results.get('failures', [])
+    if not fails:
+        out.append('(none)')
+    for f in fails:
+        out += ['### %s, %s (exit %s)' % (LABELS.get(f['config'], f['config']), f['phase'], f['rc']), '',
+                '```', f['command'], '```', '']
+        if f.get('stdout'):
+            out += ['stdout (last lines):', '', '```', f['stdout'], '```', '']
+        if f.get('stderr'):
+            out += ['stderr (last lines):', '', '```', f['stderr'], '```', '']
+    with open(RESULTS_MD, 'w') as fh:
+        fh.write('\n'.join(out).rstrip() + '\n')
+    plot(md, present)
+
+
+def plot(md, present):
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except Exception:
+        print('[bench] matplotlib not installed: no results.png (pip install matplotlib)')
+        return
+    series = [c for c in DISK_CONFIGS[1:] + MEM_CONFIGS[1:] if c in present]
+    if not series:
+        print('[bench] only native configurations ran: no results.png')
+        return
+    ref = {c: ('native-tmpfs' if c in MEM_CONFIGS else 'native') for c in series}
+    micro_keys = [m[0] for m in MICRO if any(md.ratio(c, m[0], ref[c]) for c in series)]
+    thesis_keys = [t[0] for t in THESIS if any(md.ratio(c, t[0], 'native') for c in series)]
+    panels = [(micro_keys, 'micro-benchmarks (bench/microbench.c)')]
+    if thesis_keys:
+        panels.append((thesis_keys, 'LDP_FUSE thesis workloads'))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 5.5 * len(panels)), squeeze=False)
+    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'fusepy-loop': '#d62728',
+              'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c', 'fusepy-mem': '#9467bd'}
+    for ax, (keys, title) in zip(axes[:, 0], panels):
+        cfgs = [c for c in series if any(md.ratio(c, k, ref[c]) for k in keys)]
+        width = 0.8 / max(1, len(cfgs))
+        for i, c in enumerate(cfgs):
+            xs, ys = [], []
+            for j, k in enumerate(keys):
+                r = md.ratio(c, k, ref[c])
+                if r:
+                    xs.append(j + (i - (len(cfgs) - 1) / 2) * width)
+                    ys.append(r)
+            ax.bar(xs, ys, width, label='%s (vs %s)' % (LABELS[c], ref[c]), color=colors.get(c))
+        for j, k in enumerate(keys):
+            t = TARGETS.get(k, THESIS_TARGET if k in [x[0] for x in THESIS] else None)
+            if t:
+                ax.plot([j - 0.45, j + 0.45], [t, t], color='black', linewidth=1, linestyle=':')
+        ax.axhline(1.0, color='gray', linewidth=0.8)
+        ax.set_yscale('log')
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(keys, rotation=30, ha='right')
+        ax.set_ylabel('ratio to native (log)')
+        ax.set_title(title + '; dotted: issue 3 target for ldpfuse-py loopback')
+        ax.legend(fontsize=8, loc='lower left')
+        ax.grid(axis='y', which='both', alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(RESULTS_PNG, dpi=90)
+    plt.close(fig)
+
+
+if __name__ == '__main__':
+    import json
+    from run import RESULTS_JSON
+    with open(RESULTS_JSON) as f:
+        write(json.load(f))
+    print('wrote', RESULTS_MD, os.path.relpath(RESULTS_PNG, BENCH))
