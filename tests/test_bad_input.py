@@ -1,0 +1,116 @@
+"""Bad input to ldpfuse-run: one clear line on stderr, exit status 2 (127 for
+a command that does not exist), and nothing half-started: the command did
+not run and the mount point was not created."""
+
+import os
+import sys
+
+import pytest
+
+from conftest import FS_FIXTURES, LOOPBACK, base_env, ldpfuse_run_argv, run, run_native
+
+TIMEOUT = 60
+
+
+def ldpfuse(ws, *args):
+    return run(ldpfuse_run_argv() + [str(a) for a in args], timeout=TIMEOUT,
+               cwd=ws.tmp, env=base_env())
+
+
+def marker_cmd(ws):
+    """A command that leaves a marker file when it runs."""
+    ws.marker = ws.tmp / "command-ran"
+    return ["sh", "-c", f"touch {ws.marker}"]
+
+
+def assert_refused(ws, r, *mentions):
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2, r.describe()
+    assert len(lines) == 1, "expected one line on stderr:\n" + r.describe()
+    for word in mentions:
+        assert word in lines[0], f"the error line does not mention {word!r}:\n" + r.describe()
+    assert not ws.marker.exists(), "the command ran although the input was bad"
+    assert not ws.mnt.exists(), "the mount point was created on disk"
+
+
+BAD_SPECS = [
+    ("missing-file", lambda ws: f"{ws.tmp}/no_such_fs.py:Cls", "no_such_fs.py"),
+    ("missing-module", lambda ws: "no_such_package_xyz.module:Cls", "no_such_package_xyz"),
+    ("missing-class", lambda ws: f"{LOOPBACK.split(':')[0]}:NoSuchClass", "NoSuchClass"),
+    ("empty-class", lambda ws: f"{LOOPBACK.split(':')[0]}:", None),
+    ("empty-file", lambda ws: ":Loopback", None),
+    ("two-colons", lambda ws: f"{LOOPBACK}:Extra", None),
+    ("raises-at-import", lambda ws: f"{FS_FIXTURES / 'raises_at_import.py'}:Never",
+     "raises at import on purpose"),
+]
+
+
+@pytest.mark.parametrize("spec,mention", [(c[1], c[2]) for c in BAD_SPECS],
+                         ids=[c[0] for c in BAD_SPECS])
+def test_bad_fs_spec_exits_2_with_one_line_and_runs_nothing(ws, spec, mention):
+    cmd = marker_cmd(ws)
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, spec(ws), ws.lower, "--", *cmd)
+    assert_refused(ws, r, *([mention] if mention else []))
+
+
+def test_missing_double_dash_exits_2_and_runs_nothing(ws):
+    cmd = marker_cmd(ws)
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, *cmd)
+    assert_refused(ws, r, "--")
+
+
+def test_missing_command_after_double_dash_exits_2(ws):
+    ws.marker = ws.tmp / "command-ran"
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--")
+    assert_refused(ws, r)
+
+
+@pytest.mark.parametrize("command", ["no-such-command-ldpfuse-test", "/nonexistent/bin/prog"])
+def test_nonexistent_command_exits_127(ws, command):
+    ws.marker = ws.tmp / "command-ran"
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--", command)
+    assert r.returncode == 127, r.describe()
+    assert command in r.stderr, r.describe()
+
+
+@pytest.mark.parametrize("status", [0, 1, 3, 42, 255])
+def test_exit_status_is_the_commands(ws, status):
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--",
+                "sh", "-c", f"ls {ws.mnt} >/dev/null; exit {status}")
+    assert r.returncode == status, r.describe()
+
+
+def test_command_killed_by_signal_reports_it_like_native(ws):
+    cmd = ["sh", "-c", "kill -TERM $$"]
+    native = run_native(cmd)
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--", *cmd)
+    # exec'd: killed by the same signal; or a waiting launcher: 128+signal,
+    # which is what a shell shows in both cases.
+    assert r.returncode in (native.returncode, 128 - native.returncode), r.describe()
+
+
+def test_fs_args_and_options_reach_the_class(ws):
+    """The FS_ARG (the lower directory) and `-o passthrough=no` (a keyword
+    argument) reach Loopback."""
+    (ws.lower / "f").write_text("via option\n")
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, "-o", "passthrough=no", LOOPBACK,
+                ws.lower, "--", "cat", ws.mnt / "f")
+    assert (r.returncode, r.stdout) == (0, "via option\n"), r.describe()
+
+
+def test_module_colon_class_spec_works(ws):
+    """`package.module:Class` is imported by name (here from tests/fs_fixtures
+    put on PYTHONPATH)."""
+    env = base_env(PYTHONPATH=FS_FIXTURES)
+    r = run(ldpfuse_run_argv() + ["--mountpoint", str(ws.mnt), "faulty:TwoFiles", "--",
+                                  "cat", str(ws.mnt / "f")],
+            timeout=TIMEOUT, cwd=ws.tmp, env=env)
+    assert (r.returncode, r.stdout) == (0, "hello\n"), r.describe()
+
+
+def test_mount_point_need_not_exist_and_is_not_created(ws):
+    (ws.lower / "f").write_text("x\n")
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--",
+                "cat", ws.mnt / "f")
+    assert (r.returncode, r.stdout) == (0, "x\n"), r.describe()
+    assert not ws.mnt.exists()
