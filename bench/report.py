@@ -272,7 +272,7 @@ def plot(md, present):
     ref = {c: ('native-tmpfs' if c in MEM_CONFIGS else 'native') for c in series}
     micro_keys = [m[0] for m in MICRO if any(md.ratio(c, m[0], ref[c]) for c in series)]
     thesis_keys = [t[0] for t in THESIS if any(md.ratio(c, t[0], 'native') for c in series)]
-    panels = [(micro_keys, 'micro-benchmarks (bench/microbench.c)')]
+    panels = [(micro_keys, 'micro-benchmarks (bench/microbench.c)')] if micro_keys else []
     if thesis_keys:
         panels.append((thesis_keys, 'LDP_FUSE thesis workloads'))
     fig, axes = plt.subplots(len(panels), 1, figsize=(14, 5.5 * len(panels)), squeeze=False)

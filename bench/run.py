@@ -38,15 +38,15 @@ MOUNT_BASE = '/tmp/ldpfuse-bench-mnt'
 # ---------------------------------------------------------------- scales
 
 SCALES = {
-    'full': dict(rounds=5, duration=1.0, warmup=0.2, large_mb=256, mem_large_mb=64,
-                 firstop_n=20, thesis_rounds=3, fio_runtime=6,
-                 fio=dict(FIO_SQ1_SIZE='2g', FIO_SQ32_SIZE='64m', FIO_CRWR_NRFILES='40000',
-                          FIO_CRWR32_NRFILES='1250', FIO_WEB_NRFILES='20000',
+    'full': dict(rounds=5, duration=0.5, warmup=0.1, large_mb=256, mem_large_mb=64,
+                 firstop_n=20, thesis_rounds=3, fio_runtime=5,
+                 fio=dict(FIO_SQ1_SIZE='2g', FIO_SQ32_SIZE='64m', FIO_CRWR_NRFILES='20000',
+                          FIO_CRWR32_NRFILES='625', FIO_WEB_NRFILES='20000',
                           FIO_FS_NRFILES='400')),
     'quick': dict(rounds=2, duration=0.2, warmup=0.05, large_mb=64, mem_large_mb=32,
                   firstop_n=5, thesis_rounds=1, fio_runtime=2,
-                  fio=dict(FIO_SQ1_SIZE='256m', FIO_SQ32_SIZE='8m', FIO_CRWR_NRFILES='5000',
-                           FIO_CRWR32_NRFILES='160', FIO_WEB_NRFILES='2000',
+                  fio=dict(FIO_SQ1_SIZE='256m', FIO_SQ32_SIZE='8m', FIO_CRWR_NRFILES='3000',
+                           FIO_CRWR32_NRFILES='100', FIO_WEB_NRFILES='2000',
                            FIO_FS_NRFILES='40')),
 }
 
@@ -738,6 +738,8 @@ def main():
     refs = {c.native_ref for c in configs}
     configs = [c(ctx) for c in CONFIG_CLASSES
                if c.name in {x.name for x in configs} | refs]
+    if not (micro_keys or want('nonmount') or want('firstop')):
+        configs = [c for c in configs if c.thesis]
     os.makedirs(MOUNT_BASE, exist_ok=True)
     t_start = time.time()
     prepare_fixtures(ctx, configs)
