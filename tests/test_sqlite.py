@@ -43,10 +43,12 @@ def db_summary(path):
         con.close()
 
 
-@pytest.fixture
-def sql(ws):
+@pytest.fixture(params=[{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
+def sql(request, ws):
+    """The workspace with create.sql written, and the loopback options."""
     need("sqlite3")
     ws.sql = write_sql(ws)
+    ws.options = request.param
     return ws
 
 
@@ -55,7 +57,7 @@ def test_sqlite_rollback_journal_results_match_native(sql):
         sqlite3 "$D/t.db" < "$SQL"
     """ + QUERIES + """
         ls "$D"
-    """, env_extra={"SQL": sql.sql})
+    """, env_extra={"SQL": sql.sql}, options=sql.options)
     assert db_summary(sql.lower / "t.db") == db_summary(sql.native / "t.db")
 
 
@@ -66,7 +68,7 @@ def test_sqlite_wal_mode_results_match_native(sql):
     """ + QUERIES + """
         sqlite3 "$D/t.db" 'PRAGMA journal_mode;'
         ls "$D"
-    """, env_extra={"SQL": sql.sql})
+    """, env_extra={"SQL": sql.sql}, options=sql.options)
     assert db_summary(sql.lower / "t.db") == db_summary(sql.native / "t.db")
 
 
@@ -83,7 +85,7 @@ SELECT count(*) FROM t;
 EOF
         sqlite3 -cmd 'PRAGMA wal_checkpoint(TRUNCATE);' "$D/t.db" 'SELECT count(*) FROM t;'
         sqlite3 "$D/t.db" 'VACUUM; PRAGMA integrity_check;'
-    """, env_extra={"SQL": sql.sql})
+    """, env_extra={"SQL": sql.sql}, options=sql.options)
     assert db_summary(sql.lower / "t.db") == db_summary(sql.native / "t.db")
 
 
@@ -91,7 +93,7 @@ def test_sqlite_database_in_lower_dir_is_complete_after_exit(sql):
     """Nothing is lost when the last process ends: the lower file alone holds
     every committed row."""
     r = sql.ldp_run(["sh", "-c", 'sqlite3 "$D/t.db" < "$SQL"'],
-                    env_extra={"SQL": sql.sql})
+                    env_extra={"SQL": sql.sql}, options=sql.options)
     assert r.returncode == 0, r.describe()
     assert not (sql.lower / "t.db-journal").exists()
     sqlite3.connect(sql.native / "t.db").executescript(sql.sql.read_text())
