@@ -75,9 +75,10 @@ def test_nonexistent_command_exits_127(ws, command):
 
 @pytest.mark.parametrize("status", [0, 1, 3, 42, 255])
 def test_exit_status_is_the_commands(ws, status):
+    (ws.lower / "f").write_text("the command ran\n")
     r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--",
-                "sh", "-c", f"ls {ws.mnt} >/dev/null; exit {status}")
-    assert r.returncode == status, r.describe()
+                "sh", "-c", f"cat {ws.mnt}/f; exit {status}")
+    assert (r.returncode, r.stdout) == (status, "the command ran\n"), r.describe()
 
 
 def test_command_killed_by_signal_reports_it_like_native(ws):
