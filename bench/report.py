@@ -275,7 +275,7 @@ def plot(md, present):
     panels = [(micro_keys, 'micro-benchmarks (bench/microbench.c)')] if micro_keys else []
     if thesis_keys:
         panels.append((thesis_keys, 'LDP_FUSE thesis workloads'))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 5.5 * len(panels)), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(17, 5.5 * len(panels)), squeeze=False)
     colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'fusepy-loop': '#d62728',
               'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c', 'fusepy-mem': '#9467bd'}
     for ax, (keys, title) in zip(axes[:, 0], panels):
@@ -299,7 +299,7 @@ def plot(md, present):
         ax.set_xticklabels(keys, rotation=30, ha='right')
         ax.set_ylabel('ratio to native (log)')
         ax.set_title(title + '; dotted: issue 3 target for ldpfuse-py loopback')
-        ax.legend(fontsize=8, loc='lower left')
+        ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.0, 1.0))
         ax.grid(axis='y', which='both', alpha=0.3)
     fig.tight_layout()
     fig.savefig(RESULTS_PNG, dpi=90)
