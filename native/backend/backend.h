@@ -1,0 +1,130 @@
+/*
+ * The seam between the VFS core and whatever runs the user's Operations object
+ * (shared/STYLE.md: one method table per layer, as SQLite's sqlite3_vfs).
+ * The embedded backend (backend/embedded.c, inside the Python extension module) calls the
+ * object in this process; a shared backend would send the same calls to a server.
+ *
+ * Every function returns >= 0 on success and -errno on failure. `mnt` is the index in
+ * the mount table; `path` is the FS path ("/" = the mount's root), NUL-terminated.
+ */
+#ifndef LDPFUSE_BACKEND_H
+#define LDPFUSE_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define LDP_BACKEND_ABI 1
+
+/* What open/create answered. */
+struct open_result {
+    int passthrough_fd;     /* >= 0: serve the file from this kernel fd (now ours) */
+    uint64_t fh;            /* the FS's handle, passed back to read/write/flush/release */
+};
+
+/* One directory entry as readdir produced it. */
+struct dirent_rec {
+    uint64_t ino;           /* 0 = the FS gave none */
+    unsigned char type;     /* DT_* */
+    unsigned short namelen;
+    size_t name_off;        /* into dirlist.names */
+};
+struct dirlist {
+    struct dirent_rec *ents;
+    size_t n, cap;
+    char *names;
+    size_t names_len, names_cap;
+};
+/* Filled by a backend, read and freed by the core (one malloc arena: same libc). */
+static inline int dirlist_add(struct dirlist *l, const char *name, size_t len, uint64_t ino,
+                              unsigned char type)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        void *p = realloc(l->ents, cap * sizeof *l->ents);
+        if (!p)
+            return -1;
+        l->ents = (struct dirent_rec *)p;
+        l->cap = cap;
+    }
+    if (l->names_len + len + 1 > l->names_cap) {
+        size_t cap = l->names_cap ? l->names_cap * 2 : 4096;
+        while (cap < l->names_len + len + 1)
+            cap *= 2;
+        void *p = realloc(l->names, cap);
+        if (!p)
+            return -1;
+        l->names = (char *)p;
+        l->names_cap = cap;
+    }
+    memcpy(l->names + l->names_len, name, len);
+    l->names[l->names_len + len] = '\0';
+    struct dirent_rec *e = &l->ents[l->n++];
+    e->ino = ino;
+    e->type = type;
+    e->namelen = (unsigned short)len;
+    e->name_off = l->names_len;
+    l->names_len += len + 1;
+    return 0;
+}
+
+static inline void dirlist_free(struct dirlist *l)
+{
+    free(l->ents);
+    free(l->names);
+    memset(l, 0, sizeof *l);
+}
+
+struct backend_ops {
+    int abi;
+    int (*getattr)(int mnt, const char *path, const uint64_t *fh, struct stat *st);
+    int (*readlink)(int mnt, const char *path, char *buf, size_t size);  /* length */
+    int (*mknod)(int mnt, const char *path, mode_t mode, dev_t dev);
+    int (*mkdir)(int mnt, const char *path, mode_t mode);
+    int (*unlink)(int mnt, const char *path);
+    int (*rmdir)(int mnt, const char *path);
+    int (*symlink)(int mnt, const char *linkpath, const char *target);
+    int (*rename)(int mnt, const char *from, const char *to);
+    int (*link)(int mnt, const char *newpath, const char *oldpath);
+    int (*chmod)(int mnt, const char *path, mode_t mode);
+    int (*chown)(int mnt, const char *path, uid_t uid, gid_t gid);
+    int (*truncate)(int mnt, const char *path, off_t len, const uint64_t *fh);
+    int (*open)(int mnt, const char *path, int flags, struct open_result *res);
+    int (*create)(int mnt, const char *path, mode_t mode, int flags, struct open_result *res);
+    /* read fills buf (returns bytes, 0 = EOF); write returns bytes written */
+    ssize_t (*read)(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh);
+    ssize_t (*write)(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh);
+    int (*statfs)(int mnt, const char *path, struct statvfs *sv);
+    int (*flush)(int mnt, const char *path, uint64_t fh);
+    int (*release)(int mnt, const char *path, int flags, uint64_t fh);
+    int (*fsync)(int mnt, const char *path, int datasync, uint64_t fh);
+    int (*opendir)(int mnt, const char *path, uint64_t *fh);
+    int (*readdir)(int mnt, const char *path, uint64_t fh, struct dirlist *out);
+    int (*releasedir)(int mnt, const char *path, uint64_t fh);
+    int (*access)(int mnt, const char *path, int mode);
+    /* ts never holds UTIME_NOW/UTIME_OMIT: the core resolves them */
+    int (*utimens)(int mnt, const char *path, const struct timespec ts[2]);
+    int (*setxattr)(int mnt, const char *path, const char *name, const void *value, size_t size, int flags);
+    ssize_t (*getxattr)(int mnt, const char *path, const char *name, void *value, size_t size);
+    ssize_t (*listxattr)(int mnt, const char *path, char *list, size_t size);
+    int (*removexattr)(int mnt, const char *path, const char *name);
+    /* process exit: the FS's destroy() */
+    void (*destroy)(void);
+};
+
+/* What the core lends a backend (the backend must not call wrapped libc functions
+ * for its own work other than inside the guard, which the core holds during calls). */
+struct core_api {
+    int abi;
+    void (*log)(int level, const char *msg);
+    int nmounts;
+};
+
+/* Exported by the embedded backend's shared object. */
+typedef struct backend_ops *(*backend_init_fn)(const struct core_api *core, int host_owns_python,
+                                              char *err, size_t errsize);
+#endif

@@ -1,0 +1,939 @@
+/*
+ * The embedded backend: the user's Operations objects live in a CPython interpreter inside
+ * this process, and each backend_ops call is one vectorcall of `ops(op, path, *args)` (so
+ * an overridden Operations.__call__ sees every operation, as in fusepy).
+ *
+ * Built as a CPython extension module (no DT_NEEDED on libpython): the preload's loader
+ * makes libpython's symbols global first, or the host executable already exports them.
+ *
+ * Errors: an OSError (FuseOSError included) gives its errno; anything else is EIO plus a
+ * traceback in the log naming the operation and path; a result of the wrong type is EIO
+ * plus a log line naming the method. Nothing the FS does can crash the host.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "backend.h"
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct core_api *core;
+static int host_owns;
+
+struct mnt {
+    PyObject *ops;
+    int use_ns;
+    int create_fi;          /* create() takes a third parameter: pass a FileInfo */
+};
+static struct mnt *mnts;
+static int nmnts;
+
+static PyObject *runtime;           /* ldpfuse_py._runtime */
+static PyObject *passthrough_type, *fileinfo_type;
+
+#define OPS(X) X(getattr) X(readlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(symlink) \
+    X(rename) X(link) X(chmod) X(chown) X(truncate) X(open) X(create) X(read) X(write) \
+    X(statfs) X(flush) X(release) X(fsync) X(opendir) X(readdir) X(releasedir) X(access) \
+    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy)
+#define DECL(n) static PyObject *s_##n;
+OPS(DECL)
+#undef DECL
+
+#define KEYS(X) X(st_mode) X(st_ino) X(st_dev) X(st_nlink) X(st_uid) X(st_gid) X(st_rdev) \
+    X(st_size) X(st_blksize) X(st_blocks) X(st_atime) X(st_mtime) X(st_ctime) \
+    X(f_bsize) X(f_frsize) X(f_blocks) X(f_bfree) X(f_bavail) X(f_files) X(f_ffree) \
+    X(f_favail) X(f_fsid) X(f_flag) X(f_namemax) X(fd) X(fh)
+#define DECL(n) static PyObject *k_##n;
+KEYS(DECL)
+#undef DECL
+
+/* ---- the GIL: one kept thread state per host thread (creating one per call costs 7 us) */
+static __thread int tstate_ready;
+
+static PyGILState_STATE gil_enter(void)
+{
+    if (!tstate_ready) {
+        if (PyGILState_GetThisThreadState() == NULL) {
+            PyGILState_Ensure();        /* creates this thread's state, counter stays 1 */
+            PyEval_SaveThread();
+        }
+        tstate_ready = 1;
+    }
+    return PyGILState_Ensure();
+}
+#define GIL_LEAVE(g) PyGILState_Release(g)
+
+/* ---- logging */
+static void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_msg(int level, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    core->log(level, buf);
+}
+
+static const char *opname(PyObject *op)
+{
+    return PyUnicode_AsUTF8(op);
+}
+
+/* The current exception -> -errno. */
+static int fail(PyObject *op, const char *path)
+{
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    PyErr_NormalizeException(&type, &val, &tb);
+    int e = EIO;
+    if (val && PyErr_GivenExceptionMatches(type, PyExc_OSError)) {
+        PyObject *en = PyObject_GetAttrString(val, "errno");
+        if (en && PyLong_Check(en)) {
+            long v = PyLong_AsLong(en);
+            if (v > 0 && v < 4096)
+                e = (int)v;
+        }
+        Py_XDECREF(en);
+        PyErr_Clear();
+        if (e == EIO && runtime) {
+            PyObject *r = PyObject_CallMethod(runtime, "log_exception", "ssOOO", opname(op), path,
+                                              type, val ? val : Py_None, tb ? tb : Py_None);
+            Py_XDECREF(r);
+            PyErr_Clear();
+        }
+    } else if (runtime) {
+        PyObject *r = PyObject_CallMethod(runtime, "log_exception", "ssOOO", opname(op), path,
+                                          type ? type : Py_None, val ? val : Py_None, tb ? tb : Py_None);
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    return -e;
+}
+
+static int wrong_type(PyObject *op, const char *path, PyObject *got, const char *want)
+{
+    log_msg(0, "%s(%s) returned %s, expected %s: EIO", opname(op), path, Py_TYPE(got)->tp_name, want);
+    return -EIO;
+}
+
+/* ops(op, path, *extra) -> new reference, or NULL with the exception set */
+static PyObject *call(int mnt, PyObject *op, const char *path, PyObject *const *extra, int nextra)
+{
+    PyObject *args[8];
+    args[0] = op;
+    args[1] = PyUnicode_DecodeFSDefault(path);
+    if (args[1] == NULL)
+        return NULL;
+    for (int i = 0; i < nextra; i++)
+        args[2 + i] = extra[i];
+    PyObject *r = PyObject_Vectorcall(mnts[mnt].ops, args, (size_t)(2 + nextra), NULL);
+    Py_DECREF(args[1]);
+    return r;
+}
+
+/* A status result: None or an int >= 0 is success, a negative int is -errno. */
+static int status_of(PyObject *op, const char *path, PyObject *r)
+{
+    if (r == NULL)
+        return fail(op, path);
+    int ret = 0;
+    if (PyLong_Check(r)) {
+        long v = PyLong_AsLong(r);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            v = 0;
+        }
+        ret = v < 0 ? (v < -4095 ? -EIO : (int)v) : (v > INT_MAX ? INT_MAX : (int)v);
+    }
+    Py_DECREF(r);
+    return ret;
+}
+
+/* Call with up to 4 extra arguments, each a new reference (stolen here). */
+static int call_status(int mnt, PyObject *op, const char *path, int n, ...)
+{
+    PyObject *extra[6];
+    va_list ap;
+    va_start(ap, n);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        extra[i] = va_arg(ap, PyObject *);
+        bad |= extra[i] == NULL;
+    }
+    va_end(ap);
+    int ret;
+    if (bad) {
+        ret = fail(op, path);
+    } else {
+        ret = status_of(op, path, call(mnt, op, path, extra, n));
+    }
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(extra[i]);
+    return ret;
+}
+
+/* ---- conversions */
+static int get_ll(PyObject *d, PyObject *key, long long *out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyLong_Check(v)) {
+        *out = PyLong_AsLongLong(v);
+        if (*out == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            unsigned long long u = PyLong_AsUnsignedLongLongMask(v);
+            *out = (long long)u;
+        }
+        return 1;
+    }
+    if (PyFloat_Check(v)) {
+        *out = (long long)PyFloat_AS_DOUBLE(v);
+        return 1;
+    }
+    return 0;
+}
+
+static int get_time(PyObject *d, PyObject *key, int use_ns, struct timespec *ts)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyLong_Check(v)) {
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (use_ns) {
+            ts->tv_sec = x / 1000000000LL;
+            ts->tv_nsec = x % 1000000000LL;
+            if (ts->tv_nsec < 0) {
+                ts->tv_nsec += 1000000000LL;
+                ts->tv_sec--;
+            }
+        } else {
+            ts->tv_sec = x;
+            ts->tv_nsec = 0;
+        }
+        return 1;
+    }
+    if (PyFloat_Check(v)) {
+        double f = PyFloat_AS_DOUBLE(v);
+        double s = __builtin_floor(f);
+        ts->tv_sec = (time_t)s;
+        ts->tv_nsec = (long)((f - s) * 1e9);
+        if (ts->tv_nsec >= 1000000000L)
+            ts->tv_nsec = 999999999L;
+        return 1;
+    }
+    return 0;
+}
+
+static int dict_to_stat(int mnt, PyObject *d, struct stat *st)
+{
+    long long v;
+    memset(st, 0, sizeof *st);
+    st->st_nlink = 1;
+    st->st_blksize = 4096;
+    if (get_ll(d, k_st_mode, &v)) st->st_mode = (mode_t)v;
+    if (get_ll(d, k_st_ino, &v)) st->st_ino = (ino_t)v;
+    if (get_ll(d, k_st_dev, &v)) st->st_dev = (dev_t)v;
+    if (get_ll(d, k_st_nlink, &v)) st->st_nlink = (nlink_t)v;
+    if (get_ll(d, k_st_uid, &v)) st->st_uid = (uid_t)v;
+    if (get_ll(d, k_st_gid, &v)) st->st_gid = (gid_t)v;
+    if (get_ll(d, k_st_rdev, &v)) st->st_rdev = (dev_t)v;
+    if (get_ll(d, k_st_size, &v)) st->st_size = (off_t)v;
+    if (get_ll(d, k_st_blksize, &v)) st->st_blksize = (blksize_t)v;
+    if (get_ll(d, k_st_blocks, &v))
+        st->st_blocks = (blkcnt_t)v;
+    else
+        st->st_blocks = (st->st_size + 511) / 512;
+    int ns = mnts[mnt].use_ns;
+    get_time(d, k_st_atime, ns, &st->st_atim);
+    get_time(d, k_st_mtime, ns, &st->st_mtim);
+    get_time(d, k_st_ctime, ns, &st->st_ctim);
+    return 0;
+}
+
+static PyObject *fh_obj(uint64_t fh)
+{
+    return PyLong_FromUnsignedLongLong(fh);
+}
+
+/* ---- operations */
+static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[1] = { NULL };
+    int n = 0;
+    if (fh)
+        extra[n++] = fh_obj(*fh);
+    PyObject *r = call(mnt, s_getattr, path, extra, n);
+    if (n)
+        Py_DECREF(extra[0]);
+    int ret;
+    if (r == NULL)
+        ret = fail(s_getattr, path);
+    else if (PyDict_Check(r))
+        ret = dict_to_stat(mnt, r, st);
+    else if (PyLong_Check(r) && PyLong_AsLong(r) < 0)
+        ret = (int)PyLong_AsLong(r);
+    else
+        ret = wrong_type(s_getattr, path, r, "a dict of st_* keys");
+    Py_XDECREF(r);
+    GIL_LEAVE(g);
+    return ret;
+}
+
+/* Copy a bytes-like result into buf; -EIO (logged) for anything else. */
+static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *buf, size_t size, int exact)
+{
+    if (r == NULL)
+        return fail(op, path);
+    if (PyLong_Check(r)) {
+        long v = PyLong_AsLong(r);
+        Py_DECREF(r);
+        return v < 0 ? v : -EIO;
+    }
+    if (PyUnicode_Check(r) && op == s_readlink) {
+        PyObject *b = PyUnicode_EncodeFSDefault(r);
+        Py_DECREF(r);
+        if (b == NULL)
+            return fail(op, path);
+        r = b;
+    }
+    Py_buffer view;
+    if (PyUnicode_Check(r) || PyObject_GetBuffer(r, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        ssize_t e = wrong_type(op, path, r, "bytes");
+        Py_DECREF(r);
+        return e;
+    }
+    size_t n = (size_t)view.len;
+    ssize_t ret;
+    if (exact && size == 0) {
+        ret = (ssize_t)n;               /* a size query (getxattr with size 0) */
+    } else if (exact && n > size) {
+        ret = -ERANGE;
+    } else {
+        if (n > size)
+            n = size;
+        memcpy(buf, view.buf, n);
+        ret = (ssize_t)n;
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(r);
+    return ret;
+}
+
+static int be_readlink(int mnt, const char *path, char *buf, size_t size)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *r = call(mnt, s_readlink, path, NULL, 0);
+    ssize_t n = bytes_result(s_readlink, path, r, buf, size, 0);
+    GIL_LEAVE(g);
+    return (int)n;
+}
+
+static PyObject *str_obj(const char *s)
+{
+    return PyUnicode_DecodeFSDefault(s);
+}
+
+#define STATUS(mnt, op, path, n, ...) ({ \
+    PyGILState_STATE g_ = gil_enter(); \
+    int r_ = call_status(mnt, op, path, n, ##__VA_ARGS__); \
+    GIL_LEAVE(g_); \
+    r_; })
+
+static int be_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
+{
+    return STATUS(mnt, s_mknod, path, 2, PyLong_FromLong(mode), PyLong_FromUnsignedLongLong(dev));
+}
+static int be_mkdir(int mnt, const char *path, mode_t mode)
+{
+    return STATUS(mnt, s_mkdir, path, 1, PyLong_FromLong(mode));
+}
+static int be_unlink(int mnt, const char *path)
+{
+    return STATUS(mnt, s_unlink, path, 0);
+}
+static int be_rmdir(int mnt, const char *path)
+{
+    return STATUS(mnt, s_rmdir, path, 0);
+}
+static int be_symlink(int mnt, const char *linkpath, const char *target)
+{
+    /* fusepy order: symlink(target=the new name, source=the link's content) */
+    return STATUS(mnt, s_symlink, linkpath, 1, str_obj(target));
+}
+static int be_rename(int mnt, const char *from, const char *to)
+{
+    return STATUS(mnt, s_rename, from, 1, str_obj(to));
+}
+static int be_link(int mnt, const char *newpath, const char *oldpath)
+{
+    /* fusepy order: link(target=the new name, source=the existing file) */
+    return STATUS(mnt, s_link, newpath, 1, str_obj(oldpath));
+}
+static int be_chmod(int mnt, const char *path, mode_t mode)
+{
+    return STATUS(mnt, s_chmod, path, 1, PyLong_FromLong(mode));
+}
+static int be_chown(int mnt, const char *path, uid_t uid, gid_t gid)
+{
+    return STATUS(mnt, s_chown, path, 2, PyLong_FromLong(uid == (uid_t)-1 ? -1L : (long)uid),
+                  PyLong_FromLong(gid == (gid_t)-1 ? -1L : (long)gid));
+}
+static int be_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
+{
+    if (fh)
+        return STATUS(mnt, s_truncate, path, 2, PyLong_FromLongLong(len), fh_obj(*fh));
+    return STATUS(mnt, s_truncate, path, 1, PyLong_FromLongLong(len));
+}
+
+static int open_result_of(PyObject *op, const char *path, PyObject *r, struct open_result *res)
+{
+    res->passthrough_fd = -1;
+    res->fh = 0;
+    if (r == NULL)
+        return fail(op, path);
+    int ret = 0;
+    if (PyLong_Check(r)) {
+        long long v = PyLong_AsLongLong(r);
+        if (v < 0)
+            ret = v < -4095 ? -EIO : (int)v;
+        else
+            res->fh = (uint64_t)v;
+    } else if (PyObject_TypeCheck(r, (PyTypeObject *)passthrough_type)) {
+        PyObject *fd = PyObject_GetAttr(r, k_fd), *fh = PyObject_GetAttr(r, k_fh);
+        if (fd && PyLong_Check(fd)) {
+            res->passthrough_fd = (int)PyLong_AsLong(fd);
+            if (fh && PyLong_Check(fh))
+                res->fh = PyLong_AsUnsignedLongLongMask(fh);
+        } else {
+            ret = wrong_type(op, path, r, "Passthrough with an int fd");
+        }
+        Py_XDECREF(fd);
+        Py_XDECREF(fh);
+        PyErr_Clear();
+    } else if (r == Py_None) {
+        res->fh = 0;            /* fusepy treats a None handle as 0 */
+    } else {
+        ret = wrong_type(op, path, r, "an int file handle or ldpfuse_py.Passthrough");
+    }
+    Py_DECREF(r);
+    return ret;
+}
+
+static int be_open(int mnt, const char *path, int flags, struct open_result *res)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[1] = { PyLong_FromLong(flags) };
+    PyObject *r = call(mnt, s_open, path, extra, 1);
+    Py_DECREF(extra[0]);
+    int ret = open_result_of(s_open, path, r, res);
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static int be_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[2] = { PyLong_FromLong(mode), NULL };
+    int n = 1;
+    if (mnts[mnt].create_fi) {
+        extra[1] = PyObject_CallFunction(fileinfo_type, "i", flags);
+        n = 2;
+    }
+    PyObject *r = (extra[0] && (n == 1 || extra[1])) ? call(mnt, s_create, path, extra, n) : NULL;
+    int ret = open_result_of(s_create, path, r, res);
+    if (ret == 0 && n == 2 && res->passthrough_fd < 0 && res->fh == 0) {
+        /* raw_fi style: the FS put its handle into fi.fh and returned 0 */
+        PyObject *fh = PyObject_GetAttr(extra[1], k_fh);
+        if (fh && PyLong_Check(fh))
+            res->fh = PyLong_AsUnsignedLongLongMask(fh);
+        Py_XDECREF(fh);
+        PyErr_Clear();
+    }
+    Py_XDECREF(extra[0]);
+    Py_XDECREF(extra[1]);
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[3] = { PyLong_FromSize_t(size), PyLong_FromLongLong(off), fh_obj(fh) };
+    PyObject *r = call(mnt, s_read, path, extra, 3);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(extra[i]);
+    ssize_t n = bytes_result(s_read, path, r, buf, size, 0);
+    GIL_LEAVE(g);
+    return n;
+}
+
+static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[3] = { PyBytes_FromStringAndSize(buf, (Py_ssize_t)size), PyLong_FromLongLong(off),
+                           fh_obj(fh) };
+    PyObject *r = call(mnt, s_write, path, extra, 3);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(extra[i]);
+    ssize_t ret;
+    if (r == NULL) {
+        ret = fail(s_write, path);
+    } else if (PyLong_Check(r)) {
+        long long v = PyLong_AsLongLong(r);
+        ret = v < 0 ? (v < -4095 ? -EIO : (ssize_t)v) : (v > (long long)size ? (ssize_t)size : (ssize_t)v);
+        Py_DECREF(r);
+    } else {
+        ret = wrong_type(s_write, path, r, "an int (bytes written)");
+        Py_DECREF(r);
+    }
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static int be_statfs(int mnt, const char *path, struct statvfs *sv)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *r = call(mnt, s_statfs, path, NULL, 0);
+    int ret = 0;
+    memset(sv, 0, sizeof *sv);
+    if (r == NULL) {
+        ret = fail(s_statfs, path);
+    } else if (PyDict_Check(r)) {
+        long long v;
+        if (get_ll(r, k_f_bsize, &v)) sv->f_bsize = (unsigned long)v;
+        if (get_ll(r, k_f_frsize, &v)) sv->f_frsize = (unsigned long)v;
+        if (get_ll(r, k_f_blocks, &v)) sv->f_blocks = (fsblkcnt_t)v;
+        if (get_ll(r, k_f_bfree, &v)) sv->f_bfree = (fsblkcnt_t)v;
+        if (get_ll(r, k_f_bavail, &v)) sv->f_bavail = (fsblkcnt_t)v;
+        if (get_ll(r, k_f_files, &v)) sv->f_files = (fsfilcnt_t)v;
+        if (get_ll(r, k_f_ffree, &v)) sv->f_ffree = (fsfilcnt_t)v;
+        if (get_ll(r, k_f_favail, &v)) sv->f_favail = (fsfilcnt_t)v;
+        if (get_ll(r, k_f_fsid, &v)) sv->f_fsid = (unsigned long)v;
+        if (get_ll(r, k_f_flag, &v)) sv->f_flag = (unsigned long)v;
+        if (get_ll(r, k_f_namemax, &v)) sv->f_namemax = (unsigned long)v;
+        else sv->f_namemax = 255;
+        if (sv->f_frsize == 0)
+            sv->f_frsize = sv->f_bsize;
+    } else if (PyLong_Check(r) && PyLong_AsLong(r) < 0) {
+        ret = (int)PyLong_AsLong(r);
+    } else {
+        ret = wrong_type(s_statfs, path, r, "a dict of f_* keys");
+    }
+    Py_XDECREF(r);
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static int be_flush(int mnt, const char *path, uint64_t fh)
+{
+    return STATUS(mnt, s_flush, path, 1, fh_obj(fh));
+}
+static int be_release(int mnt, const char *path, int flags, uint64_t fh)
+{
+    (void)flags;
+    return STATUS(mnt, s_release, path, 1, fh_obj(fh));
+}
+static int be_fsync(int mnt, const char *path, int datasync, uint64_t fh)
+{
+    return STATUS(mnt, s_fsync, path, 2, PyLong_FromLong(datasync), fh_obj(fh));
+}
+
+static int be_opendir(int mnt, const char *path, uint64_t *fh)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *r = call(mnt, s_opendir, path, NULL, 0);
+    int ret = 0;
+    *fh = 0;
+    if (r == NULL) {
+        ret = fail(s_opendir, path);
+    } else {
+        if (PyLong_Check(r)) {
+            long long v = PyLong_AsLongLong(r);
+            if (v < 0)
+                ret = v < -4095 ? -EIO : (int)v;
+            else
+                *fh = (uint64_t)v;
+        } else if (r != Py_None) {
+            ret = wrong_type(s_opendir, path, r, "an int handle");
+        }
+        Py_DECREF(r);
+    }
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static int add_entry(int mnt, PyObject *op, const char *path, PyObject *item, struct dirlist *out)
+{
+    PyObject *name = item, *attrs = NULL;
+    if (PyTuple_Check(item) || PyList_Check(item)) {
+        Py_ssize_t n = PySequence_Size(item);
+        if (n < 1)
+            return wrong_type(op, path, item, "names or (name, attrs, offset) tuples");
+        name = PySequence_GetItem(item, 0);
+        if (n >= 2)
+            attrs = PySequence_GetItem(item, 1);
+    } else {
+        Py_INCREF(name);
+    }
+    int ret = 0;
+    PyObject *enc = NULL;
+    const char *s = NULL;
+    Py_ssize_t len = 0;
+    if (name && PyUnicode_Check(name)) {
+        enc = PyUnicode_EncodeFSDefault(name);
+        if (enc)
+            PyBytes_AsStringAndSize(enc, (char **)&s, &len);
+    } else if (name && PyBytes_Check(name)) {
+        PyBytes_AsStringAndSize(name, (char **)&s, &len);
+    }
+    if (s == NULL) {
+        PyErr_Clear();
+        ret = wrong_type(op, path, name ? name : item, "str entry names");
+    } else {
+        long long ino = 0, mode = 0;
+        if (attrs && PyDict_Check(attrs)) {
+            get_ll(attrs, k_st_ino, &ino);
+            get_ll(attrs, k_st_mode, &mode);
+        }
+        (void)mnt;
+        if (dirlist_add(out, s, (size_t)len, (uint64_t)ino, mode ? IFTODT(mode) : DT_UNKNOWN) < 0)
+            ret = -ENOMEM;
+    }
+    Py_XDECREF(enc);
+    Py_XDECREF(name);
+    Py_XDECREF(attrs);
+    return ret;
+}
+
+static int be_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[1] = { fh_obj(fh) };
+    PyObject *r = call(mnt, s_readdir, path, extra, 1);
+    Py_DECREF(extra[0]);
+    int ret = 0;
+    if (r == NULL) {
+        ret = fail(s_readdir, path);
+    } else if (PyLong_Check(r)) {
+        long v = PyLong_AsLong(r);
+        ret = v < 0 ? (int)v : wrong_type(s_readdir, path, r, "a list of names");
+        Py_DECREF(r);
+    } else if (PyList_Check(r) || PyTuple_Check(r)) {
+        PyObject *fast = PySequence_Fast(r, "");
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+        PyObject **items = PySequence_Fast_ITEMS(fast);
+        for (Py_ssize_t i = 0; i < n && ret == 0; i++)
+            ret = add_entry(mnt, s_readdir, path, items[i], out);
+        Py_DECREF(fast);
+        Py_DECREF(r);
+    } else {
+        PyObject *it = PyObject_GetIter(r);
+        Py_DECREF(r);
+        if (it == NULL) {
+            PyErr_Clear();
+            log_msg(0, "readdir(%s) returned a non-iterable: EIO", path);
+            ret = -EIO;
+        } else {
+            PyObject *item;
+            while (ret == 0 && (item = PyIter_Next(it)) != NULL) {
+                ret = add_entry(mnt, s_readdir, path, item, out);
+                Py_DECREF(item);
+            }
+            if (PyErr_Occurred())
+                ret = fail(s_readdir, path);
+            Py_DECREF(it);
+        }
+    }
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static int be_releasedir(int mnt, const char *path, uint64_t fh)
+{
+    return STATUS(mnt, s_releasedir, path, 1, fh_obj(fh));
+}
+static int be_access(int mnt, const char *path, int mode)
+{
+    return STATUS(mnt, s_access, path, 1, PyLong_FromLong(mode));
+}
+
+static PyObject *time_obj(int mnt, const struct timespec *ts)
+{
+    if (mnts[mnt].use_ns)
+        return PyLong_FromLongLong((long long)ts->tv_sec * 1000000000LL + ts->tv_nsec);
+    return PyFloat_FromDouble((double)ts->tv_sec + ts->tv_nsec / 1e9);
+}
+
+static int be_utimens(int mnt, const char *path, const struct timespec ts[2])
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *t = Py_BuildValue("(NN)", time_obj(mnt, &ts[0]), time_obj(mnt, &ts[1]));
+    int r = call_status(mnt, s_utimens, path, 1, t);
+    GIL_LEAVE(g);
+    return r;
+}
+
+static int be_setxattr(int mnt, const char *path, const char *name, const void *value, size_t size, int flags)
+{
+    return STATUS(mnt, s_setxattr, path, 3, str_obj(name),
+                  PyBytes_FromStringAndSize(value, (Py_ssize_t)size), PyLong_FromLong(flags));
+}
+
+static ssize_t be_getxattr(int mnt, const char *path, const char *name, void *value, size_t size)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *extra[1] = { str_obj(name) };
+    PyObject *r = extra[0] ? call(mnt, s_getxattr, path, extra, 1) : NULL;
+    Py_XDECREF(extra[0]);
+    ssize_t n = bytes_result(s_getxattr, path, r, value, size, 1);
+    GIL_LEAVE(g);
+    return n;
+}
+
+static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
+{
+    PyGILState_STATE g = gil_enter();
+    PyObject *r = call(mnt, s_listxattr, path, NULL, 0);
+    ssize_t ret = 0;
+    if (r == NULL) {
+        ret = fail(s_listxattr, path);
+    } else {
+        PyObject *it = PyObject_GetIter(r);
+        if (it == NULL) {
+            PyErr_Clear();
+            ret = wrong_type(s_listxattr, path, r, "a list of names");
+        } else {
+            size_t total = 0;
+            PyObject *item;
+            while ((item = PyIter_Next(it)) != NULL) {
+                PyObject *enc = PyUnicode_Check(item) ? PyUnicode_EncodeFSDefault(item) : (Py_INCREF(item), item);
+                char *s;
+                Py_ssize_t len;
+                if (enc && PyBytes_Check(enc) && PyBytes_AsStringAndSize(enc, &s, &len) == 0) {
+                    if (size > 0 && total + (size_t)len + 1 <= size)
+                        memcpy(list + total, s, (size_t)len + 1);
+                    total += (size_t)len + 1;
+                } else {
+                    PyErr_Clear();
+                }
+                Py_XDECREF(enc);
+                Py_DECREF(item);
+            }
+            PyErr_Clear();
+            Py_DECREF(it);
+            ret = (size > 0 && total > size) ? -ERANGE : (ssize_t)total;
+        }
+        Py_DECREF(r);
+    }
+    GIL_LEAVE(g);
+    return ret;
+}
+
+static int be_removexattr(int mnt, const char *path, const char *name)
+{
+    return STATUS(mnt, s_removexattr, path, 1, str_obj(name));
+}
+
+static void be_destroy(void)
+{
+    PyGILState_STATE g = gil_enter();
+    for (int i = 0; i < nmnts; i++) {
+        PyObject *r = call(i, s_destroy, "/", NULL, 0);
+        if (r == NULL)
+            fail(s_destroy, "/");
+        Py_XDECREF(r);
+    }
+    GIL_LEAVE(g);
+}
+
+static struct backend_ops ops = {
+    .abi = LDP_BACKEND_ABI,
+    .getattr = be_getattr, .readlink = be_readlink, .mknod = be_mknod, .mkdir = be_mkdir,
+    .unlink = be_unlink, .rmdir = be_rmdir, .symlink = be_symlink, .rename = be_rename,
+    .link = be_link, .chmod = be_chmod, .chown = be_chown, .truncate = be_truncate,
+    .open = be_open, .create = be_create, .read = be_read, .write = be_write,
+    .statfs = be_statfs, .flush = be_flush, .release = be_release, .fsync = be_fsync,
+    .opendir = be_opendir, .readdir = be_readdir, .releasedir = be_releasedir,
+    .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
+    .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
+    .destroy = be_destroy,
+};
+
+/* ---- start-up */
+static int start_interpreter(char *err, size_t errsize)
+{
+    PyStatus st;
+    PyPreConfig pre;
+    PyPreConfig_InitIsolatedConfig(&pre);
+    pre.utf8_mode = 1;          /* file names are bytes; surrogateescape round-trips them */
+    st = Py_PreInitialize(&pre);
+    if (PyStatus_Exception(st)) {
+        snprintf(err, errsize, "Python pre-initialisation failed: %s", st.err_msg ? st.err_msg : "?");
+        return -1;
+    }
+    PyConfig cfg;
+    PyConfig_InitIsolatedConfig(&cfg);
+    cfg.install_signal_handlers = 0;    /* the host's SIGINT/SIGPIPE dispositions stay */
+    cfg.site_import = 0;                /* 50-100 ms; sys.path comes from the launcher */
+    cfg.write_bytecode = 0;
+    cfg.parse_argv = 0;
+    cfg.pathconfig_warnings = 0;
+    const char *exe = getenv("LDPFUSE_PYTHON_EXECUTABLE");
+    const char *home = getenv("LDPFUSE_PYTHON_HOME");
+    const char *path = getenv("LDPFUSE_PYTHON_PATH");
+    if (exe) {
+        PyConfig_SetBytesString(&cfg, &cfg.program_name, exe);
+        PyConfig_SetBytesString(&cfg, &cfg.executable, exe);
+    }
+    if (home)
+        PyConfig_SetBytesString(&cfg, &cfg.home, home);
+    if (path) {
+        cfg.module_search_paths_set = 1;
+        const char *p = path;
+        while (*p) {
+            const char *e = strchr(p, '\n');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            if (len > 0) {
+                char *one = strndup(p, len);
+                wchar_t *w = Py_DecodeLocale(one, NULL);
+                if (w) {
+                    PyWideStringList_Append(&cfg.module_search_paths, w);
+                    PyMem_RawFree(w);
+                }
+                free(one);
+            }
+            if (!e)
+                break;
+            p = e + 1;
+        }
+    }
+    st = Py_InitializeFromConfig(&cfg);
+    PyConfig_Clear(&cfg);
+    if (PyStatus_Exception(st)) {
+        snprintf(err, errsize, "Python initialisation failed: %s", st.err_msg ? st.err_msg : "?");
+        return -1;
+    }
+    PyEval_SaveThread();        /* the GIL is taken per call; this thread keeps its state */
+    tstate_ready = 1;
+    return 0;
+}
+
+/* A fork while another thread runs Python would leave the child's GIL and import lock
+ * held forever: take them around fork (only when the interpreter is ours; a Python host's
+ * os.fork does this itself). */
+static PyGILState_STATE fork_gil;
+static void fork_prepare(void)
+{
+    fork_gil = gil_enter();
+    PyOS_BeforeFork();
+}
+static void fork_parent(void)
+{
+    PyOS_AfterFork_Parent();
+    PyGILState_Release(fork_gil);
+}
+static void fork_child(void)
+{
+    PyOS_AfterFork_Child();
+    PyGILState_Release(fork_gil);
+}
+
+static int boot(char *err, size_t errsize)
+{
+#define INTERN(n) s_##n = PyUnicode_InternFromString(#n);
+    OPS(INTERN)
+#undef INTERN
+#define INTERN(n) k_##n = PyUnicode_InternFromString(#n);
+    KEYS(INTERN)
+#undef INTERN
+    runtime = PyImport_ImportModule("ldpfuse_py._runtime");
+    if (runtime == NULL) {
+        /* a Python host whose sys.path lacks the package: borrow the installing one's */
+        PyErr_Clear();
+        const char *parent = getenv("LDPFUSE_PACKAGE_PARENT");
+        PyObject *sys_path = PySys_GetObject("path");
+        PyObject *p = parent ? PyUnicode_DecodeFSDefault(parent) : NULL;
+        if (sys_path && p && PyList_Insert(sys_path, 0, p) == 0) {
+            runtime = PyImport_ImportModule("ldpfuse_py._runtime");
+            PySequence_DelItem(sys_path, 0);
+        }
+        Py_XDECREF(p);
+    }
+    if (runtime == NULL) {
+        PyErr_Print();
+        snprintf(err, errsize, "cannot import ldpfuse_py._runtime");
+        return 0;
+    }
+    passthrough_type = PyObject_GetAttrString(runtime, "Passthrough");
+    fileinfo_type = PyObject_GetAttrString(runtime, "FileInfo");
+    PyObject *r = PyObject_CallMethod(runtime, "boot", "i", host_owns);
+    if (r == NULL || !PyList_Check(r)) {
+        /* boot() logs its own one-line reason */
+        PyObject *type, *val, *tb;
+        PyErr_Fetch(&type, &val, &tb);
+        PyObject *s = val ? PyObject_Str(val) : NULL;
+        snprintf(err, errsize, "%s", s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : "boot failed");
+        Py_XDECREF(s);
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        PyErr_Clear();
+        Py_XDECREF(r);
+        return 0;
+    }
+    nmnts = (int)PyList_GET_SIZE(r);
+    mnts = calloc((size_t)nmnts + 1, sizeof *mnts);
+    for (int i = 0; i < nmnts; i++) {
+        PyObject *t = PyList_GET_ITEM(r, i);    /* (ops, use_ns, create_fi) */
+        mnts[i].ops = PyTuple_GetItem(t, 0);
+        Py_XINCREF(mnts[i].ops);
+        mnts[i].use_ns = PyObject_IsTrue(PyTuple_GetItem(t, 1));
+        mnts[i].create_fi = PyObject_IsTrue(PyTuple_GetItem(t, 2));
+    }
+    Py_DECREF(r);
+    return 1;
+}
+
+__attribute__((visibility("default")))
+struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python,
+                                                  char *err, size_t errsize)
+{
+    core = c;
+    host_owns = host_owns_python;
+    if (!host_owns && start_interpreter(err, errsize) < 0)
+        return NULL;
+    PyGILState_STATE g = gil_enter();
+    int ok = boot(err, errsize);
+    GIL_LEAVE(g);
+    if (!ok)
+        return NULL;
+    if (!host_owns)
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+    return &ops;
+}
+
+/* Importable as ldpfuse_py._embedded too (for introspection from Python). */
+static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "_embedded",
+    "The embedded backend of ldpfuse-py (loaded by the preload library).", -1, NULL };
+PyMODINIT_FUNC PyInit__embedded(void)
+{
+    return PyModule_Create(&moddef);
+}

@@ -1,0 +1,112 @@
+/*
+ * Starts the backend the first time a mount is touched, in the process that touches it.
+ * Processes that never touch a mount never load libpython.
+ *
+ * If the host is already a CPython of our version (python3 running a script that opens
+ * /mnt/x/f), its interpreter is reused; another version gets one clear error and EIO.
+ * Otherwise libpython is loaded RTLD_GLOBAL (C extensions need its symbols) from the path
+ * the launcher wrote, then the backend module, which is a CPython extension module so that
+ * it links against whichever libpython (shared, or static inside the host) is present.
+ */
+#include "../ldpfuse.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct backend_ops *backend;
+
+static void core_log(int level, const char *msg)
+{
+    ldp_log(level, "%s", msg);
+}
+
+static const struct core_api core = {
+    .abi = LDP_BACKEND_ABI,
+    .log = core_log,
+};
+
+static int host_python_state(void)
+{
+    /* 1 = a running CPython of our version, 0 = none, -1 = one we cannot use */
+    int (*is_init)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    if (is_init == NULL)
+        return 0;
+    const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *want = getenv("LDPFUSE_PYTHON_VERSION");    /* "3.11" */
+    if (version && want) {
+        const char *have = version();
+        size_t wl = strlen(want);
+        if (strncmp(have, want, wl) != 0 || (have[wl] != '.' && have[wl] != ' ')) {
+            char hv[16];
+            size_t i = 0;
+            while (have[i] && have[i] != ' ' && i < sizeof hv - 1) {
+                hv[i] = have[i];
+                i++;
+            }
+            hv[i] = '\0';
+            ldp_log(LOG_ERROR, "this program runs Python %s, but the file system needs Python %s "
+                    "(the interpreter ldpfuse-py was installed with); its mount operations fail "
+                    "with EIO. Way out: run ldpfuse-run --mode shared, or install ldpfuse-py "
+                    "with Python %.4s", hv, want, hv);
+            return -1;
+        }
+    }
+    if (!is_init()) {
+        /* libpython is here but not running (a host before Py_Initialize or after
+         * Py_Finalize): starting a second interpreter under it would corrupt it. */
+        ldp_log(LOG_ERROR, "this program carries a Python interpreter that is not running; "
+                "mount operations fail with EIO");
+        return -1;
+    }
+    return 1;
+}
+
+static void load(void)
+{
+    guard_enter();
+    char err[512] = "";
+    int host = host_python_state();
+    if (host < 0)
+        goto out;
+    if (host == 0) {
+        const char *lib = getenv("LDPFUSE_LIBPYTHON");
+        if (lib == NULL || *lib == '\0' || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL) {
+            ldp_log(LOG_ERROR, "cannot load libpython (%s): %s", lib ? lib : "LDPFUSE_LIBPYTHON unset",
+                    dlerror());
+            goto out;
+        }
+    }
+    const char *so = getenv("LDPFUSE_BACKEND");
+    void *h = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    backend_init_fn init = h ? (backend_init_fn)dlsym(h, "ldpfuse_backend_embedded_init") : NULL;
+    if (init == NULL) {
+        ldp_log(LOG_ERROR, "cannot load the embedded backend (%s): %s", so ? so : "LDPFUSE_BACKEND unset",
+                dlerror());
+        goto out;
+    }
+    struct core_api c = core;
+    c.nmounts = ldp_nmounts;
+    backend = init(&c, host == 1, err, sizeof err);
+    if (backend == NULL)
+        ldp_log(LOG_ERROR, "the file system could not start: %s", err);
+out:
+    guard_leave();
+}
+
+struct backend_ops *backend_get(void)
+{
+    pthread_once(&once, load);
+    return backend;
+}
+
+/* Called at exit: give the FS its destroy() if it ever started here. */
+void backend_destroy(void)
+{
+    if (backend && backend->destroy) {
+        guard_enter();
+        backend->destroy();
+        guard_leave();
+    }
+}

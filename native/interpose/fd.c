@@ -1,0 +1,149 @@
+/* Calls on fds: only virtual placeholders (cached files, directories) need anything here;
+ * passthrough fds and every other fd go straight to the kernel. */
+#include "../ldpfuse.h"
+#include <stdarg.h>
+#include <linux/close_range.h>
+
+static inline struct vfile *vfd(int fd)
+{
+    return UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
+}
+
+int close(int fd)
+{
+    struct vfile *v = vfd(fd);
+    if (LIKELY(v == NULL))
+        return REAL(close)(fd);
+    return vfs_close(fd, v);
+}
+
+/* A new fd that shares an open file description with a virtual one. */
+static int track_dup(int oldfd, int newfd)
+{
+    if (newfd >= 0) {
+        struct vfile *v = fdtable_get(oldfd);
+        if (v) {
+            vfile_ref(v);
+            fdtable_set(newfd, v);
+        }
+    }
+    return newfd;
+}
+
+int dup(int fd)
+{
+    if (LIKELY(vfd(fd) == NULL))
+        return REAL(dup)(fd);
+    return track_dup(fd, REAL(dup)(fd));
+}
+
+static int dup_onto(int oldfd, int newfd, int flags, int use3)
+{
+    struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
+    if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd)
+        return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
+    if (vn)
+        vfs_flush(newfd, vn);   /* dup2 closes newfd: that is a close() */
+    int r = use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
+    if (r < 0)
+        return r;
+    if (vn) {
+        fdtable_take(newfd);
+        vfile_unref(vn);
+    }
+    return track_dup(oldfd, r);
+}
+
+int dup2(int oldfd, int newfd)
+{
+    return dup_onto(oldfd, newfd, 0, 0);
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+    return dup_onto(oldfd, newfd, flags, 1);
+}
+
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+    if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && UNLIKELY(vfd(fd) != NULL))
+        return track_dup(fd, real(fd, cmd, arg));
+    return real(fd, cmd, arg);
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_common(REAL(fcntl), fd, cmd, arg);
+}
+
+int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_common(REAL(fcntl64), fd, cmd, arg);
+}
+
+/* Flush every virtual fd in [first, last] before the kernel closes them all. */
+static void close_span(unsigned first, unsigned last, int before)
+{
+    int max = fdtable_max();
+    if (max < 0 || first > (unsigned)max)
+        return;
+    if (last > (unsigned)max)
+        last = (unsigned)max;
+    for (unsigned fd = first; fd <= last; fd++) {
+        struct vfile *v = fdtable_get((int)fd);
+        if (v == NULL)
+            continue;
+        if (before) {
+            vfs_flush((int)fd, v);
+        } else {
+            fdtable_take((int)fd);
+            vfile_unref(v);
+        }
+    }
+}
+
+int close_range(unsigned first, unsigned last, int flags)
+{
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC))
+        return REAL(close_range)(first, last, flags);
+    close_span(first, last, 1);
+    int r = REAL(close_range)(first, last, flags);
+    if (r == 0)
+        close_span(first, last, 0);
+    return r;
+}
+
+void closefrom(int lowfd)
+{
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0) {
+        REAL(closefrom)(lowfd);
+        return;
+    }
+    close_span((unsigned)lowfd, ~0u, 1);
+    REAL(closefrom)(lowfd);
+    close_span((unsigned)lowfd, ~0u, 0);
+}
+
+int fsync(int fd)
+{
+    struct vfile *v = vfd(fd);
+    if (LIKELY(v == NULL))
+        return REAL(fsync)(fd);
+    return vfs_sync(fd, v, 0);
+}
+
+int fdatasync(int fd)
+{
+    struct vfile *v = vfd(fd);
+    if (LIKELY(v == NULL))
+        return REAL(fdatasync)(fd);
+    return vfs_sync(fd, v, 1);
+}

@@ -1,0 +1,39 @@
+/* Process start and exit. Start reads the mount table (no syscall when there is none);
+ * exit writes back what cached files still hold and gives the FS its destroy(). */
+#include "../ldpfuse.h"
+#include <stdlib.h>
+#include <string.h>
+
+TLS int ldp_guard;
+void process_init(void);
+void backend_destroy(void);
+
+__attribute__((constructor)) static void ldp_init(void)
+{
+    const char *lvl = getenv("LDPFUSE_LOG_LEVEL");
+    if (lvl) {
+        if (strcasecmp(lvl, "debug") == 0) ldp_log_level = LOG_DEBUG;
+        else if (strcasecmp(lvl, "info") == 0) ldp_log_level = LOG_INFO;
+        else if (strcasecmp(lvl, "error") == 0 || strcasecmp(lvl, "critical") == 0) ldp_log_level = LOG_ERROR;
+    }
+    mounts_init();
+    if (ldp_nmounts == 0)
+        return;
+    mode_t m = REAL(umask)(022);
+    REAL(umask)(m);
+    ldp_umask = m;
+    cwd_init();
+    process_init();
+}
+
+__attribute__((destructor)) static void ldp_fini(void)
+{
+    if (ldp_nmounts == 0)
+        return;
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0) {
+        /* destructors run before exit() flushes stdio: flush it into the memfds first */
+        fflush(NULL);
+        ldp_sync_all();
+    }
+    backend_destroy();
+}

@@ -1,0 +1,160 @@
+/* Creating, removing, renaming and linking names; reading links. */
+#include "../ldpfuse.h"
+#include <string.h>
+
+int mkdirat(int dirfd, const char *path, mode_t mode)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
+        return REAL(mkdirat)(dirfd, path, mode);
+    return vfs_mkdir(&vp, mode);
+}
+int mkdir(const char *path, mode_t mode)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(mkdir)(path, mode);
+    return vfs_mkdir(&vp, mode);
+}
+int rmdir(const char *path)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(rmdir)(path);
+    return vfs_rmdir(&vp);
+}
+int unlink(const char *path)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(unlink)(path);
+    if (vp.trailing_slash) {
+        errno = EISDIR;
+        return -1;
+    }
+    return vfs_unlink(&vp);
+}
+int unlinkat(int dirfd, const char *path, int flags)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
+        return REAL(unlinkat)(dirfd, path, flags);
+    return (flags & AT_REMOVEDIR) ? vfs_rmdir(&vp) : vfs_unlink(&vp);
+}
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags)
+{
+    struct vpath a, b;
+    int ia = vfs_lookup(olddirfd, &oldpath, &a);
+    int ib = vfs_lookup(newdirfd, &newpath, &b);
+    if (LIKELY(!ia && !ib))
+        return REAL(renameat2)(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (!ia || !ib) {
+        errno = EXDEV;          /* across the mount boundary, as between two file systems */
+        return -1;
+    }
+    return vfs_rename(&a, &b, flags);
+}
+int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
+{
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, 0);
+}
+int rename(const char *oldpath, const char *newpath)
+{
+    return renameat2(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
+int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags)
+{
+    struct vpath a, b;
+    int ia = vfs_lookup(olddirfd, &oldpath, &a);
+    int ib = vfs_lookup(newdirfd, &newpath, &b);
+    if (LIKELY(!ia && !ib))
+        return REAL(linkat)(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (!ia || !ib) {
+        errno = EXDEV;
+        return -1;
+    }
+    if (flags & AT_SYMLINK_FOLLOW) {
+        char out[PATH_MAX];
+        int r = vfs_follow(&a, out, sizeof out);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            errno = EXDEV;
+            return -1;
+        }
+    }
+    return vfs_link(&a, &b);
+}
+int link(const char *oldpath, const char *newpath)
+{
+    return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
+int symlinkat(const char *target, int dirfd, const char *linkpath)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(dirfd, &linkpath, &vp)))
+        return REAL(symlinkat)(target, dirfd, linkpath);
+    return vfs_symlink(target, &vp);
+}
+int symlink(const char *target, const char *linkpath)
+{
+    return symlinkat(target, AT_FDCWD, linkpath);
+}
+
+ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t size)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
+        return REAL(readlinkat)(dirfd, path, buf, size);
+    return vfs_readlink(&vp, buf, size);
+}
+ssize_t readlink(const char *path, char *buf, size_t size)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(readlink)(path, buf, size);
+    return vfs_readlink(&vp, buf, size);
+}
+ssize_t __readlink_chk(const char *path, char *buf, size_t size, size_t buflen)
+{
+    (void)buflen;
+    return readlink(path, buf, size);
+}
+ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t size, size_t buflen)
+{
+    (void)buflen;
+    return readlinkat(dirfd, path, buf, size);
+}
+
+int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
+        return REAL(mknodat)(dirfd, path, mode, dev);
+    return vfs_mknod(&vp, mode, dev);
+}
+int mknod(const char *path, mode_t mode, dev_t dev)
+{
+    return mknodat(AT_FDCWD, path, mode, dev);
+}
+int __xmknod(int ver, const char *path, mode_t mode, dev_t *dev)
+{
+    (void)ver;
+    return mknodat(AT_FDCWD, path, mode, *dev);
+}
+int __xmknodat(int ver, int dirfd, const char *path, mode_t mode, dev_t *dev)
+{
+    (void)ver;
+    return mknodat(dirfd, path, mode, *dev);
+}
+int mkfifoat(int dirfd, const char *path, mode_t mode)
+{
+    return mknodat(dirfd, path, (mode & 07777) | S_IFIFO, 0);
+}
+int mkfifo(const char *path, mode_t mode)
+{
+    return mknodat(AT_FDCWD, path, (mode & 07777) | S_IFIFO, 0);
+}

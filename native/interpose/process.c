@@ -1,0 +1,268 @@
+/*
+ * Processes: the file system follows every exec (even with a cleared environment), data
+ * written to cached files is written back before the image is replaced, and programs
+ * stored in a mount can be executed. vfork is fork here: a vfork child shares our memory
+ * and must not run the interposer's state machine on it.
+ * glibc's exec* and posix_spawn* call a private execve, so each spelling is wrapped.
+ */
+#include "../ldpfuse.h"
+#include <paths.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+extern char **environ;
+static char **saved_env;        /* LD_PRELOAD and LDPFUSE_* as the launcher set them */
+static int nsaved;
+
+void process_init(void)
+{
+    int n = 0;
+    for (char **e = environ; e && *e; e++)
+        n += strncmp(*e, "LDPFUSE_", 8) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0;
+    saved_env = calloc((size_t)n + 1, sizeof *saved_env);
+    if (saved_env == NULL)
+        return;
+    for (char **e = environ; e && *e; e++)
+        if ((strncmp(*e, "LDPFUSE_", 8) == 0 && strncmp(*e, "LDPFUSE_CWD", 11) != 0) ||
+            strncmp(*e, "LD_PRELOAD=", 11) == 0)
+            saved_env[nsaved++] = strdup(*e);
+}
+
+/* envp with our variables put back (and the virtual cwd, which the kernel cannot carry) */
+static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
+{
+    if (saved_env == NULL || ldp_nmounts == 0)
+        return (char **)envp;
+    int n = 0;
+    for (char *const *e = envp; e && *e; e++)
+        n++;
+    char **out = malloc(sizeof *out * (size_t)(n + nsaved + 3));
+    if (out == NULL)
+        return (char **)envp;
+    int k = 0;
+    for (char *const *e = envp; e && *e; e++)
+        if (strncmp(*e, "LDPFUSE_", 8) != 0 && strncmp(*e, "LD_PRELOAD=", 11) != 0)
+            out[k++] = *e;
+    for (int i = 0; i < nsaved; i++)
+        out[k++] = saved_env[i];
+    if (ldp_cwd_virtual) {
+        snprintf(cwdbuf, PATH_MAX + 16, "LDPFUSE_CWD=%s", ldp_cwd);
+        out[k++] = cwdbuf;
+        char real[PATH_MAX];
+        if (REAL(getcwd)(real, sizeof real)) {
+            snprintf(realbuf, PATH_MAX + 24, "LDPFUSE_CWD_REAL=%s", real);
+            out[k++] = realbuf;
+        }
+    }
+    out[k] = NULL;
+    return out;
+}
+
+static int exec_fd(int fd, char *const argv[], char *const envp[])
+{
+    return (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+}
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+    if (ldp_nmounts == 0 || ldp_guard)
+        return REAL(execve)(path, argv, envp);
+    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char **env = fix_env(envp, cwdbuf, realbuf);
+    ldp_sync_all();
+    struct vpath vp;
+    int r;
+    if (vfs_lookup(AT_FDCWD, &path, &vp)) {
+        /* a program stored in the mount: exec the kernel fd that stands for it (a script
+         * is run by the kernel as /dev/fd/N, so the fd must survive the exec) */
+        int fd = vfs_open(&vp, O_RDONLY, 0);
+        if (fd < 0) {
+            r = -1;
+        } else {
+            r = exec_fd(fd, argv, env);
+            int e = errno;
+            close(fd);
+            errno = e;
+        }
+    } else {
+        r = REAL(execve)(path, argv, env);
+    }
+    if (env != envp) {
+        int e = errno;
+        free(env);
+        errno = e;
+    }
+    return r;
+}
+
+int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+/* execvp's PATH search, on our execve (so that PATH entries in a mount work too) */
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    if (ldp_nmounts == 0 || ldp_guard) {
+        static int (*real)(const char *, char *const[], char *const[]);
+        if (real == NULL)
+            real = (int (*)(const char *, char *const[], char *const[]))real_resolve("execvpe", (void **)&real);
+        return real(file, argv, envp);
+    }
+    if (file == NULL || *file == '\0') {
+        errno = ENOENT;
+        return -1;
+    }
+    if (strchr(file, '/')) {
+        execve(file, argv, envp);
+        goto noexec;
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/bin:/usr/bin";
+    int saw_eacces = 0;
+    for (const char *p = path;; ) {
+        const char *e = strchr(p, ':');
+        size_t dl = e ? (size_t)(e - p) : strlen(p);
+        char full[PATH_MAX];
+        if (dl + 1 + strlen(file) < sizeof full) {
+            if (dl == 0)
+                snprintf(full, sizeof full, "%s", file);
+            else
+                snprintf(full, sizeof full, "%.*s/%s", (int)dl, p, file);
+            execve(full, argv, envp);
+            if (errno == EACCES)
+                saw_eacces = 1;
+            else if (errno == ENOEXEC)
+                goto noexec;
+            else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV &&
+                     errno != ETIMEDOUT)
+                return -1;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    if (saw_eacces)
+        errno = EACCES;
+    return -1;
+noexec:
+    if (errno == ENOEXEC) {
+        /* POSIX: a file without a recognised format is run by the shell */
+        int argc = 0;
+        while (argv[argc])
+            argc++;
+        char **sargv = malloc(sizeof *sargv * (size_t)(argc + 2));
+        if (sargv == NULL)
+            return -1;
+        sargv[0] = (char *)"sh";
+        sargv[1] = (char *)file;
+        for (int i = 1; i <= argc; i++)
+            sargv[i + 1] = argv[i];
+        execve(_PATH_BSHELL, sargv, envp);
+        free(sargv);
+    }
+    return -1;
+}
+
+int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+#define COLLECT_ARGS(first, ap, argv) \
+    int argc_ = 1; \
+    va_list cp_; \
+    va_copy(cp_, ap); \
+    while (va_arg(cp_, char *) != NULL) \
+        argc_++; \
+    va_end(cp_); \
+    char **argv = alloca(sizeof(char *) * (size_t)(argc_ + 1)); \
+    argv[0] = (char *)(first); \
+    for (int i_ = 1; i_ <= argc_; i_++) \
+        argv[i_] = va_arg(ap, char *);
+
+int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    COLLECT_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    COLLECT_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execvpe(file, argv, environ);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    COLLECT_ARGS(arg, ap, argv);
+    char **envp = va_arg(ap, char **);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char **env = fix_env(envp, cwdbuf, realbuf);
+    ldp_sync_all();
+    int r = exec_fd(fd, argv, env);
+    if (env != envp) {
+        int e = errno;
+        free(env);
+        errno = e;
+    }
+    return r;
+}
+
+/* posix_spawn's child runs glibc's private execve: give it our environment. */
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char *path,
+                        const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                        char *const argv[], char *const envp[])
+{
+    if (*slot == NULL)
+        real_resolve(name, (void **)slot);
+    if (ldp_nmounts == 0 || ldp_guard)
+        return (*slot)(pid, path, fa, attr, argv, envp);
+    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char **env = fix_env(envp, cwdbuf, realbuf);
+    ldp_sync_all();
+    int r = (*slot)(pid, path, fa, attr, argv, env);
+    if (env != envp)
+        free(env);
+    return r;
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    static spawn_fn real;
+    return spawn_common("posix_spawn", &real, pid, path, fa, attr, argv, envp);
+}
+
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    static spawn_fn real;
+    return spawn_common("posix_spawnp", &real, pid, file, fa, attr, argv, envp);
+}
+
+pid_t vfork(void)
+{
+    return REAL(fork)();
+}

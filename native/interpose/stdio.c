@@ -1,0 +1,141 @@
+/* stdio on virtual files. The FILE is glibc's own over the virtual fd (a memfd or the
+ * lower file), so every stdio function works unchanged; only opening and closing need us
+ * (glibc's fopen/fclose open and close internally, past every wrapper). */
+#include "../ldpfuse.h"
+#include <stdio_ext.h>
+#include <string.h>
+
+static int mode_flags(const char *mode, int *flags)
+{
+    int f;
+    switch (mode[0]) {
+    case 'r': f = O_RDONLY; break;
+    case 'w': f = O_WRONLY | O_CREAT | O_TRUNC; break;
+    case 'a': f = O_WRONLY | O_CREAT | O_APPEND; break;
+    default: errno = EINVAL; return -1;
+    }
+    for (const char *m = mode + 1; *m && *m != ','; m++) {
+        if (*m == '+')
+            f = (f & ~O_ACCMODE) | O_RDWR;
+        else if (*m == 'x')
+            f |= O_EXCL;
+        else if (*m == 'e')
+            f |= O_CLOEXEC;
+    }
+    *flags = f;
+    return 0;
+}
+
+static FILE *vfopen(const struct vpath *vp, const char *mode)
+{
+    int flags;
+    if (mode_flags(mode, &flags) < 0)
+        return NULL;
+    int fd = vfs_open(vp, flags, 0666);
+    if (fd < 0)
+        return NULL;
+    char fmode[4] = { mode[0], 0, 0, 0 };
+    if (strchr(mode, '+'))
+        fmode[1] = '+';
+    FILE *f = REAL(fdopen)(fd, fmode);
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+FILE *fopen(const char *path, const char *mode)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(fopen)(path, mode);
+    return vfopen(&vp, mode);
+}
+
+FILE *fopen64(const char *path, const char *mode)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(fopen64)(path, mode);
+    return vfopen(&vp, mode);
+}
+
+/* freopen closes the stream's old fd internally: account for it first. */
+static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const char *path,
+                      const char *mode, FILE *stream)
+{
+    struct vpath vp;
+    int mine = vfs_lookup(AT_FDCWD, &path, &vp);
+    int oldfd = stream ? fileno(stream) : -1;
+    struct vfile *old = ldp_guard ? NULL : fdtable_get(oldfd);
+    if (LIKELY(!mine && old == NULL))
+        return real(path, mode, stream);
+    if (old) {
+        fflush(stream);
+        vfs_flush(oldfd, old);
+    }
+    FILE *f;
+    struct vfile *keep = NULL;
+    if (mine) {
+        int flags;
+        if (mode_flags(mode, &flags) < 0)
+            return NULL;
+        int fd = vfs_open(&vp, flags, 0666);
+        if (fd < 0)
+            return NULL;
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        keep = fdtable_take(fd);
+        f = real(proc, mode, stream);
+        REAL(close)(fd);
+    } else if (path == NULL) {
+        keep = old;             /* same file, new mode: the vfile moves to the new fd */
+        if (keep)
+            vfile_ref(keep);
+        f = real(path, mode, stream);
+    } else {
+        f = real(path, mode, stream);
+    }
+    if (old && fdtable_get(oldfd) == old) {
+        fdtable_take(oldfd);
+        vfile_unref(old);
+    }
+    if (keep) {
+        if (f)
+            fdtable_set(fileno(f), keep);
+        else
+            vfile_unref(keep);
+    }
+    return f;
+}
+
+FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+    return vfreopen(REAL(freopen), path, mode, stream);
+}
+
+FILE *freopen64(const char *path, const char *mode, FILE *stream)
+{
+    return vfreopen(REAL(freopen64), path, mode, stream);
+}
+
+int fclose(FILE *f)
+{
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
+        return REAL(fclose)(f);
+    int fd = fileno(f);
+    struct vfile *v = fdtable_get(fd);
+    if (LIKELY(v == NULL))
+        return REAL(fclose)(f);
+    int r1 = fflush(f);
+    int r2 = vfs_flush(fd, v);
+    int e = errno;
+    fdtable_take(fd);
+    int r3 = REAL(fclose)(f);
+    vfile_unref(v);
+    if (r1 == 0 && r2 < 0)
+        errno = e;
+    return (r1 == 0 && r2 == 0 && r3 == 0) ? 0 : EOF;
+}

@@ -1,0 +1,165 @@
+/*
+ * The VFS core shared by every wrapper: mounts, paths, the fd table, virtual files and
+ * directories, and the seam to the backend that runs the user's file system.
+ * Layers call downwards only: interpose/ -> vfs/ -> backend.
+ */
+#ifndef LDPFUSE_H
+#define LDPFUSE_H
+#include "real.h"
+#include "backend/backend.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* ---- guard: while set, this thread is inside the file system (or Python) and every
+ * wrapper goes straight to libc. Python's own imports and the FS's lower-directory I/O
+ * must never recurse into the mount. */
+extern TLS int ldp_guard;
+static inline void guard_enter(void) { ldp_guard++; }
+static inline void guard_leave(void) { ldp_guard--; }
+
+/* ---- logging (never through a wrapped function) */
+enum { LOG_ERROR = 0, LOG_WARNING = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+extern int ldp_log_level;
+void ldp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ldp_log_raw(const char *msg, size_t len);
+
+/* ---- mounts (vfs/mount.c) */
+struct mount {
+    char *point;    /* absolute, normalised, no trailing slash */
+    size_t len;
+    dev_t dev;      /* st_dev reported when the FS does not give one */
+};
+extern struct mount *ldp_mounts;
+extern int ldp_nmounts;
+
+/* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
+struct vpath {
+    int mnt;
+    int trailing_slash;     /* the caller wrote "dir/": the object must be a directory */
+    char path[PATH_MAX];
+};
+
+/* Is (dirfd, *path) inside a mount? Fills vp and returns 1 if so. Costs a few ns and
+ * touches nothing when it is not (no syscall, no lock, no allocation).
+ * A path that walks through a mount and out again ("/mnt/x/..", ".." from a virtual cwd)
+ * is not the kernel's to resolve: *path is then pointed at its normalised form (stored in
+ * vp->path) and 0 returned, so the caller's real call gets a path the kernel can use. */
+int vfs_lookup_slow(int dirfd, const char **path, struct vpath *vp);
+static inline int vfs_lookup(int dirfd, const char **path, struct vpath *vp)
+{
+    if (LIKELY(ldp_nmounts == 0) || ldp_guard || *path == NULL)
+        return 0;
+    return vfs_lookup_slow(dirfd, path, vp);
+}
+/* The absolute path of a vpath as the program sees it (mountpoint + path). */
+void vfs_fullpath(const struct vpath *vp, char *out, size_t size);
+/* Map an absolute normalised path to a mount; 1 if inside one. */
+int mount_match(const char *abs, struct vpath *vp);
+void mounts_init(void);
+
+/* ---- path normalisation (vfs/path.c) */
+/* Join base (absolute) and rel, then resolve ".", ".." and "//" lexically.
+ * Returns the length, or -1 (ENAMETOOLONG). *trailing set if rel ended in '/'. */
+int path_normalize(const char *base, const char *rel, char *out, size_t size, int *trailing);
+/* The same, setting *visited when probe() was true of some prefix on the way. */
+int path_normalize_probe(const char *base, const char *rel, char *out, size_t size, int *trailing,
+                         int (*probe)(const char *), int *visited);
+
+/* ---- working directory (vfs/cwd.c) */
+extern char *ldp_cwd;           /* the process's cwd as we know it (virtual or real) */
+extern int ldp_cwd_virtual;     /* cwd is inside a mount */
+extern int ldp_cwd_above_mount; /* cwd is an ancestor of some mount point */
+void cwd_init(void);
+void cwd_set(const char *abs);
+
+/* ---- the fd table (vfs/fdtable.c): fd -> what the FS said about it.
+ * Passthrough files need no entry: the fd is the lower file itself. */
+enum vfile_kind { VF_FILE = 1, VF_DIR = 2, VF_PATH = 3 };
+struct vdir;
+struct vfile {
+    int refs;               /* fds of this process that point here (atomic) */
+    int kind;
+    int mnt;
+    int flags;              /* open flags */
+    uint64_t fh;
+    int fh_valid;           /* release/releasedir owed at the last close */
+    char *path;             /* FS path; rename of an open file updates it */
+    /* VF_FILE (cached): the fd is a memfd holding the bytes; these record the state at
+     * the last write-back, so that close writes back only what changed. */
+    struct timespec synced_ctime;
+    off_t synced_size;
+    int unlinked;
+    struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
+};
+struct vfile *fdtable_get(int fd);
+void fdtable_set(int fd, struct vfile *v);
+struct vfile *fdtable_take(int fd);
+int fdtable_max(void);
+extern int ldp_nvfds;       /* entries in use; 0 = every fd is a plain kernel fd */
+
+void vfile_ref(struct vfile *v);
+void vfile_unref(struct vfile *v);     /* release to the FS on the last one */
+
+/* ---- VFS operations (vfs/): libc conventions, -1 and errno on failure. */
+struct backend_ops *backend_get(void); /* starts the backend on first use; NULL = EIO */
+int vfs_getattr(const struct vpath *vp, int follow, struct stat *st);
+int vfs_fgetattr(int fd, struct vfile *v, struct stat *st);
+int vfs_open(const struct vpath *vp, int flags, mode_t mode);
+int vfs_close(int fd, struct vfile *v);
+int vfs_flush(int fd, struct vfile *v);
+void vfs_renamed(int mnt, const char *from, const char *to);
+void vfs_unlinked(int mnt, const char *path);
+int be_errno(int r);    /* backend result -> libc convention */
+int vfs_sync(int fd, struct vfile *v, int datasync);
+int vfs_writeback(int fd, struct vfile *v);
+int vfs_access(const struct vpath *vp, int mode, int flags);
+int vfs_mkdir(const struct vpath *vp, mode_t mode);
+int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev);
+int vfs_rmdir(const struct vpath *vp);
+int vfs_unlink(const struct vpath *vp);
+int vfs_rename(const struct vpath *from, const struct vpath *to, unsigned flags);
+int vfs_link(const struct vpath *from, const struct vpath *to);
+int vfs_symlink(const char *target, const struct vpath *vp);
+ssize_t vfs_readlink(const struct vpath *vp, char *buf, size_t size);
+int vfs_chmod(const struct vpath *vp, mode_t mode, int follow);
+int vfs_chown(const struct vpath *vp, uid_t uid, gid_t gid, int follow);
+int vfs_truncate(const struct vpath *vp, off_t len);
+int vfs_utimens(const struct vpath *vp, const struct timespec ts[2], int follow);
+int vfs_statvfs(const struct vpath *vp, struct statvfs *sv);
+ssize_t vfs_getxattr(const struct vpath *vp, const char *name, void *val, size_t size, int follow);
+int vfs_setxattr(const struct vpath *vp, const char *name, const void *val, size_t size, int flags, int follow);
+ssize_t vfs_listxattr(const struct vpath *vp, char *list, size_t size, int follow);
+int vfs_removexattr(const struct vpath *vp, const char *name, int follow);
+/* The vpath an fd stands for (virtual fds only). */
+int vfs_fd_vpath(int fd, struct vpath *vp);
+/* Follow symlinks in the last component: vp becomes the target; returns 1 if the target is
+ * still in a mount, 0 if it left every mount (out gets the absolute real path), -1 on error. */
+int vfs_follow(struct vpath *vp, char *out, size_t size);
+
+/* ---- directory streams (vfs/vdir.c) */
+DIR *vdir_open(const struct vpath *vp);
+DIR *vdir_fdopen(int fd, struct vfile *v);
+struct vdir *vdir_of(DIR *d);           /* NULL if d is glibc's own */
+struct dirent64 *vdir_read(struct vdir *d);
+void vdir_rewind(struct vdir *d);
+long vdir_tell(struct vdir *d);
+void vdir_seek(struct vdir *d, long pos);
+int vdir_close(struct vdir *d);
+int vdir_fd(struct vdir *d);
+
+/* ---- stat conversions (vfs/statconv.c) */
+void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx);
+void statvfs_to_statfs(const struct statvfs *sv, struct statfs *sf);
+
+/* umask, tracked so that create/mkdir apply it as the kernel would */
+extern mode_t ldp_umask;
+
+/* process-wide init (constructor) and exit (destructor) */
+void ldp_sync_all(void);
+
+#endif

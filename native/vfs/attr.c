@@ -1,0 +1,166 @@
+/* Looking names up: getattr with symlinks in the last component followed as the kernel
+ * would, and the attribute fix-ups (device and inode numbers the FS did not give). */
+#include "../ldpfuse.h"
+#include <string.h>
+
+#define SYMLOOP_MAX 40
+
+static uint64_t path_hash(int mnt, const char *path)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)mnt;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+static void fixup(const struct vpath *vp, struct stat *st)
+{
+    if (st->st_dev == 0)
+        st->st_dev = ldp_mounts[vp->mnt].dev;
+    if (st->st_ino == 0)
+        st->st_ino = path_hash(vp->mnt, vp->path);
+}
+
+int be_errno(int r)
+{
+    if (r >= 0)
+        return r;
+    errno = -r;
+    return -1;
+}
+
+static int getattr_once(const struct vpath *vp, struct stat *st)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL) {
+        errno = EIO;
+        return -1;
+    }
+    guard_enter();
+    int r = be->getattr(vp->mnt, vp->path, NULL, st);
+    guard_leave();
+    if (r < 0) {
+        errno = -r;
+        return -1;
+    }
+    fixup(vp, st);
+    return 0;
+}
+
+/* The absolute path a symlink at vp points to. */
+static int link_target(const struct vpath *vp, char *out, size_t size)
+{
+    char target[PATH_MAX], full[PATH_MAX], dir[PATH_MAX];
+    ssize_t n = vfs_readlink(vp, target, sizeof target - 1);
+    if (n < 0)
+        return -1;
+    target[n] = '\0';
+    vfs_fullpath(vp, full, sizeof full);
+    char *slash = strrchr(full, '/');
+    size_t dl = slash && slash != full ? (size_t)(slash - full) : 1;
+    memcpy(dir, full, dl);
+    dir[dl] = '\0';
+    if (path_normalize(dir, target, out, size, NULL) < 0) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+int vfs_follow(struct vpath *vp, char *out, size_t size)
+{
+    struct stat st;
+    for (int i = 0; i < SYMLOOP_MAX; i++) {
+        if (getattr_once(vp, &st) < 0)
+            return errno == ENOENT ? 1 : -1;    /* a missing target stays where it is */
+        if (!S_ISLNK(st.st_mode))
+            return 1;
+        char abs[PATH_MAX];
+        int trailing = vp->trailing_slash;
+        if (link_target(vp, abs, sizeof abs) < 0)
+            return -1;
+        if (!mount_match(abs, vp)) {
+            snprintf(out, size, "%s%s", abs, trailing ? "/" : "");
+            return 0;
+        }
+        vp->trailing_slash = trailing;
+    }
+    errno = ELOOP;
+    return -1;
+}
+
+/* getattr, following symlinks if asked. If the target leaves every mount, the real stat
+ * answers. */
+int vfs_getattr(const struct vpath *vp0, int follow, struct stat *st)
+{
+    struct vpath vp = *vp0;
+    if (vp.trailing_slash)
+        follow = 1;
+    for (int i = 0; i < SYMLOOP_MAX; i++) {
+        if (getattr_once(&vp, st) < 0)
+            return -1;
+        if (!follow || !S_ISLNK(st->st_mode))
+            goto found;
+        char abs[PATH_MAX];
+        if (link_target(&vp, abs, sizeof abs) < 0)
+            return -1;
+        if (!mount_match(abs, &vp)) {
+            if (REAL(stat)(abs, st) < 0)
+                return -1;
+            if (vp0->trailing_slash && !S_ISDIR(st->st_mode)) {
+                errno = ENOTDIR;
+                return -1;
+            }
+            return 0;
+        }
+    }
+    errno = ELOOP;
+    return -1;
+found:
+    if (vp0->trailing_slash && !S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL) {
+        errno = EIO;
+        return -1;
+    }
+    struct vpath vp = { .mnt = v->mnt };
+    snprintf(vp.path, sizeof vp.path, "%s", v->path);
+    guard_enter();
+    int r = be->getattr(v->mnt, v->path, &v->fh, st);
+    guard_leave();
+    if (r < 0) {
+        errno = -r;
+        return -1;
+    }
+    fixup(&vp, st);
+    if (v->kind == VF_FILE && fd >= 0) {
+        /* writes not yet written back are in the memfd: its size is the file's size */
+        struct stat k;
+        if (REAL(fstat)(fd, &k) == 0 && S_ISREG(k.st_mode)) {
+            st->st_size = k.st_size;
+            st->st_blocks = (k.st_size + 511) / 512;
+        }
+    }
+    return 0;
+}
+
+int vfs_fd_vpath(int fd, struct vpath *vp)
+{
+    struct vfile *v = fdtable_get(fd);
+    if (v == NULL)
+        return 0;
+    vp->mnt = v->mnt;
+    vp->trailing_slash = 0;
+    snprintf(vp->path, sizeof vp->path, "%s", v->path);
+    return 1;
+}

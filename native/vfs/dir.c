@@ -1,0 +1,150 @@
+/*
+ * Directory streams over a mount. glibc's opendir/readdir issue getdents64 internally,
+ * which no wrapper sees, so a virtual directory gets a DIR of our own. Its first member is
+ * the fd, like glibc's DIR, so dirfd() and vdir_of() can read it from either kind.
+ * The listing is one readdir() call on the FS, loaded at the first read (and again after
+ * rewinddir), so a directory costs one Python call, not one per entry.
+ */
+#include "../ldpfuse.h"
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vdir {
+    int fd;                 /* first, as in glibc's DIR */
+    struct vfile *v;
+    struct dirlist list;
+    int loaded;
+    size_t pos;
+    struct dirent64 ent;
+};
+
+struct vdir *vdir_of(DIR *d)
+{
+    if (d == NULL || __atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0)
+        return NULL;
+    struct vfile *v = fdtable_get(*(int *)d);
+    if (v == NULL || v->kind != VF_DIR || v->dir != (struct vdir *)d)
+        return NULL;
+    return (struct vdir *)d;
+}
+
+DIR *vdir_fdopen(int fd, struct vfile *v)
+{
+    if (v->kind != VF_DIR || !v->fh_valid) {
+        errno = v->kind == VF_DIR ? EBADF : ENOTDIR;
+        return NULL;
+    }
+    if (v->dir != NULL) {
+        errno = EBUSY;
+        return NULL;
+    }
+    struct vdir *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    d->fd = fd;
+    d->v = v;
+    v->dir = d;
+    return (DIR *)d;
+}
+
+DIR *vdir_open(const struct vpath *vp)
+{
+    int fd = vfs_open(vp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    struct vfile *v = fdtable_get(fd);
+    DIR *d = v ? vdir_fdopen(fd, v) : NULL;
+    if (d == NULL) {
+        int e = errno;
+        if (v)
+            vfs_close(fd, v);
+        else
+            REAL(close)(fd);
+        errno = e;
+    }
+    return d;
+}
+
+static int load(struct vdir *d)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL) {
+        errno = EIO;
+        return -1;
+    }
+    dirlist_free(&d->list);
+    guard_enter();
+    int r = be->readdir(d->v->mnt, d->v->path, d->v->fh, &d->list);
+    guard_leave();
+    if (r < 0) {
+        dirlist_free(&d->list);
+        errno = -r;
+        return -1;
+    }
+    d->loaded = 1;
+    return 0;
+}
+
+static uint64_t name_ino(const struct vfile *v, const char *name)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)v->mnt;
+    const char *parts[3] = { v->path, "/", name };
+    for (int i = 0; i < 3; i++)
+        for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) {
+            h ^= *p;
+            h *= 1099511628211ULL;
+        }
+    return h ? h : 1;
+}
+
+struct dirent64 *vdir_read(struct vdir *d)
+{
+    int saved = errno;
+    if (!d->loaded && load(d) < 0)
+        return NULL;            /* errno set: readdir's error convention */
+    if (d->pos >= d->list.n) {
+        errno = saved;
+        return NULL;
+    }
+    const struct dirent_rec *e = &d->list.ents[d->pos++];
+    size_t len = e->namelen < sizeof d->ent.d_name ? e->namelen : sizeof d->ent.d_name - 1;
+    memcpy(d->ent.d_name, d->list.names + e->name_off, len);
+    d->ent.d_name[len] = '\0';
+    d->ent.d_ino = e->ino ? e->ino : name_ino(d->v, d->ent.d_name);
+    d->ent.d_off = (off64_t)d->pos;
+    d->ent.d_type = e->type;
+    d->ent.d_reclen = (unsigned short)((offsetof(struct dirent64, d_name) + len + 1 + 7) & ~7u);
+    errno = saved;
+    return &d->ent;
+}
+
+void vdir_rewind(struct vdir *d)
+{
+    d->pos = 0;
+    d->loaded = 0;
+}
+
+long vdir_tell(struct vdir *d)
+{
+    return (long)d->pos;
+}
+
+void vdir_seek(struct vdir *d, long pos)
+{
+    d->pos = pos < 0 ? 0 : (size_t)pos;
+}
+
+int vdir_fd(struct vdir *d)
+{
+    return d->fd;
+}
+
+int vdir_close(struct vdir *d)
+{
+    d->v->dir = NULL;
+    int r = vfs_close(d->fd, d->v);
+    dirlist_free(&d->list);
+    free(d);
+    return r;
+}

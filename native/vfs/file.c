@@ -1,0 +1,438 @@
+/*
+ * Opening and closing files in a mount. Every virtual fd is a real kernel fd:
+ *  - passthrough: the FS returned a lower fd (ldpfuse_py.Passthrough); that fd is the
+ *    caller's fd and nothing of ours stands between the program and the kernel;
+ *  - cached: a memfd holding the file's bytes, filled through read() at open and written
+ *    back through write()/truncate() when any duplicate is closed or fsync'ed (open-to-close
+ *    consistency). stdio, mmap, sendfile and exec work on it because the kernel serves them;
+ *  - directories and O_PATH opens: an O_PATH fd standing in, with the table saying what it is.
+ */
+#include "../ldpfuse.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define FILL_MAX (16u << 20)
+#define WRITEBACK_CHUNK (1u << 20)
+
+int be_errno(int r);
+mode_t ldp_umask = 022;
+
+void vfile_ref(struct vfile *v)
+{
+    __atomic_add_fetch(&v->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+void vfile_unref(struct vfile *v)
+{
+    if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    struct backend_ops *be = backend_get();
+    if (be && v->fh_valid) {
+        guard_enter();
+        if (v->kind == VF_FILE)
+            be->release(v->mnt, v->path, v->flags, v->fh);
+        else if (v->kind == VF_DIR)
+            be->releasedir(v->mnt, v->path, v->fh);
+        guard_leave();
+    }
+    free(v->path);
+    free(v);
+}
+
+static struct vfile *vfile_new(int kind, const struct vpath *vp, int flags, uint64_t fh, int fh_valid)
+{
+    struct vfile *v = calloc(1, sizeof *v);
+    if (v == NULL)
+        return NULL;
+    v->refs = 1;
+    v->kind = kind;
+    v->mnt = vp->mnt;
+    v->flags = flags;
+    v->fh = fh;
+    v->fh_valid = fh_valid;
+    v->path = strdup(vp->path);
+    return v;
+}
+
+/* An O_PATH fd on "/" stands for a directory (or an O_PATH open): read/getdents on it fail
+ * loudly (EBADF) instead of returning wrong data, and its number is the kernel's to give. */
+static int placeholder_fd(int flags)
+{
+    return REAL(open)("/", O_PATH | O_DIRECTORY | (flags & O_CLOEXEC));
+}
+
+static int open_dir(const struct vpath *vp, int flags)
+{
+    struct backend_ops *be = backend_get();
+    uint64_t fh = 0;
+    int fh_valid = 0;
+    if (!(flags & O_PATH)) {
+        guard_enter();
+        int r = be->opendir(vp->mnt, vp->path, &fh);
+        guard_leave();
+        if (r < 0)
+            return be_errno(r);
+        fh_valid = 1;
+    }
+    int fd = placeholder_fd(flags);
+    struct vfile *v = fd >= 0 ? vfile_new(VF_DIR, vp, flags, fh, fh_valid) : NULL;
+    if (v == NULL) {
+        int e = errno;
+        if (fd >= 0)
+            REAL(close)(fd);
+        if (fh_valid) {
+            guard_enter();
+            be->releasedir(vp->mnt, vp->path, fh);
+            guard_leave();
+        }
+        errno = e;
+        return -1;
+    }
+    fdtable_set(fd, v);
+    return fd;
+}
+
+static void release_fh(const struct vpath *vp, int flags, uint64_t fh)
+{
+    struct backend_ops *be = backend_get();
+    guard_enter();
+    be->release(vp->mnt, vp->path, flags, fh);
+    guard_leave();
+}
+
+/* Copy the file's bytes into the memfd through the FS's read(). */
+static int fill(int mfd, const struct vpath *vp, uint64_t fh, off_t size_hint)
+{
+    struct backend_ops *be = backend_get();
+    size_t chunk = (size_t)size_hint + 4096;
+    if (chunk < 65536)
+        chunk = 65536;
+    if (chunk > FILL_MAX)
+        chunk = FILL_MAX;
+    char *buf = malloc(chunk);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    off_t off = 0;
+    for (;;) {
+        guard_enter();
+        ssize_t n = be->read(vp->mnt, vp->path, buf, chunk, off, fh);
+        guard_leave();
+        if (n < 0) {
+            free(buf);
+            errno = (int)-n;
+            return -1;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = pwrite(mfd, buf + done, (size_t)(n - done), off + done);
+            if (w < 0) {
+                free(buf);
+                return -1;
+            }
+            done += w;
+        }
+        off += n;
+        if ((size_t)n < chunk)
+            break;              /* a short read is the end of the file, as in FUSE */
+    }
+    free(buf);
+    return 0;
+}
+
+static void mark_synced(int fd, struct vfile *v)
+{
+    struct stat k;
+    if (REAL(fstat)(fd, &k) == 0) {
+        v->synced_ctime = k.st_ctim;
+        v->synced_size = k.st_size;
+    }
+}
+
+static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t size, int fill_it)
+{
+    char name[250];
+    snprintf(name, sizeof name, "ldpfuse:%.240s", vp->path);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        goto fail;
+    if (fill_it && fill(fd, vp, fh, size) < 0)
+        goto fail;
+    int acc = flags & O_ACCMODE;
+    if (acc != O_RDWR || (flags & O_APPEND)) {
+        /* a new open file description of the same memfd, with the caller's access mode */
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        int nfd = REAL(open)(proc, acc | (flags & O_APPEND) | O_CLOEXEC);
+        if (nfd >= 0) {
+            if (REAL(dup3)(nfd, fd, flags & O_CLOEXEC) < 0) {
+                REAL(close)(nfd);
+                goto fail;
+            }
+            REAL(close)(nfd);
+        } else if (flags & O_APPEND) {
+            REAL(fcntl)(fd, F_SETFL, O_APPEND);
+        }
+    }
+    if (!(flags & O_CLOEXEC))
+        REAL(fcntl)(fd, F_SETFD, 0);
+    struct vfile *v = vfile_new(VF_FILE, vp, flags, fh, 1);
+    if (v == NULL)
+        goto fail;
+    mark_synced(fd, v);
+    fdtable_set(fd, v);
+    return fd;
+fail:;
+    int e = errno;
+    if (fd >= 0)
+        REAL(close)(fd);
+    release_fh(vp, flags, fh);
+    errno = e;
+    return -1;
+}
+
+static int open_passthrough(int pfd, int flags)
+{
+    /* Python's os.open makes fds close-on-exec (PEP 446): give the caller what it asked */
+    int want = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
+    int have = REAL(fcntl)(pfd, F_GETFD);
+    if (have < 0)
+        return -1;          /* not an fd at all: EBADF */
+    if ((have & FD_CLOEXEC) != want)
+        REAL(fcntl)(pfd, F_SETFD, want);
+    return pfd;
+}
+
+int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL) {
+        errno = EIO;
+        return -1;
+    }
+    struct vpath vp = *vp0;
+    int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+    if (!(flags & O_NOFOLLOW) && !excl) {
+        char out[PATH_MAX];
+        int r = vfs_follow(&vp, out, sizeof out);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return REAL(open)(out, flags, mode);
+    }
+    struct stat st;
+    int exists = vfs_getattr(&vp, 0, &st) == 0;
+    if (!exists && errno != ENOENT)
+        return -1;
+    struct open_result res = { .passthrough_fd = -1 };
+    int r;
+    if (exists) {
+        if (excl) {
+            errno = EEXIST;
+            return -1;
+        }
+        if (S_ISLNK(st.st_mode) && !(flags & O_PATH)) {
+            errno = ELOOP;
+            return -1;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_CREAT)) {
+                errno = EISDIR;
+                return -1;
+            }
+            return open_dir(&vp, flags);
+        }
+        if ((flags & O_DIRECTORY) || vp.trailing_slash) {
+            errno = ENOTDIR;
+            return -1;
+        }
+        if (flags & O_PATH) {
+            int fd = placeholder_fd(flags);
+            struct vfile *v = fd >= 0 ? vfile_new(VF_PATH, &vp, flags, 0, 0) : NULL;
+            if (v)
+                fdtable_set(fd, v);
+            return fd;
+        }
+        guard_enter();
+        r = be->open(vp.mnt, vp.path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
+        guard_leave();
+        if (r < 0)
+            return be_errno(r);
+    } else {
+        if (!(flags & O_CREAT)) {
+            errno = ENOENT;
+            return -1;
+        }
+        if (vp.trailing_slash || (flags & O_DIRECTORY)) {
+            errno = EISDIR;
+            return -1;
+        }
+        guard_enter();
+        r = be->create(vp.mnt, vp.path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
+        guard_leave();
+        if (r < 0)
+            return be_errno(r);
+    }
+    if (res.passthrough_fd >= 0)
+        return open_passthrough(res.passthrough_fd, flags);
+    int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+    if (trunc) {
+        guard_enter();
+        r = be->truncate(vp.mnt, vp.path, 0, &res.fh);
+        guard_leave();
+        if (r < 0) {
+            release_fh(&vp, flags, res.fh);
+            return be_errno(r);
+        }
+    }
+    return open_cached(&vp, flags, res.fh, exists ? st.st_size : 0, exists && !trunc);
+}
+
+/* Write the memfd's bytes back through the FS if they changed since the last write-back.
+ * A change is seen in the memfd's ctime (tmpfs timestamps are fine-grained once queried). */
+int vfs_writeback(int fd, struct vfile *v)
+{
+    if (v->kind != VF_FILE || v->unlinked)
+        return 0;
+    struct stat k;
+    if (REAL(fstat)(fd, &k) < 0)
+        return -1;
+    if (k.st_ctim.tv_sec == v->synced_ctime.tv_sec && k.st_ctim.tv_nsec == v->synced_ctime.tv_nsec &&
+        k.st_size == v->synced_size)
+        return 0;
+    struct backend_ops *be = backend_get();
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int rfd = REAL(open)(proc, O_RDONLY | O_CLOEXEC);
+    if (rfd < 0)
+        return -1;
+    int ret = 0;
+    if (k.st_size < v->synced_size) {
+        guard_enter();
+        int r = be->truncate(v->mnt, v->path, k.st_size, &v->fh);
+        guard_leave();
+        if (r < 0) {
+            ret = be_errno(r);
+            goto out;
+        }
+    }
+    char *buf = malloc(WRITEBACK_CHUNK);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        ret = -1;
+        goto out;
+    }
+    for (off_t off = 0; off < k.st_size;) {
+        ssize_t n = pread(rfd, buf, WRITEBACK_CHUNK, off);
+        if (n <= 0)
+            break;
+        for (ssize_t done = 0; done < n;) {
+            guard_enter();
+            ssize_t w = be->write(v->mnt, v->path, buf + done, (size_t)(n - done), off + done, v->fh);
+            guard_leave();
+            if (w <= 0) {
+                errno = w < 0 ? (int)-w : EIO;
+                ret = -1;
+                free(buf);
+                goto out;
+            }
+            done += w;
+        }
+        off += n;
+    }
+    free(buf);
+    v->synced_ctime = k.st_ctim;
+    v->synced_size = k.st_size;
+out:
+    REAL(close)(rfd);
+    return ret;
+}
+
+/* What close() of one duplicate does: write back, flush; the last one releases. */
+int vfs_flush(int fd, struct vfile *v)
+{
+    if (v->kind != VF_FILE)
+        return 0;
+    int ret = vfs_writeback(fd, v);
+    int e = errno;
+    struct backend_ops *be = backend_get();
+    if (be && v->fh_valid) {
+        guard_enter();
+        int r = be->flush(v->mnt, v->path, v->fh);
+        guard_leave();
+        if (r < 0 && ret == 0) {
+            ret = -1;
+            e = -r;
+        }
+    }
+    errno = e;
+    return ret;
+}
+
+int vfs_close(int fd, struct vfile *v)
+{
+    int ret = vfs_flush(fd, v);
+    int e = errno;
+    fdtable_take(fd);
+    REAL(close)(fd);
+    vfile_unref(v);
+    errno = e;
+    return ret;
+}
+
+int vfs_sync(int fd, struct vfile *v, int datasync)
+{
+    if (v->kind != VF_FILE)
+        return 0;
+    if (vfs_writeback(fd, v) < 0)
+        return -1;
+    struct backend_ops *be = backend_get();
+    guard_enter();
+    int r = be->fsync(v->mnt, v->path, datasync, v->fh);
+    guard_leave();
+    return be_errno(r);
+}
+
+/* Keep open files' paths right when their names change under them. */
+void vfs_renamed(int mnt, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v == NULL || v->mnt != mnt || strncmp(v->path, from, fl) != 0 ||
+            (v->path[fl] != '\0' && v->path[fl] != '/'))
+            continue;
+        char *np = malloc(strlen(to) + strlen(v->path + fl) + 1);
+        if (np == NULL)
+            continue;
+        strcpy(np, to);
+        strcat(np, v->path + fl);
+        char *old = v->path;
+        v->path = np;
+        free(old);      /* racy only against a concurrent op on the same open file */
+    }
+}
+
+void vfs_unlinked(int mnt, const char *path)
+{
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v && v->mnt == mnt && strcmp(v->path, path) == 0)
+            v->unlinked = 1;
+    }
+}
+
+/* At exit, and before exec: nothing written to a cached file may be lost. */
+void ldp_sync_all(void)
+{
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
+        return;
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v && v->kind == VF_FILE)
+            vfs_writeback(fd, v);
+    }
+}

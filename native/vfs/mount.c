@@ -1,0 +1,161 @@
+/* The mount table, read once from LDPFUSE_MOUNTPOINTS (newline-separated absolute paths,
+ * written by ldpfuse-run), and the question every wrapper asks: is this path mine? */
+#include "../ldpfuse.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+struct mount *ldp_mounts;
+int ldp_nmounts;
+
+void mounts_init(void)
+{
+    const char *env = getenv("LDPFUSE_MOUNTPOINTS");
+    if (env == NULL || *env == '\0')
+        return;
+    int cap = 1;
+    for (const char *p = env; *p; p++)
+        cap += *p == '\n';
+    struct mount *m = calloc((size_t)cap, sizeof *m);
+    int n = 0;
+    const char *p = env;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len > 0 && p[0] == '/') {
+            char tmp[PATH_MAX], norm[PATH_MAX];
+            if (len < sizeof tmp) {
+                memcpy(tmp, p, len);
+                tmp[len] = '\0';
+                if (path_normalize("/", tmp, norm, sizeof norm, NULL) > 1) {
+                    m[n].point = strdup(norm);
+                    m[n].len = strlen(norm);
+                    /* a device number of our own per mount, unused by real block devices */
+                    m[n].dev = makedev(0x4c44, n);
+                    n++;
+                }
+            }
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    /* The launcher writes nested mounts longest first, so the first match wins; the
+     * backend indexes mounts in this same order. */
+    ldp_mounts = m;
+    __atomic_store_n(&ldp_nmounts, n, __ATOMIC_RELEASE);
+}
+
+int mount_match(const char *abs, struct vpath *vp)
+{
+    for (int i = 0; i < ldp_nmounts; i++) {
+        const struct mount *m = &ldp_mounts[i];
+        if (strncmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0')) {
+            if (vp) {
+                const char *rest = abs + m->len;
+                size_t rl = strlen(rest);
+                if (rl == 0) {
+                    vp->path[0] = '/';
+                    vp->path[1] = '\0';
+                } else {
+                    memcpy(vp->path, rest, rl + 1);
+                }
+                vp->mnt = i;
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A path is clean when lexical normalisation would not change it. */
+static int path_is_clean(const char *p)
+{
+    for (; *p; p++) {
+        if (*p != '/')
+            continue;
+        char c = p[1];
+        if (c == '/' || c == '\0')
+            return 0;           /* "//", or a trailing '/' that demands a directory */
+        if (c == '.') {
+            char d = p[2];
+            if (d == '/' || d == '\0')
+                return 0;
+            if (d == '.' && (p[3] == '/' || p[3] == '\0'))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int has_dotdot(const char *p)
+{
+    for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
+        if ((s == p || s[-1] == '/') && (s[2] == '/' || s[2] == '\0'))
+            return 1;
+    return 0;
+}
+
+static int probe_mount(const char *abs)
+{
+    return mount_match(abs, NULL);
+}
+
+/* normalise base+rel; in a mount -> 1; through one and out -> rewrite *pathp; else 0 */
+static int resolve(const char *base, const char **pathp, struct vpath *vp)
+{
+    char norm[PATH_MAX];
+    int visited = 0;
+    if (path_normalize_probe(base, *pathp, norm, sizeof norm, &vp->trailing_slash, probe_mount, &visited) < 0)
+        return 0;
+    if (mount_match(norm, vp))
+        return 1;
+    if (visited) {
+        size_t len = strlen(norm);
+        if (vp->trailing_slash && len + 1 < sizeof vp->path)
+            norm[len++] = '/', norm[len] = '\0';
+        memcpy(vp->path, norm, len + 1);
+        *pathp = vp->path;
+    }
+    return 0;
+}
+
+int vfs_lookup_slow(int dirfd, const char **pathp, struct vpath *vp)
+{
+    const char *path = *pathp;
+    if (path[0] == '/') {
+        if (path_is_clean(path)) {
+            if (strlen(path) >= PATH_MAX)
+                return 0;
+            vp->trailing_slash = 0;
+            return mount_match(path, vp);
+        }
+        return resolve("/", pathp, vp);
+    }
+    if (path[0] == '\0')
+        return 0;       /* "" with AT_EMPTY_PATH is the caller's business */
+    if (dirfd == AT_FDCWD) {
+        if (!ldp_cwd_virtual && !ldp_cwd_above_mount && !has_dotdot(path))
+            return 0;
+        if (ldp_cwd == NULL)
+            return 0;
+        return resolve(ldp_cwd, pathp, vp);
+    }
+    struct vfile *v = fdtable_get(dirfd);
+    if (v == NULL || v->kind != VF_DIR)
+        return 0;
+    char base[PATH_MAX];
+    struct vpath dv = { .mnt = v->mnt };
+    snprintf(dv.path, sizeof dv.path, "%s", v->path);
+    vfs_fullpath(&dv, base, sizeof base);
+    return resolve(base, pathp, vp);
+}
+
+void vfs_fullpath(const struct vpath *vp, char *out, size_t size)
+{
+    const struct mount *m = &ldp_mounts[vp->mnt];
+    if (strcmp(vp->path, "/") == 0)
+        snprintf(out, size, "%s", m->point);
+    else
+        snprintf(out, size, "%s%s", m->point, vp->path);
+}

@@ -1,0 +1,81 @@
+"""Build of ldpfuse-py's native parts, run by `pip install .`.
+
+Two shared objects are built and installed inside the package:
+
+* ``ldpfuse_py/libldpfuse.so``: the LD_PRELOAD interposer (native/ minus the backend). It
+  has no dependency on libpython: processes that never touch a mount never load Python.
+  Only the libc wrappers are exported (a version script made from the objects' own
+  symbols), so the core's names can never collide with a program's.
+* ``ldpfuse_py/_embedded*.so``: the embedded backend, a CPython extension module (so it
+  binds to whichever libpython the process has), loaded by the interposer on demand.
+"""
+import os
+import subprocess
+import sysconfig
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NATIVE = "native"
+PRELOAD_SOURCES = sorted(
+    os.path.join(NATIVE, d, f) if d else os.path.join(NATIVE, f)
+    for d in ("", "vfs", "interpose", "backend")
+    for f in os.listdir(os.path.join(HERE, NATIVE, d))
+    if f.endswith(".c") and f != "embedded.c"
+)
+CFLAGS = ["-O2", "-fPIC", "-fno-optimize-sibling-calls", "-Wall", "-Wextra", "-Wno-unused-parameter",
+          "-Wno-missing-field-initializers",
+          "-Wno-nonnull-compare", "-Wno-deprecated-declarations", "-D_GNU_SOURCE", "-pthread"]
+
+
+class BuildNative(build_ext):
+    """build_ext that also builds the preload library next to the extension module."""
+
+    def run(self):
+        super().run()
+        self.build_preload()
+
+    def build_preload(self):
+        compiler = self.compiler
+        tmp = os.path.join(self.build_temp, "preload")
+        objects = compiler.compile(PRELOAD_SOURCES, output_dir=tmp, extra_postargs=CFLAGS,
+                                   depends=[os.path.join(NATIVE, "ldpfuse.h"),
+                                            os.path.join(NATIVE, "real_symbols.h"),
+                                            os.path.join(NATIVE, "backend", "backend.h")])
+        wrappers = [o for o in objects if os.sep + "interpose" + os.sep in o]
+        exports = set()
+        for o in wrappers:
+            out = subprocess.run(["nm", "--defined-only", "-g", "-P", o], check=True,
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                name, kind = line.split()[:2]
+                if kind in ("T", "W"):
+                    exports.add(name)
+        script = os.path.join(tmp, "exports.map")
+        with open(script, "w") as f:
+            f.write("{\n  global:\n")
+            for name in sorted(exports):
+                f.write(f"    {name};\n")
+            f.write("  local: *;\n};\n")
+        out_dir = os.path.join(self.build_lib, "ldpfuse_py")
+        if self.inplace:
+            out_dir = os.path.join(HERE, "ldpfuse_py")
+        os.makedirs(out_dir, exist_ok=True)
+        target = os.path.join(out_dir, "libldpfuse.so")
+        compiler.link_shared_object(objects, target, libraries=["dl"],
+                                    extra_postargs=["-pthread", f"-Wl,--version-script={script}",
+                                                    "-Wl,-z,nodelete"])
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "ldpfuse_py._embedded",
+            sources=[os.path.join(NATIVE, "backend", "embedded.c")],
+            depends=[os.path.join(NATIVE, "backend", "backend.h")],
+            extra_compile_args=["-O2", "-fno-optimize-sibling-calls", "-D_GNU_SOURCE", "-fvisibility=hidden"],
+        )
+    ],
+    cmdclass={"build_ext": BuildNative},
+)
