@@ -1,0 +1,214 @@
+"""ldpfuse-run: run a command with a Python file system mounted, no kernel involved.
+
+    ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
+                [--log-level LEVEL] [--log-file FILE] [--trace]
+                FS [FS_ARG...] -- COMMAND [ARG...]
+
+The launcher checks the file system can be loaded, writes the mount table and what the
+preload library needs into the environment, and execs COMMAND with LD_PRELOAD set: the exit
+status is the command's. Bad input gets one line on stderr and exit status 2 (127 when the
+command does not exist); nothing is started then.
+"""
+import argparse
+import os
+import shutil
+import sys
+import sysconfig
+
+from .fsspec import SpecError, load_class, parse_options, split_spec
+
+PROG = "ldpfuse-run"
+SEP = "\x1f"
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class UsageError(Exception):
+    pass
+
+
+def die(msg, status=2):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    sys.exit(status)
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
+              "[--log-level LEVEL] [--log-file FILE] [--trace] FS [FS_ARG...] -- COMMAND [ARG...]",
+        description="Run COMMAND (and every process it starts) with the file system FS mounted "
+                    "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
+    p.add_argument("--mountpoint", metavar="DIR", help="where the file system appears (need not exist)")
+    p.add_argument("-o", dest="options", metavar="KEY=VALUE", action="append", default=[],
+                   help="keyword argument for the file system class (repeatable)")
+    p.add_argument("--mode", choices=["embedded", "shared"], default="embedded",
+                   help="embedded: the FS runs inside each process (default); shared: one FS process")
+    p.add_argument("--log-level", default=None, metavar="LEVEL",
+                   choices=["debug", "info", "warning", "error", "critical",
+                            "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    p.add_argument("--log-file", metavar="FILE", help="log here instead of stderr")
+    p.add_argument("--trace", action="store_true", help="log every file system operation")
+    p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName or package.module:ClassName")
+    p.add_argument("fs_args", metavar="FS_ARG", nargs=argparse.REMAINDER)
+    return p
+
+
+def find_libpython():
+    """The shared libpython of this interpreter, for processes that are not Python."""
+    names = [sysconfig.get_config_var("INSTSONAME"), sysconfig.get_config_var("LDLIBRARY")]
+    dirs = [sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LIBPL"),
+            os.path.join(sys.base_prefix, "lib")]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    if multiarch:
+        dirs.append(os.path.join("/usr/lib", multiarch))
+    for d in dirs:
+        for n in names:
+            if d and n and n.endswith((".so", ".so.1.0")) or (n and ".so." in n):
+                path = os.path.join(d, n)
+                if os.path.isfile(path):
+                    return path
+    return ""
+
+
+def find_backend():
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    path = os.path.join(PACKAGE_DIR, "_embedded" + suffix)
+    if os.path.isfile(path):
+        return path
+    for name in os.listdir(PACKAGE_DIR):
+        if name.startswith("_embedded") and name.endswith(".so"):
+            return os.path.join(PACKAGE_DIR, name)
+    return ""
+
+
+def existing_mounts(env):
+    """Mounts set up by an enclosing ldpfuse-run (nested invocations add to them)."""
+    mounts = []
+    points = env.get("LDPFUSE_MOUNTPOINTS", "")
+    for i, point in enumerate(p for p in points.split("\n") if p):
+        mounts.append({
+            "point": point,
+            "spec": env.get(f"LDPFUSE_FS_{i}", ""),
+            "args": env.get(f"LDPFUSE_FS_{i}_ARGS", ""),
+            "opts": env.get(f"LDPFUSE_FS_{i}_OPTS", ""),
+        })
+    return mounts
+
+
+def mount_environment(env, mounts):
+    for key in [k for k in env if k.startswith("LDPFUSE_FS_") or k in ("LDPFUSE_MOUNTPOINTS", "LDPFUSE_NMOUNTS")]:
+        del env[key]
+    mounts = sorted(mounts, key=lambda m: len(m["point"]), reverse=True)  # nested: longest first
+    env["LDPFUSE_MOUNTPOINTS"] = "\n".join(m["point"] for m in mounts)
+    env["LDPFUSE_NMOUNTS"] = str(len(mounts))
+    for i, m in enumerate(mounts):
+        env[f"LDPFUSE_FS_{i}"] = m["spec"]
+        env[f"LDPFUSE_FS_{i}_ARGS"] = m["args"]
+        env[f"LDPFUSE_FS_{i}_OPTS"] = m["opts"]
+
+
+def absolute_spec(spec):
+    target, cls = split_spec(spec)
+    if cls and (target.endswith(".py") or os.sep in target):
+        return f"{os.path.abspath(target)}:{cls}"
+    return spec
+
+
+def in_mount(path, point):
+    return path == point or path.startswith(point + "/")
+
+
+def resolve_command(cmd, mountpoints):
+    """argv to exec: a command stored in the mount is started through a preloaded shell
+    (the launcher itself cannot see the mount)."""
+    name = cmd[0]
+    if "/" in name:
+        full = os.path.normpath(os.path.abspath(name))
+        if any(in_mount(full, p) for p in mountpoints):
+            return ["/bin/sh", "-c", 'exec "$0" "$@"', *cmd]
+        if not os.path.exists(name):
+            raise FileNotFoundError(name)
+        return cmd
+    if shutil.which(name) is None:
+        raise FileNotFoundError(name)
+    return cmd
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--" not in argv:
+        if any(a in ("-h", "--help") for a in argv):
+            parser().print_help()
+            return 0
+        die("missing '--' before the command (usage: ldpfuse-run [options] FS [FS_ARG...] -- COMMAND [ARG...])")
+    split = argv.index("--")
+    ours, cmd = argv[:split], argv[split + 1:]
+    if not cmd:
+        die("no command after '--'")
+    p = parser()
+    try:
+        args = p.parse_args(ours)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    if args.mode == "shared":
+        die("--mode shared is not available in this version; use the default embedded mode")
+    if args.trace:
+        die("--trace is not available in this version; use --log-level debug with LoggingMixIn")
+    if args.mountpoint is None:
+        die("--mountpoint DIR is required")
+    if "\n" in args.mountpoint:
+        die("the mount point may not contain a newline")
+    point = os.path.normpath(os.path.abspath(args.mountpoint))
+    if point == "/":
+        die("the mount point cannot be /")
+    try:
+        opts = parse_options(args.options)
+        spec = absolute_spec(args.fs)
+        cls = load_class(spec, private_name="_ldpfuse_fs_check")
+    except SpecError as e:
+        die(str(e))
+    except BaseException as e:  # the FS file raised at import
+        die(f"{args.fs}: importing the file system failed: {type(e).__name__}: {e}")
+    try:
+        cls(*args.fs_args, **opts)
+    except BaseException as e:
+        die(f"{args.fs}: {cls.__name__}({', '.join(map(repr, args.fs_args))}) failed: {type(e).__name__}: {e}")
+
+    env = dict(os.environ)
+    mounts = [m for m in existing_mounts(env) if m["point"] != point]
+    mounts.append({"point": point, "spec": spec, "args": SEP.join(args.fs_args),
+                   "opts": SEP.join(args.options)})
+    mount_environment(env, mounts)
+    lib = os.path.join(PACKAGE_DIR, "libldpfuse.so")
+    if not os.path.isfile(lib):
+        die(f"the preload library is missing ({lib}): reinstall ldpfuse-py")
+    preload = env.get("LD_PRELOAD", "")
+    if lib not in preload.split():
+        env["LD_PRELOAD"] = f"{lib} {preload}".strip()
+    env["LDPFUSE_LIBPYTHON"] = find_libpython()
+    env["LDPFUSE_BACKEND"] = find_backend()
+    env["LDPFUSE_PYTHON_EXECUTABLE"] = sys.executable
+    env["LDPFUSE_PYTHON_HOME"] = sys.base_prefix
+    env["LDPFUSE_PYTHON_PATH"] = "\n".join(p for p in sys.path if p and os.path.isdir(p))
+    env["LDPFUSE_PYTHON_VERSION"] = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    env["LDPFUSE_PACKAGE_PARENT"] = os.path.dirname(PACKAGE_DIR)
+    for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL"):
+        env.pop(key, None)
+    if args.log_level:
+        env["LDPFUSE_LOG_LEVEL"] = args.log_level.lower()
+    if args.log_file:
+        env["LDPFUSE_LOG_FILE"] = os.path.abspath(args.log_file)
+    try:
+        argv_exec = resolve_command(cmd, [m["point"] for m in mounts])
+    except FileNotFoundError:
+        die(f"command not found: {cmd[0]}", 127)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(argv_exec[0], argv_exec, env)
+    except OSError as e:
+        die(f"cannot run {cmd[0]}: {e.strerror}", 126 if e.errno == 13 else 127)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
