@@ -161,6 +161,18 @@ def main(argv=None):
     point = os.path.normpath(os.path.abspath(args.mountpoint))
     if point == "/":
         die("the mount point cannot be /")
+    # -o options that are ldpfuse's own (FUSE's names), not the class's
+    own = {"attr_timeout": "LDPFUSE_ATTR_TIMEOUT"}
+    own_env = {}
+    for kv in list(args.options):
+        key, _, value = kv.partition("=")
+        if key in own:
+            try:
+                float(value)
+            except ValueError:
+                die(f"-o {key} expects a number of seconds, got {value!r}")
+            own_env[own[key]] = value
+            args.options.remove(kv)
     try:
         opts = parse_options(args.options)
         spec = absolute_spec(args.fs)
@@ -194,6 +206,7 @@ def main(argv=None):
     env["LDPFUSE_PACKAGE_PARENT"] = os.path.dirname(PACKAGE_DIR)
     for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL"):
         env.pop(key, None)
+    env.update(own_env)
     if args.log_level:
         env["LDPFUSE_LOG_LEVEL"] = args.log_level.lower()
     if args.log_file:

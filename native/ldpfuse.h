@@ -79,7 +79,9 @@ void cwd_set(const char *abs);
 
 /* ---- the fd table (vfs/fdtable.c): fd -> what the FS said about it.
  * Passthrough files need no entry: the fd is the lower file itself. */
-enum vfile_kind { VF_FILE = 1, VF_DIR = 2, VF_PATH = 3 };
+/* VF_WRITER: a passthrough fd open for writing, tracked only to keep the attribute cache
+ * honest while the kernel changes the file behind us. */
+enum vfile_kind { VF_FILE = 1, VF_DIR = 2, VF_PATH = 3, VF_WRITER = 4 };
 struct vdir;
 struct vfile {
     int refs;               /* fds of this process that point here (atomic) */
@@ -151,6 +153,13 @@ long vdir_tell(struct vdir *d);
 void vdir_seek(struct vdir *d, long pos);
 int vdir_close(struct vdir *d);
 int vdir_fd(struct vdir *d);
+
+/* ---- attribute cache (vfs/attrcache.c) */
+int attrcache_get(int mnt, const char *path, struct stat *st);
+void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t gen_before);
+uint64_t attrcache_generation(void);
+void attrcache_invalidate(void);    /* this process changed something */
+extern int ldp_writers;
 
 /* ---- stat conversions (vfs/statconv.c) */
 void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx);

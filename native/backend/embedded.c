@@ -274,6 +274,8 @@ static PyObject *fh_obj(uint64_t fh)
 /* ---- operations */
 static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[1] = { NULL };
     int n = 0;
@@ -339,6 +341,8 @@ static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *b
 
 static int be_readlink(int mnt, const char *path, char *buf, size_t size)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *r = call(mnt, s_readlink, path, NULL, 0);
     ssize_t n = bytes_result(s_readlink, path, r, buf, size, 0);
@@ -351,11 +355,11 @@ static PyObject *str_obj(const char *s)
     return PyUnicode_DecodeFSDefault(s);
 }
 
-#define STATUS(mnt, op, path, n, ...) ({ \
+#define STATUS(mnt, op, path, n, ...) (!Py_IsInitialized() ? -EIO : ({ \
     PyGILState_STATE g_ = gil_enter(); \
     int r_ = call_status(mnt, op, path, n, ##__VA_ARGS__); \
     GIL_LEAVE(g_); \
-    r_; })
+    r_; }))
 
 static int be_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
 {
@@ -439,6 +443,8 @@ static int open_result_of(PyObject *op, const char *path, PyObject *r, struct op
 
 static int be_open(int mnt, const char *path, int flags, struct open_result *res)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[1] = { PyLong_FromLong(flags) };
     PyObject *r = call(mnt, s_open, path, extra, 1);
@@ -450,6 +456,8 @@ static int be_open(int mnt, const char *path, int flags, struct open_result *res
 
 static int be_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[2] = { PyLong_FromLong(mode), NULL };
     int n = 1;
@@ -475,6 +483,8 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
 
 static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[3] = { PyLong_FromSize_t(size), PyLong_FromLongLong(off), fh_obj(fh) };
     PyObject *r = call(mnt, s_read, path, extra, 3);
@@ -487,6 +497,8 @@ static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t 
 
 static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[3] = { PyBytes_FromStringAndSize(buf, (Py_ssize_t)size), PyLong_FromLongLong(off),
                            fh_obj(fh) };
@@ -510,6 +522,8 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
 
 static int be_statfs(int mnt, const char *path, struct statvfs *sv)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *r = call(mnt, s_statfs, path, NULL, 0);
     int ret = 0;
@@ -558,6 +572,8 @@ static int be_fsync(int mnt, const char *path, int datasync, uint64_t fh)
 
 static int be_opendir(int mnt, const char *path, uint64_t *fh)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *r = call(mnt, s_opendir, path, NULL, 0);
     int ret = 0;
@@ -625,6 +641,8 @@ static int add_entry(int mnt, PyObject *op, const char *path, PyObject *item, st
 
 static int be_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[1] = { fh_obj(fh) };
     PyObject *r = call(mnt, s_readdir, path, extra, 1);
@@ -684,6 +702,8 @@ static PyObject *time_obj(int mnt, const struct timespec *ts)
 
 static int be_utimens(int mnt, const char *path, const struct timespec ts[2])
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *t = Py_BuildValue("(NN)", time_obj(mnt, &ts[0]), time_obj(mnt, &ts[1]));
     int r = call_status(mnt, s_utimens, path, 1, t);
@@ -699,6 +719,8 @@ static int be_setxattr(int mnt, const char *path, const char *name, const void *
 
 static ssize_t be_getxattr(int mnt, const char *path, const char *name, void *value, size_t size)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *extra[1] = { str_obj(name) };
     PyObject *r = extra[0] ? call(mnt, s_getxattr, path, extra, 1) : NULL;
@@ -710,6 +732,8 @@ static ssize_t be_getxattr(int mnt, const char *path, const char *name, void *va
 
 static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
 {
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
     PyGILState_STATE g = gil_enter();
     PyObject *r = call(mnt, s_listxattr, path, NULL, 0);
     ssize_t ret = 0;
@@ -754,6 +778,8 @@ static int be_removexattr(int mnt, const char *path, const char *name)
 
 static void be_destroy(void)
 {
+    if (!Py_IsInitialized() || host_owns)
+        return;                 /* a Python host gets destroy() from its atexit (boot) */
     PyGILState_STATE g = gil_enter();
     for (int i = 0; i < nmnts; i++) {
         PyObject *r = call(i, s_destroy, "/", NULL, 0);

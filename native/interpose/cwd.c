@@ -44,7 +44,7 @@ int chdir(const char *path)
 int fchdir(int fd)
 {
     struct vfile *v = ldp_guard ? NULL : fdtable_get(fd);
-    if (LIKELY(v == NULL)) {
+    if (LIKELY(v == NULL) || v->kind == VF_WRITER) {
         int r = REAL(fchdir)(fd);
         if (r == 0 && ldp_nmounts && !ldp_guard)
             refresh_real_cwd();

@@ -15,7 +15,7 @@ DIR *opendir(const char *path)
 DIR *fdopendir(int fd)
 {
     struct vfile *v = ldp_guard ? NULL : fdtable_get(fd);
-    if (LIKELY(v == NULL))
+    if (LIKELY(v == NULL) || v->kind == VF_WRITER)
         return REAL(fdopendir)(fd);
     return vdir_fdopen(fd, v);
 }

@@ -135,7 +135,7 @@ void closefrom(int lowfd)
 int fsync(int fd)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL))
+    if (LIKELY(v == NULL) || v->kind == VF_WRITER)
         return REAL(fsync)(fd);
     return vfs_sync(fd, v, 0);
 }
@@ -143,7 +143,7 @@ int fsync(int fd)
 int fdatasync(int fd)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL))
+    if (LIKELY(v == NULL) || v->kind == VF_WRITER)
         return REAL(fdatasync)(fd);
     return vfs_sync(fd, v, 1);
 }

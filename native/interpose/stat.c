@@ -3,9 +3,11 @@
 #include "../ldpfuse.h"
 #include <string.h>
 
+/* a virtual fd whose attributes the FS gives (passthrough writers are the kernel's) */
 static inline struct vfile *vfd(int fd)
 {
-    return UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
+    struct vfile *v = UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
+    return v && v->kind != VF_WRITER ? v : NULL;
 }
 
 /* fstatat's logic for every spelling; real is called when nothing is virtual. */

@@ -38,6 +38,9 @@ static int getattr_once(const struct vpath *vp, struct stat *st)
         errno = EIO;
         return -1;
     }
+    if (attrcache_get(vp->mnt, vp->path, st))
+        return 0;
+    uint64_t gen = attrcache_generation();
     guard_enter();
     int r = be->getattr(vp->mnt, vp->path, NULL, st);
     guard_leave();
@@ -46,6 +49,7 @@ static int getattr_once(const struct vpath *vp, struct stat *st)
         return -1;
     }
     fixup(vp, st);
+    attrcache_put(vp->mnt, vp->path, st, gen);
     return 0;
 }
 
@@ -157,7 +161,7 @@ int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
 int vfs_fd_vpath(int fd, struct vpath *vp)
 {
     struct vfile *v = fdtable_get(fd);
-    if (v == NULL)
+    if (v == NULL || v->kind == VF_WRITER)
         return 0;
     vp->mnt = v->mnt;
     vp->trailing_slash = 0;

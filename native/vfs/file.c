@@ -27,6 +27,10 @@ void vfile_unref(struct vfile *v)
 {
     if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    if (v->kind == VF_WRITER) {
+        attrcache_invalidate();
+        __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
+    }
     struct backend_ops *be = backend_get();
     if (be && v->fh_valid) {
         guard_enter();
@@ -194,15 +198,18 @@ fail:;
     return -1;
 }
 
-static int open_passthrough(int pfd, int flags)
+static int open_passthrough(const struct vpath *vp, int pfd, int flags)
 {
     /* Python's os.open makes fds close-on-exec (PEP 446): give the caller what it asked */
-    int want = (flags & O_CLOEXEC) ? FD_CLOEXEC : 0;
-    int have = REAL(fcntl)(pfd, F_GETFD);
-    if (have < 0)
+    if (REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0)
         return -1;          /* not an fd at all: EBADF */
-    if ((have & FD_CLOEXEC) != want)
-        REAL(fcntl)(pfd, F_SETFD, want);
+    if ((flags & O_ACCMODE) != O_RDONLY) {
+        struct vfile *v = vfile_new(VF_WRITER, vp, flags, 0, 0);
+        if (v) {
+            __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
+            fdtable_set(pfd, v);
+        }
+    }
     return pfd;
 }
 
@@ -276,8 +283,10 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         if (r < 0)
             return be_errno(r);
     }
+    if (!exists || (flags & O_TRUNC))
+        attrcache_invalidate();
     if (res.passthrough_fd >= 0)
-        return open_passthrough(res.passthrough_fd, flags);
+        return open_passthrough(&vp, res.passthrough_fd, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
     if (trunc) {
         guard_enter();
@@ -347,6 +356,7 @@ int vfs_writeback(int fd, struct vfile *v)
     v->synced_ctime = k.st_ctim;
     v->synced_size = k.st_size;
 out:
+    attrcache_invalidate();
     REAL(close)(rfd);
     return ret;
 }

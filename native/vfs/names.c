@@ -4,7 +4,9 @@
 #include <sys/xattr.h>
 #include <time.h>
 
-#define BE(call) ({ \
+/* Every call through BE changes something (access and statfs excepted, which use BE_RO):
+ * the attribute cache forgets what it knew, after the call as well as before it. */
+#define BE_RO(call) ({ \
     struct backend_ops *be_ = backend_get(); \
     int r_; \
     if (be_ == NULL) { \
@@ -15,6 +17,11 @@
         guard_leave(); \
     } \
     r_; })
+#define BE(call) ({ \
+    attrcache_invalidate(); \
+    int rr_ = BE_RO(call); \
+    attrcache_invalidate(); \
+    rr_; })
 
 /* Resolve a symlink in the last component when the call follows links. Returns 1 when the
  * object is in a mount (vp updated), 0 when it is outside (out holds the real path). */
@@ -39,7 +46,7 @@ int vfs_access(const struct vpath *vp0, int mode, int flags)
         return -1;
     if (mode == F_OK)
         return 0;
-    return be_errno(BE(access(vp.mnt, vp.path, mode)));
+    return be_errno(BE_RO(access(vp.mnt, vp.path, mode)));
 }
 
 int vfs_mkdir(const struct vpath *vp, mode_t mode)
@@ -210,7 +217,7 @@ int vfs_statvfs(const struct vpath *vp, struct statvfs *sv)
     struct stat st;
     if (vfs_getattr(vp, 1, &st) < 0)
         return -1;
-    int r = be_errno(BE(statfs(vp->mnt, vp->path, sv)));
+    int r = be_errno(BE_RO(statfs(vp->mnt, vp->path, sv)));
     if (r == 0 && sv->f_fsid == 0)
         sv->f_fsid = (unsigned long)ldp_mounts[vp->mnt].dev;
     return r;

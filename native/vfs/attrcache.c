@@ -1,0 +1,126 @@
+/*
+ * getattr results kept for attr_timeout seconds (FUSE's attr_timeout; LDPFUSE_ATTR_TIMEOUT,
+ * default 1 s, 0 turns it off), so stat-heavy programs (make, git status, ls -l) pay one
+ * Python call per name per second instead of one per stat.
+ *
+ * Any modifying operation of this process bumps a generation and so empties the cache at
+ * once; while a passthrough file is open for writing here, the kernel changes its size and
+ * times behind us, so the cache is not used at all. Other processes' changes are seen
+ * after at most the timeout, as with FUSE.
+ */
+#include "../ldpfuse.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SLOTS 4096              /* power of two */
+#define MAXPATH 256             /* longer paths are not cached */
+
+struct slot {
+    uint64_t gen;
+    uint64_t hash;
+    int mnt;
+    struct timespec expires;
+    struct stat st;
+    char path[MAXPATH];
+};
+
+static struct slot *slots;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t generation = 1;
+static struct timespec timeout = { 1, 0 };
+static int enabled = -1;
+int ldp_writers;                /* passthrough fds open for writing in this process */
+
+static int cache_on(void)
+{
+    if (UNLIKELY(enabled < 0)) {
+        const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
+        double secs = t && *t ? strtod(t, NULL) : 1.0;
+        timeout.tv_sec = (time_t)secs;
+        timeout.tv_nsec = (long)((secs - (double)timeout.tv_sec) * 1e9);
+        enabled = secs > 0;
+    }
+    return enabled && __atomic_load_n(&ldp_writers, __ATOMIC_RELAXED) == 0;
+}
+
+static uint64_t hash_path(int mnt, const char *p, size_t *len)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)mnt;
+    const char *s = p;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    *len = (size_t)(s - p);
+    return h;
+}
+
+static int later(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+int attrcache_get(int mnt, const char *path, struct stat *st)
+{
+    if (!cache_on() || slots == NULL)
+        return 0;
+    size_t len;
+    uint64_t h = hash_path(mnt, path, &len);
+    if (len >= MAXPATH)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    int hit = 0;
+    pthread_mutex_lock(&lock);
+    struct slot *s = &slots[h & (SLOTS - 1)];
+    if (s->gen == generation && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
+        memcmp(s->path, path, len + 1) == 0) {
+        *st = s->st;
+        hit = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return hit;
+}
+
+void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t gen_before)
+{
+    if (!cache_on())
+        return;
+    size_t len;
+    uint64_t h = hash_path(mnt, path, &len);
+    if (len >= MAXPATH)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    pthread_mutex_lock(&lock);
+    if (slots == NULL)
+        slots = calloc(SLOTS, sizeof *slots);
+    /* a change that happened during the FS call makes this answer possibly stale */
+    if (slots && gen_before == generation) {
+        struct slot *s = &slots[h & (SLOTS - 1)];
+        s->gen = generation;
+        s->hash = h;
+        s->mnt = mnt;
+        s->st = *st;
+        memcpy(s->path, path, len + 1);
+        s->expires.tv_sec = now.tv_sec + timeout.tv_sec;
+        s->expires.tv_nsec = now.tv_nsec + timeout.tv_nsec;
+        if (s->expires.tv_nsec >= 1000000000L) {
+            s->expires.tv_sec++;
+            s->expires.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+uint64_t attrcache_generation(void)
+{
+    return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+}
+
+void attrcache_invalidate(void)
+{
+    __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
+}
