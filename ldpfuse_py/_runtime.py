@@ -102,4 +102,17 @@ def boot(host_owns=0):
             raise RuntimeError(f"{spec}: {type(e).__name__}: {e}") from None
         mounts.append((ops, bool(getattr(ops, "use_ns", False)), _takes_fileinfo(ops)))
     _configure_logging(host_owns)
+    if host_owns:
+        # the program is this Python: destroy() must run while the interpreter still does
+        import atexit
+
+        for ops, _, _ in mounts:
+            atexit.register(_destroy, ops)
     return mounts
+
+
+def _destroy(ops):
+    try:
+        ops("destroy", "/")
+    except BaseException as e:
+        log_exception("destroy", "/", type(e), e, e.__traceback__)
