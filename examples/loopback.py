@@ -20,7 +20,7 @@
 #       examples/loopback.py:Loopback /data -- cat /mnt/x/f
 
 import os
-from errno import EACCES, ENOTDIR
+from errno import EACCES, ENOTDIR, EOPNOTSUPP
 from stat import S_IFDIR, S_IFLNK, S_IFREG, S_ISDIR
 
 from ldpfuse_py import FuseOSError, Operations, Passthrough
@@ -84,7 +84,13 @@ class Loopback(Operations):
             raise FuseOSError(EACCES)
 
     def chmod(self, path, mode):
-        os.chmod(self._lower(path), mode)
+        # path names the object itself: ldpfuse resolves symlinks that are to
+        # be followed. A symlink's mode cannot change on Linux (lchmod fails
+        # with EOPNOTSUPP); os.chmod would change its target instead.
+        lower = self._lower(path)
+        if os.path.islink(lower):
+            raise FuseOSError(EOPNOTSUPP)
+        os.chmod(lower, mode)
 
     def chown(self, path, uid, gid):
         os.chown(self._lower(path), uid, gid, follow_symlinks=False)
@@ -180,19 +186,35 @@ class Loopback(Operations):
     # read/write/flush/release below are never called for it.
 
     def open(self, path, flags):
-        fd = os.open(self._lower(path), flags)
         if self.passthrough:
-            return Passthrough(fd)
-        return fd
+            return Passthrough(os.open(self._lower(path), flags))
+        return self._open_for_cache(self._lower(path), flags)
 
     def create(self, path, mode, fi=None):
         # fi.flags holds the caller's flags: O_RDWR must stay O_RDWR (a
         # write-only create breaks sqlite), O_EXCL must stay O_EXCL.
         flags = fi.flags if fi is not None else os.O_WRONLY | os.O_TRUNC
-        fd = os.open(self._lower(path), flags | os.O_CREAT, mode)
         if self.passthrough:
-            return Passthrough(fd)
-        return fd
+            return Passthrough(os.open(self._lower(path), flags | os.O_CREAT, mode))
+        return self._open_for_cache(self._lower(path), flags | os.O_CREAT, mode)
+
+    @staticmethod
+    def _open_for_cache(lower, flags, mode=0o777):
+        """The fd behind a handle whose data ldpfuse moves with read()/write().
+
+        As libfuse's passthrough examples do under the kernel's writeback
+        cache: ldpfuse reads a write-only file to fill its cache, so
+        O_WRONLY becomes O_RDWR when permissions allow; and it writes at
+        explicit offsets, which O_APPEND would override (pwrite on an
+        O_APPEND fd appends), so O_APPEND is dropped.
+        """
+        flags &= ~os.O_APPEND
+        if flags & os.O_ACCMODE == os.O_WRONLY:
+            try:
+                return os.open(lower, (flags & ~os.O_ACCMODE) | os.O_RDWR, mode)
+            except PermissionError:
+                pass  # write-only by permission: reads of it will fail
+        return os.open(lower, flags, mode)
 
     def read(self, path, size, offset, fh):
         return os.pread(fh, size, offset)

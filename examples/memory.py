@@ -17,7 +17,8 @@ import os
 import threading
 import time
 from errno import (
-    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY, EPERM,
+    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY,
+    EOPNOTSUPP, EPERM,
 )
 from stat import (
     S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
@@ -224,6 +225,8 @@ class Memory(Operations):
 
     def chmod(self, path, mode):
         node = self._lookup(path)
+        if isinstance(node, Symlink):
+            raise FuseOSError(EOPNOTSUPP)  # as lchmod on Linux
         node.mode = S_IFMT(node.mode) | (mode & 0o7777)
         node.ctime = time.time_ns()
 

@@ -523,6 +523,8 @@ def test_memory_symlink_and_readlink(mem):
     make_file(mem, "/f")
     raises_errno(errno.EINVAL, mem.readlink, "/f")
     raises_errno(errno.EEXIST, mem.symlink, "/f", "x")
+    raises_errno(errno.EOPNOTSUPP, mem.chmod, "/l", 0o600)
+    assert mem.getattr("/l")["st_mode"] == stat.S_IFLNK | 0o777
 
 
 def test_memory_chmod_keeps_the_file_type_and_chown_minus_one_keeps_ids(mem):
@@ -787,6 +789,16 @@ def test_loopback_names_operations(loop, lower):
     assert os.listdir(lower) == []
 
 
+def test_loopback_chmod_of_a_symlink_fails_and_leaves_the_target_alone(loop, lower):
+    (lower / "f").write_bytes(b"")
+    os.chmod(lower / "f", 0o644)
+    os.symlink("f", lower / "l")
+    os.symlink("nowhere", lower / "dangling")
+    raises_errno(errno.EOPNOTSUPP, loop.chmod, "/l", 0o600)
+    raises_errno(errno.EOPNOTSUPP, loop.chmod, "/dangling", 0o600)
+    assert stat.S_IMODE(os.stat(lower / "f").st_mode) == 0o644
+
+
 def test_loopback_chmod_and_truncate(loop, lower):
     (lower / "f").write_bytes(b"abcdef")
     loop.chmod("/f", 0o600)
@@ -850,6 +862,25 @@ def test_loopback_without_passthrough_serves_data_through_python(loop_np, lower)
     raises_errno(errno.EBADF, os.fstat, fh)
     fh = loop_np.open("/", os.O_RDONLY)
     loop_np.release("/", fh)
+
+
+def test_loopback_without_passthrough_can_read_a_write_only_append_open(loop_np, lower):
+    # ldpfuse fills its cache with read() and writes back at explicit offsets
+    (lower / "f").write_bytes(b"old")
+    fh = loop_np.open("/f", os.O_WRONLY | os.O_APPEND)
+    try:
+        assert loop_np.read("/f", 10, 0, fh) == b"old"
+        loop_np.write("/f", b"OLD+", 0, fh)
+    finally:
+        loop_np.release("/f", fh)
+    assert (lower / "f").read_bytes() == b"OLD+"
+    fh = loop_np.create("/g", 0o644, FileInfo(os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+    try:
+        loop_np.write("/g", b"ab", 0, fh)
+        loop_np.write("/g", b"A", 0, fh)
+        assert loop_np.read("/g", 10, 0, fh) == b"Ab"
+    finally:
+        loop_np.release("/g", fh)
 
 
 def test_loopback_release_never_closes_a_passthrough_fd(loop, lower):
