@@ -15,7 +15,7 @@ import shutil
 import sys
 import sysconfig
 
-from .fsspec import SpecError, load_class, parse_options, split_spec
+from .fsspec import SCRIPT_PREFIX, SpecError, is_script_spec, load_class, parse_options, split_spec
 
 PROG = "ldpfuse-run"
 SEP = "\x1f"
@@ -47,8 +47,12 @@ def parser():
                    choices=["debug", "info", "warning", "error", "critical",
                             "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     p.add_argument("--log-file", metavar="FILE", help="log here instead of stderr")
-    p.add_argument("--trace", action="store_true", help="log every file system operation")
-    p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName or package.module:ClassName")
+    p.add_argument("--trace", action="store_true",
+                   help="log one line per file system operation: pid, operation, path, "
+                        "arguments, result or errno name, microseconds")
+    p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName, package.module:ClassName, "
+                                            "or a fusepy script path/to/script.py (its FUSE() call "
+                                            "gives the mount point and options)")
     p.add_argument("fs_args", metavar="FS_ARG", nargs=argparse.REMAINDER)
     return p
 
@@ -134,6 +138,55 @@ def resolve_command(cmd, mountpoints):
     return cmd
 
 
+def one_line(exc):
+    return " ".join(str(exc).split())
+
+
+def mount_point(mountpoint):
+    if "\n" in mountpoint:
+        die("the mount point may not contain a newline")
+    point = os.path.normpath(os.path.abspath(mountpoint))
+    if point == "/":
+        die("the mount point cannot be /")
+    return point
+
+
+def load_script(args, own_env):
+    """A fusepy script: run it here once, as its own __main__, to learn the mount point and
+    options of its FUSE() call; every process that touches the mount runs it again to
+    build its operations object. Returns (spec, mount point)."""
+    import io
+
+    from .fuse_compat import ScriptExit, run_script
+
+    path = os.path.abspath(args.fs)
+    printed = io.StringIO()
+    try:
+        calls, _ = run_script(path, args.fs_args, stdout=printed)
+    except ScriptExit as e:
+        last = [line for line in printed.getvalue().splitlines() if line.strip()][-1:]
+        die(f"{args.fs}: {e}" + (f": {last[0].strip()}" if last else ""))
+    except BaseException as e:
+        die(f"{args.fs}: running the script failed: {type(e).__name__}: {one_line(e)}")
+    if not calls:
+        die(f"{args.fs}: the script did not call FUSE(operations, mountpoint, ...)")
+    if len(calls) > 1:
+        die(f"{args.fs}: the script called FUSE() {len(calls)} times; "
+            f"ldpfuse-run mounts one file system per script")
+    call = calls[0]
+    mountpoint = args.mountpoint or call.mountpoint
+    if not mountpoint:
+        die(f"{args.fs}: FUSE() was given no mount point and there is no --mountpoint")
+    timeout = call.options.get("attr_timeout")
+    if timeout is not None and "LDPFUSE_ATTR_TIMEOUT" not in own_env:
+        own_env["LDPFUSE_ATTR_TIMEOUT"] = str(float(timeout))
+    if (args.log_level or "").lower() == "debug":
+        for key in call.ignored_options():
+            print(f"{PROG}: FUSE() option {key}={call.options[key]!r} has no meaning "
+                  f"without a kernel mount: ignored", file=sys.stderr)
+    return SCRIPT_PREFIX + path, mountpoint
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--" not in argv:
@@ -152,15 +205,9 @@ def main(argv=None):
         return e.code if isinstance(e.code, int) else 2
     if args.mode == "shared":
         die("--mode shared is not available in this version; use the default embedded mode")
-    if args.trace:
-        die("--trace is not available in this version; use --log-level debug with LoggingMixIn")
-    if args.mountpoint is None:
+    script = is_script_spec(args.fs)
+    if args.mountpoint is None and not script:
         die("--mountpoint DIR is required")
-    if "\n" in args.mountpoint:
-        die("the mount point may not contain a newline")
-    point = os.path.normpath(os.path.abspath(args.mountpoint))
-    if point == "/":
-        die("the mount point cannot be /")
     # -o options that are ldpfuse's own (FUSE's names), not the class's
     own = {"attr_timeout": "LDPFUSE_ATTR_TIMEOUT"}
     own_env = {}
@@ -173,18 +220,28 @@ def main(argv=None):
                 die(f"-o {key} expects a number of seconds, got {value!r}")
             own_env[own[key]] = value
             args.options.remove(kv)
-    try:
-        opts = parse_options(args.options)
-        spec = absolute_spec(args.fs)
-        cls = load_class(spec, private_name="_ldpfuse_fs_check")
-    except SpecError as e:
-        die(str(e))
-    except BaseException as e:  # the FS file raised at import
-        die(f"{args.fs}: importing the file system failed: {type(e).__name__}: {e}")
-    try:
-        cls(*args.fs_args, **opts)
-    except BaseException as e:
-        die(f"{args.fs}: {cls.__name__}({', '.join(map(repr, args.fs_args))}) failed: {type(e).__name__}: {e}")
+    if script:
+        if args.options:
+            die(f"-o {args.options[0]}: -o is for a file system class; a fusepy script "
+                f"takes its options from its FUSE() call")
+        spec, mountpoint = load_script(args, own_env)
+    else:
+        mountpoint = args.mountpoint
+    point = mount_point(mountpoint)
+    if not script:
+        try:
+            opts = parse_options(args.options)
+            spec = absolute_spec(args.fs)
+            cls = load_class(spec, private_name="_ldpfuse_fs_check")
+        except SpecError as e:
+            die(str(e))
+        except BaseException as e:  # the FS file raised at import
+            die(f"{args.fs}: importing the file system failed: {type(e).__name__}: {one_line(e)}")
+        try:
+            cls(*args.fs_args, **opts)
+        except BaseException as e:
+            die(f"{args.fs}: {cls.__name__}({', '.join(map(repr, args.fs_args))}) failed: "
+                f"{type(e).__name__}: {one_line(e)}")
 
     env = dict(os.environ)
     mounts = [m for m in existing_mounts(env) if m["point"] != point]
@@ -207,6 +264,10 @@ def main(argv=None):
     for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL"):
         env.pop(key, None)
     env.update(own_env)
+    if args.trace:
+        env["LDPFUSE_TRACE"] = "1"
+    else:
+        env.pop("LDPFUSE_TRACE", None)
     if args.log_level:
         env["LDPFUSE_LOG_LEVEL"] = args.log_level.lower()
     if args.log_file:
