@@ -117,6 +117,8 @@ int vfs_flush(int fd, struct vfile *v);
 void vfs_renamed(int mnt, const char *from, const char *to);
 void vfs_unlinked(int mnt, const char *path);
 int be_errno(int r);    /* backend result -> libc convention */
+void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
+int vfile_ensure_fh(struct vfile *v);
 int vfs_sync(int fd, struct vfile *v, int datasync);
 int vfs_writeback(int fd, struct vfile *v);
 int vfs_access(const struct vpath *vp, int mode, int flags);

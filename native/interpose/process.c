@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 
 extern char **environ;
+static void adopt_fds(void);
 static char **saved_env;        /* LD_PRELOAD and LDPFUSE_* as the launcher set them */
 static int nsaved;
 
@@ -26,9 +27,85 @@ void process_init(void)
     if (saved_env == NULL)
         return;
     for (char **e = environ; e && *e; e++)
-        if ((strncmp(*e, "LDPFUSE_", 8) == 0 && strncmp(*e, "LDPFUSE_CWD", 11) != 0) ||
+        if ((strncmp(*e, "LDPFUSE_", 8) == 0 && strncmp(*e, "LDPFUSE_CWD", 11) != 0 &&
+             strncmp(*e, "LDPFUSE_FDS=", 12) != 0) ||
             strncmp(*e, "LD_PRELOAD=", 11) == 0)
             saved_env[nsaved++] = strdup(*e);
+    adopt_fds();
+}
+
+/* LDPFUSE_FDS: the virtual fds that survive exec, for the new image's table:
+ * "fd:kind:mnt:flags:path" records separated by \x1e. */
+static char *inherited_fds(void)
+{
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
+        return NULL;
+    size_t cap = 256, len = 0;
+    char *out = malloc(cap);
+    if (out == NULL)
+        return NULL;
+    len = (size_t)snprintf(out, cap, "LDPFUSE_FDS=");
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v == NULL)
+            continue;
+        int fdflags = REAL(fcntl)(fd, F_GETFD);
+        if (fdflags < 0 || (fdflags & FD_CLOEXEC))
+            continue;
+        size_t need = len + strlen(v->path) + 64;
+        if (need > cap) {
+            cap = need * 2;
+            char *n = realloc(out, cap);
+            if (n == NULL)
+                break;
+            out = n;
+        }
+        len += (size_t)snprintf(out + len, cap - len, "%s%d:%d:%d:%d:%s", len > 12 ? "\x1e" : "", fd,
+                                v->kind, v->mnt, v->flags, v->path);
+    }
+    if (len == 12) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The new image's side: rebuild the table from LDPFUSE_FDS, trusting only fds that are
+ * still what the record says (a memfd of ours, an O_PATH stand-in, an open writer). */
+static void adopt_fds(void)
+{
+    const char *env = getenv("LDPFUSE_FDS");
+    if (env == NULL)
+        return;
+    const char *p = env;
+    while (*p) {
+        const char *end = strchr(p, '\x1e');
+        size_t rl = end ? (size_t)(end - p) : strlen(p);
+        int fd, kind, mnt, flags, off = 0;
+        if (sscanf(p, "%d:%d:%d:%d:%n", &fd, &kind, &mnt, &flags, &off) == 4 && off > 0 &&
+            (size_t)off <= rl && mnt >= 0 && mnt < ldp_nmounts && REAL(fcntl)(fd, F_GETFD) >= 0) {
+            char link[64], target[64] = "";
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            ssize_t n = REAL(readlink)(link, target, sizeof target - 1);
+            target[n > 0 ? n : 0] = '\0';
+            struct stat st;
+            int isdir = REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode);
+            int ok = (kind == VF_FILE && strncmp(target, "/memfd:ldpfuse:", 15) == 0) ||
+                     ((kind == VF_DIR || kind == VF_PATH) && isdir) || kind == VF_WRITER;
+            if (ok) {
+                struct vpath vp = { .mnt = mnt };
+                size_t pl = rl - (size_t)off;
+                if (pl < sizeof vp.path) {
+                    memcpy(vp.path, p + off, pl);
+                    vp.path[pl] = '\0';
+                    vfs_adopt(fd, kind, &vp, flags);
+                }
+            }
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
 }
 
 /* envp with our variables put back (and the virtual cwd, which the kernel cannot carry) */
@@ -39,9 +116,10 @@ static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
     int n = 0;
     for (char *const *e = envp; e && *e; e++)
         n++;
-    char **out = malloc(sizeof *out * (size_t)(n + nsaved + 3));
+    char **out = malloc(sizeof *out * (size_t)(n + nsaved + 4));
     if (out == NULL)
         return (char **)envp;
+    char *fds = inherited_fds();    /* freed by the exec (or leaked once if it fails) */
     int k = 0;
     for (char *const *e = envp; e && *e; e++)
         if (strncmp(*e, "LDPFUSE_", 8) != 0 && strncmp(*e, "LD_PRELOAD=", 11) != 0)
@@ -57,6 +135,8 @@ static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
             out[k++] = realbuf;
         }
     }
+    if (fds)
+        out[k++] = fds;
     out[k] = NULL;
     return out;
 }

@@ -139,8 +139,9 @@ int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
     }
     struct vpath vp = { .mnt = v->mnt };
     snprintf(vp.path, sizeof vp.path, "%s", v->path);
+    /* FUSE passes a handle to getattr only for open files, never for directories */
     guard_enter();
-    int r = be->getattr(v->mnt, v->path, &v->fh, st);
+    int r = be->getattr(v->mnt, v->path, v->kind == VF_FILE && v->fh_valid ? &v->fh : NULL, st);
     guard_leave();
     if (r < 0) {
         errno = -r;

@@ -31,10 +31,12 @@ struct vdir *vdir_of(DIR *d)
 
 DIR *vdir_fdopen(int fd, struct vfile *v)
 {
-    if (v->kind != VF_DIR || !v->fh_valid) {
+    if (v->kind != VF_DIR || (v->flags & O_PATH)) {
         errno = v->kind == VF_DIR ? EBADF : ENOTDIR;
         return NULL;
     }
+    if (vfile_ensure_fh(v) < 0)
+        return NULL;
     if (v->dir != NULL) {
         errno = EBUSY;
         return NULL;
@@ -54,7 +56,9 @@ DIR *vdir_open(const struct vpath *vp)
     if (fd < 0)
         return NULL;
     struct vfile *v = fdtable_get(fd);
-    DIR *d = v ? vdir_fdopen(fd, v) : NULL;
+    if (v == NULL)
+        return REAL(fdopendir)(fd);     /* a symlink led out of the mount */
+    DIR *d = vdir_fdopen(fd, v);
     if (d == NULL) {
         int e = errno;
         if (v)

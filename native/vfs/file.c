@@ -59,10 +59,29 @@ static struct vfile *vfile_new(int kind, const struct vpath *vp, int flags, uint
     return v;
 }
 
-/* An O_PATH fd on "/" stands for a directory (or an O_PATH open): read/getdents on it fail
- * loudly (EBADF) instead of returning wrong data, and its number is the kernel's to give. */
+/* What stands for a virtual directory in the kernel: a real, empty, read-only directory
+ * of ours (/tmp/.ldpfuse-empty-UID, made once), so that read() on it fails with EISDIR and
+ * getdents finds nothing, as for an empty directory. O_PATH opens and, failing that
+ * directory, an O_PATH fd on "/" stand in: there read() fails with EBADF. */
 static int placeholder_fd(int flags)
 {
+    if (!(flags & O_PATH)) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "/tmp/.ldpfuse-empty-%u", (unsigned)geteuid());
+        for (int attempt = 0; attempt < 2; attempt++) {
+            int fd = REAL(open)(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | (flags & O_CLOEXEC));
+            if (fd >= 0) {
+                struct stat st;
+                if (REAL(fstat)(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) == 0555)
+                    return fd;
+                REAL(close)(fd);
+                break;
+            }
+            if (errno != ENOENT || REAL(mkdir)(dir, 0555) < 0 && errno != EEXIST)
+                break;
+            REAL(chmod)(dir, 0555);     /* whatever the umask */
+        }
+    }
     return REAL(open)("/", O_PATH | O_DIRECTORY | (flags & O_CLOEXEC));
 }
 
@@ -163,8 +182,32 @@ static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t siz
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0)
         goto fail;
-    if (fill_it && fill(fd, vp, fh, size) < 0)
-        goto fail;
+    if (fill_it && fill(fd, vp, fh, size) < 0) {
+        /* a write-only handle may not read (EBADF from a lower fd): as FUSE's writeback
+         * cache does, read the old bytes through a read-only open of our own */
+        if (errno != EBADF && errno != EACCES && errno != EPERM)
+            goto fail;
+        struct backend_ops *be = backend_get();
+        struct open_result ro = { .passthrough_fd = -1 };
+        guard_enter();
+        int r = be->open(vp->mnt, vp->path, O_RDONLY, &ro);
+        guard_leave();
+        if (r < 0) {
+            errno = -r;
+            goto fail;
+        }
+        if (ro.passthrough_fd >= 0) {
+            r = -EIO;
+            REAL(close)(ro.passthrough_fd);
+        } else {
+            r = fill(fd, vp, ro.fh, size) < 0 ? -errno : 0;
+            release_fh(vp, O_RDONLY, ro.fh);
+        }
+        if (r < 0) {
+            errno = -r;
+            goto fail;
+        }
+    }
     int acc = flags & O_ACCMODE;
     if (acc != O_RDWR || (flags & O_APPEND)) {
         /* a new open file description of the same memfd, with the caller's access mode */
@@ -312,6 +355,8 @@ int vfs_writeback(int fd, struct vfile *v)
     if (k.st_ctim.tv_sec == v->synced_ctime.tv_sec && k.st_ctim.tv_nsec == v->synced_ctime.tv_nsec &&
         k.st_size == v->synced_size)
         return 0;
+    if (vfile_ensure_fh(v) < 0)
+        return -1;
     struct backend_ops *be = backend_get();
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
@@ -397,13 +442,55 @@ int vfs_sync(int fd, struct vfile *v, int datasync)
 {
     if (v->kind != VF_FILE)
         return 0;
-    if (vfs_writeback(fd, v) < 0)
+    if (vfs_writeback(fd, v) < 0 || vfile_ensure_fh(v) < 0)
         return -1;
     struct backend_ops *be = backend_get();
     guard_enter();
     int r = be->fsync(v->mnt, v->path, datasync, v->fh);
     guard_leave();
     return be_errno(r);
+}
+
+/* A virtual fd inherited through exec: the record comes from the old image, the FS
+ * handle does not (this process has its own FS object); one is opened when needed. */
+void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
+{
+    struct vfile *v = vfile_new(kind, vp, flags, 0, 0);
+    if (v == NULL)
+        return;
+    if (kind == VF_FILE)
+        mark_synced(fd, v);
+    if (kind == VF_WRITER)
+        __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
+    fdtable_set(fd, v);
+}
+
+/* Give an adopted vfile an FS handle of this process. */
+int vfile_ensure_fh(struct vfile *v)
+{
+    if (v->fh_valid || (v->kind != VF_FILE && v->kind != VF_DIR))
+        return 0;
+    struct backend_ops *be = backend_get();
+    if (be == NULL) {
+        errno = EIO;
+        return -1;
+    }
+    int r;
+    guard_enter();
+    if (v->kind == VF_DIR) {
+        r = be->opendir(v->mnt, v->path, &v->fh);
+    } else {
+        struct open_result res = { .passthrough_fd = -1 };
+        r = be->open(v->mnt, v->path, v->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY), &res);
+        if (r == 0 && res.passthrough_fd >= 0)
+            REAL(close)(res.passthrough_fd);    /* the bytes live in our memfd */
+        v->fh = res.fh;
+    }
+    guard_leave();
+    if (r < 0)
+        return be_errno(r);
+    v->fh_valid = 1;
+    return 0;
 }
 
 /* Keep open files' paths right when their names change under them. */

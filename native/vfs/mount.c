@@ -88,6 +88,12 @@ static int path_is_clean(const char *p)
     return 1;
 }
 
+
+static int probe_mount(const char *abs)
+{
+    return mount_match(abs, NULL);
+}
+
 static int has_dotdot(const char *p)
 {
     for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
@@ -96,9 +102,46 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
-static int probe_mount(const char *abs)
+/* The kernel resolves "dir/.." only if dir exists and is a directory; lexical
+ * normalisation would not notice. For a path that touches a mount, check each component
+ * before a "..": if one fails, point *pathp at it (with a '/') so the real call fails with
+ * the kernel's own errno. Returns 0 then, 1 when every such component is a directory. */
+static int check_dotdot(const char *base, const char **pathp, struct vpath *vp)
 {
-    return mount_match(abs, NULL);
+    const char *rel = *pathp;
+    if (!has_dotdot(rel))
+        return 1;
+    char prefix[PATH_MAX];
+    snprintf(prefix, sizeof prefix, "%s", rel[0] == '/' ? "/" : base);
+    const char *p = rel;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        const char *e = strchr(p, '/');
+        size_t cl = e ? (size_t)(e - p) : strlen(p);
+        if (cl == 2 && p[0] == '.' && p[1] == '.' && strcmp(prefix, "/") != 0) {
+            struct stat st;
+            struct vpath pv;
+            int ok = mount_match(prefix, &pv) ? (pv.trailing_slash = 0, vfs_getattr(&pv, 1, &st) == 0)
+                                              : REAL(stat)(prefix, &st) == 0;
+            if (!ok || !S_ISDIR(st.st_mode)) {
+                snprintf(vp->path, sizeof vp->path, "%s/", prefix);
+                *pathp = vp->path;
+                return 0;
+            }
+        }
+        char comp[NAME_MAX + 1], next[PATH_MAX];
+        if (cl > NAME_MAX)
+            return 1;
+        memcpy(comp, p, cl);
+        comp[cl] = '\0';
+        if (cl > 0 && path_normalize(prefix, comp, next, sizeof next, NULL) >= 0)
+            memcpy(prefix, next, strlen(next) + 1);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 1;
 }
 
 /* normalise base+rel; in a mount -> 1; through one and out -> rewrite *pathp; else 0 */
@@ -108,8 +151,15 @@ static int resolve(const char *base, const char **pathp, struct vpath *vp)
     int visited = 0;
     if (path_normalize_probe(base, *pathp, norm, sizeof norm, &vp->trailing_slash, probe_mount, &visited) < 0)
         return 0;
-    if (mount_match(norm, vp))
+    int in = mount_match(norm, NULL);
+    if ((in || visited) && !check_dotdot(base, pathp, vp))
+        return 0;
+    if (in) {
+        int trailing = vp->trailing_slash;
+        mount_match(norm, vp);
+        vp->trailing_slash = trailing;
         return 1;
+    }
     if (visited) {
         size_t len = strlen(norm);
         if (vp->trailing_slash && len + 1 < sizeof vp->path)
