@@ -324,3 +324,45 @@ def test_make_C_into_mount_runs_recipes_in_mount(pws):
         cat "$D/out.txt"
         make -s -C "$D" || true
     """)
+
+
+def other_python():
+    """A CPython of another minor version than the one running the tests."""
+    import glob
+    import shutil
+    import subprocess
+    mine = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [shutil.which(f"python3.{m}") for m in range(8, 15)]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.*[0-9]")))
+    for exe in candidates:
+        if not exe or os.path.basename(exe) == mine:
+            continue
+        ok = subprocess.run([exe, "-c", "import sys; assert sys.version_info[:2] != "
+                             f"{tuple(sys.version_info[:2])}"], capture_output=True)
+        if ok.returncode == 0:
+            return exe
+    pytest.skip(f"no CPython other than {mine} is installed")
+
+
+def test_python_host_of_other_version_that_never_touches_mount_runs_normally(pws):
+    """Processes that never touch a mount never load libpython, so a Python
+    of another version runs as without ldpfuse."""
+    exe = other_python()
+    pws.compare([exe, "-c", "import sys, os; print(sys.version_info[:2], "
+                 "sorted(os.listdir(os.environ['O'])))"])
+
+
+def test_python_host_of_other_version_touching_mount_works_or_fails_clearly(pws):
+    """Another CPython version cannot share the embedded interpreter: it may
+    work (shared mode, issue 6) or stop with one clear error line; it must
+    not crash."""
+    exe = other_python()
+    code = "import os; print(open(os.environ['D'] + '/f').read(), end='')"
+    native = pws.native_run([exe, "-c", code])
+    ldp = pws.ldp_run([exe, "-c", code])
+    if ldp.returncode == 0:
+        assert ldp.stdout == native.stdout, ldp.describe()
+    else:
+        assert ldp.returncode > 0, "killed by a signal:\n" + ldp.describe()
+        lines = [l for l in ldp.stderr.splitlines() if l.strip()]
+        assert any("version" in l or "shared" in l for l in lines), ldp.describe()
