@@ -278,6 +278,12 @@ def main(argv=None):
         die(f"command not found: {cmd[0]}", 127)
     sys.stdout.flush()
     sys.stderr.flush()
+    # Python ignores SIGPIPE and SIGXFSZ, and exec keeps ignored signals ignored: give the
+    # command the defaults it would have had (`yes | head -1` must end by SIGPIPE)
+    import signal
+
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     try:
         os.execvpe(argv_exec[0], argv_exec, env)
     except OSError as e:
