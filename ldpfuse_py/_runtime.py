@@ -11,7 +11,7 @@ Kept small: it is imported in every process that touches a mount.
 import os
 import sys
 
-from .fsspec import load_class, parse_options
+from .fsspec import SCRIPT_PREFIX, load_class, parse_options
 from .operations import FileInfo, Passthrough
 
 __all__ = ["boot", "log_exception", "Passthrough", "FileInfo"]
@@ -44,36 +44,85 @@ def log_line(text):
 
 def log_exception(op, path, exc_type, exc, tb):
     """A method raised something other than an OSError: the caller gets EIO, the log
-    gets the traceback with the operation and path."""
+    gets the traceback with the operation and path.
+
+    A KeyboardInterrupt is the program's (Ctrl-C arrived while the file system's Python
+    code ran in a Python program): it is handed back to the program by re-raising the
+    signal, so the program's own handler runs as soon as the call returns (fusepy
+    swallows it). In ldpfuse's own interpreter it can only be raised by the file system
+    itself, and is logged like any other exception."""
+    if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and _host_owns:
+        log_line(f"ldpfuse[{os.getpid()}]: KeyboardInterrupt during {op}({path!r}): "
+                 f"the call fails with EIO and the program gets the interrupt")
+        try:
+            exc._ldpfuse_trip = _InterruptOnRelease()
+        except AttributeError:
+            pass
+        return
     import traceback
 
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     log_line(f"ldpfuse[{os.getpid()}]: {op}({path!r}) raised, the caller gets EIO:\n{text}")
 
 
+class _InterruptOnRelease:
+    """Hands a KeyboardInterrupt back to the Python program. Re-raising SIGINT from Python
+    code would fire at once, inside our own frame, and be lost with it; attached to the
+    exception, this object is freed by the C side after the call, outside any Python
+    frame, and its __del__ (a C function: no bytecode runs after it) trips SIGINT for the
+    program's next bytecode."""
+
+    import _thread
+
+    __del__ = _thread.interrupt_main
+    del _thread
+
+
 class _LogStream:
-    """A file-like object for logging handlers: opens the log per write, so the host
-    closing its fds (close_range in a child) cannot break it."""
+    """A file-like object for logging handlers and for what the file system prints:
+    opens the log per write, so the host closing its fds (close_range in a child)
+    cannot break it."""
+
+    encoding = "utf-8"
+    errors = "backslashreplace"
+
+    def __init__(self):
+        self.pending = ""
 
     def write(self, text):
-        log_line(text.rstrip("\n"))
+        n = len(text)
+        lines = (self.pending + text).split("\n")
+        self.pending = lines.pop()  # print() writes a line in pieces: wait for its end
+        for line in lines:
+            if line.strip():
+                log_line(line)
+        return n
 
     def flush(self):
         pass
 
+    def isatty(self):
+        return False
+
 
 def _configure_logging(host_owns):
+    """--log-level LEVEL: the file system's log records (LoggingMixIn's 'fuse.log-mixin'
+    included) go to the ldpfuse log at that level. In a Python program only the 'fuse'
+    logger is configured: the program's root logger is not ours."""
     level_name = os.environ.get("LDPFUSE_LOG_LEVEL")
-    if not level_name or "logging" not in sys.modules:
+    if not level_name:
         return
     import logging
 
+    logger = logging.getLogger("fuse" if host_owns else None)
+    logger.setLevel(level_name.upper())
+    if any(isinstance(getattr(h, "stream", None), _LogStream) for h in logger.handlers):
+        return  # a fusepy script's basicConfig() already writes to the log
     handler = logging.StreamHandler(_LogStream())
     handler.setFormatter(logging.Formatter(f"ldpfuse[{os.getpid()}] %(name)s %(levelname)s: %(message)s"))
-    # in a Python program, its own root logger is not ours to change
-    logger = logging.getLogger("fuse" if host_owns else None)
     logger.addHandler(handler)
-    logger.setLevel(level_name.upper())
+    if host_owns:
+        logger.propagate = False  # not twice, through the program's handlers too
 
 
 def _takes_fileinfo(ops):
@@ -85,22 +134,102 @@ def _takes_fileinfo(ops):
     return code.co_argcount >= 4 or bool(code.co_flags & 0x04)  # 0x04: *args
 
 
+_host_owns = 0
+
+
+def _load_script(path, args, host_owns):
+    """A fusepy script (``script:PATH``): run it as ``__main__`` and wrap the operations
+    of its FUSE() call for the options it gave."""
+    from .fuse_compat import run_script
+
+    root = logging_state = None
+    if host_owns and "logging" in sys.modules:
+        import logging
+
+        root = logging.getLogger()
+        logging_state = (list(root.handlers), root.level)
+    calls, _ = run_script(path, args, main_module=not host_owns, stdout=_LogStream())
+    if not calls:
+        raise RuntimeError(f"{path} did not call FUSE()")
+    if host_owns:
+        _keep_root_logger(root, logging_state)
+    return calls[0].wrap()
+
+
+def _keep_root_logger(root, state):
+    """A script's logging.basicConfig() in a Python program: its handlers serve the
+    'fuse' loggers only, the program's root logger is left as it was."""
+    if "logging" not in sys.modules:
+        return
+    import logging
+
+    if root is None:
+        root, state = logging.getLogger(), ([], logging.WARNING)
+    handlers, level = state
+    added = [h for h in root.handlers if h not in handlers]
+    if not added and root.level == level:
+        return
+    fuse_log = logging.getLogger("fuse")
+    for h in added:
+        root.removeHandler(h)
+        fuse_log.addHandler(h)
+    if root.level != level:
+        fuse_log.setLevel(root.level)
+        root.setLevel(level)
+
+
+def _load(i, spec, args, opts, host_owns):
+    if spec.startswith(SCRIPT_PREFIX):
+        return _load_script(spec[len(SCRIPT_PREFIX):], args, host_owns)
+    cls = load_class(spec, private_name=f"_ldpfuse_fs_{i}")
+    ops = cls(*args, **opts)
+    from_fusepy = any(getattr(ops, name, 0) is None for name in _NONE_CHECK)
+    if from_fusepy:  # fusepy's "set to None: not implemented"
+        from .fuse_compat import FusepyOps
+
+        ops = FusepyOps(ops)
+    return ops
+
+
+# operations the preload library calls that fusepy file systems set to None
+_NONE_CHECK = ("getxattr", "listxattr", "setxattr", "removexattr", "access", "flush",
+               "release", "releasedir", "fsync", "opendir", "open", "create", "readlink",
+               "symlink", "link", "mknod", "chmod", "chown", "utimens", "statfs", "truncate",
+               "rename", "mkdir", "rmdir", "unlink", "write", "read", "readdir")
+
+
 def boot(host_owns=0):
     """Build the file system objects; returns [(ops, use_ns, create_takes_fi), ...] in the
     order of LDPFUSE_MOUNTPOINTS."""
+    global _host_owns
+    _host_owns = host_owns
+    if not host_owns:
+        # ldpfuse's own interpreter: what the file system prints goes to the log, never
+        # into the program's output
+        sys.stdout = _LogStream()
+    trace = os.environ.get("LDPFUSE_TRACE") == "1"
+    points = [p for p in os.environ.get("LDPFUSE_MOUNTPOINTS", "").split("\n") if p]
     mounts = []
     for i in range(int(os.environ.get("LDPFUSE_NMOUNTS", "0"))):
         spec = os.environ[f"LDPFUSE_FS_{i}"]
         args = _env_list(f"LDPFUSE_FS_{i}_ARGS")
         opts = parse_options(_env_list(f"LDPFUSE_FS_{i}_OPTS"))
         try:
-            cls = load_class(spec, private_name=f"_ldpfuse_fs_{i}")
-            ops = cls(*args, **opts)
-            ops("init", "/") if hasattr(ops, "init") else None
+            ops = _load(i, spec, args, opts, host_owns)
+            has_init = hasattr(getattr(ops, "operations", ops), "init")
+            use_ns = bool(getattr(ops, "use_ns", False))
+            takes_fi = getattr(ops, "create_takes_fi", None)
+            if takes_fi is None:
+                takes_fi = _takes_fileinfo(ops)
+            if trace:
+                from .trace import TracedOps
+
+                ops = TracedOps(ops, points[i] if i < len(points) else spec)
+            ops("init", "/") if has_init else None
         except BaseException as e:
             log_exception("init", spec, type(e), e, e.__traceback__)
             raise RuntimeError(f"{spec}: {type(e).__name__}: {e}") from None
-        mounts.append((ops, bool(getattr(ops, "use_ns", False)), _takes_fileinfo(ops)))
+        mounts.append((ops, use_ns, bool(takes_fi)))
     _configure_logging(host_owns)
     if host_owns:
         # the program is this Python: destroy() must run while the interpreter still does

@@ -1,13 +1,66 @@
 """Finding the user's file system class from an FS spec.
 
 ``path/to/file.py:ClassName`` loads the file as a module of its own (under a private name,
-so it never shadows or leaks into the program's modules); ``package.module:ClassName``
-imports the module normally.
+so it never shadows or leaks into the program's modules), with the file's directory first
+on ``sys.path`` while it loads; ``package.module:ClassName`` imports the module normally.
+``path/to/script.py`` (no class) is a fusepy script: see ``fuse_compat.run_script``.
+
+While the file system's module loads, ``import fuse`` and ``import mfusepy`` give
+``ldpfuse_py.fuse_compat`` (:class:`FusepyImports`), so fusepy file systems load unchanged
+and the program's own ``fuse`` module, if any, is left alone.
 """
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
+
+
+COMPAT_NAMES = ("fuse", "mfusepy")
+SCRIPT_PREFIX = "script:"  # how the launcher marks a fusepy script in LDPFUSE_FS_<i>
+
+
+class _FusepyFinder:
+    """Finds ``fuse``/``mfusepy`` as ldpfuse_py.fuse_compat (imported only if asked for)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in COMPAT_NAMES:
+            return None
+        return importlib.machinery.ModuleSpec(name, _FusepyFinder)
+
+    @staticmethod
+    def create_module(spec):
+        from . import fuse_compat
+
+        return fuse_compat
+
+    @staticmethod
+    def exec_module(module):
+        pass
+
+
+class FusepyImports:
+    """``with FusepyImports():`` the file system's code sees the compatibility layer as
+    ``fuse`` and ``mfusepy``; afterwards sys.modules holds what it held before (a real
+    fusepy the program imported stays the program's)."""
+
+    def __enter__(self):
+        self.saved = {n: sys.modules.pop(n) for n in COMPAT_NAMES if n in sys.modules}
+        sys.meta_path.insert(0, _FusepyFinder)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            sys.meta_path.remove(_FusepyFinder)
+        except ValueError:
+            pass
+        for name in COMPAT_NAMES:
+            module = sys.modules.get(name)
+            if module is not None and module.__name__ == "ldpfuse_py.fuse_compat":
+                del sys.modules[name]
+        sys.modules.update(self.saved)
+        return False
 
 
 class SpecError(Exception):
@@ -26,6 +79,12 @@ def is_file_spec(target):
     return target.endswith(".py") or os.sep in target
 
 
+def is_script_spec(spec):
+    """A fusepy script: an existing file named without ':ClassName'."""
+    target, cls = split_spec(spec)
+    return cls is None and (spec.endswith(".py") or os.sep in spec) and os.path.isfile(spec)
+
+
 def load_module(target, private_name):
     if is_file_spec(target):
         path = os.path.abspath(target)
@@ -34,14 +93,22 @@ def load_module(target, private_name):
         spec = importlib.util.spec_from_file_location(private_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[private_name] = module  # dataclasses and pickle look modules up here
+        sys.path.insert(0, os.path.dirname(path))  # siblings import, as for `python file.py`
         try:
-            spec.loader.exec_module(module)
+            with FusepyImports():
+                spec.loader.exec_module(module)
         except BaseException:
             sys.modules.pop(private_name, None)
             raise
+        finally:
+            try:
+                sys.path.remove(os.path.dirname(path))
+            except ValueError:
+                pass
         return module
     try:
-        return importlib.import_module(target)
+        with FusepyImports():
+            return importlib.import_module(target)
     except ModuleNotFoundError as e:
         if e.name and target.startswith(e.name):
             raise SpecError(f"no module named {target!r}") from None

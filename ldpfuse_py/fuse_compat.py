@@ -1,0 +1,475 @@
+"""fusepy's ``fuse`` module (and mfusepy's), for file systems served by ldpfuse-run.
+
+While ldpfuse loads a file system (a fusepy script, or the module of a
+``file.py:Class`` / ``module:Class`` spec), ``import fuse`` and ``import mfusepy``
+give this module, so a fusepy file system runs unchanged. Nothing named ``fuse``
+is installed: outside that moment, and in the program itself, ``import fuse``
+still finds the real fusepy if it is installed.
+
+Three parts, in the order a fusepy script meets them:
+
+- the names fusepy exports (``FUSE``, ``Operations``, ``FuseOSError``,
+  ``LoggingMixIn``, ``fuse_get_context``, ``ENOTSUP``, ``fuse_exit``,
+  ``fuse_file_info``, mfusepy's ``overrides`` and ``log_callback``);
+- ``FUSE(operations, mountpoint, **options)``: registers the mount and returns
+  at once (there is no kernel loop to block in);
+- :class:`FusepyOps`: what libfuse and fusepy's ``FUSE`` class do between the
+  kernel and the operations object that matters here: ``raw_fi``, ``ro``,
+  ``nothreads``, ``encoding``, operations set to ``None``, and fusepy's known
+  bugs done right (a ``str`` from ``read``/``getxattr``).
+
+:func:`run_script` runs a script as ``__main__`` and returns its ``FUSE()`` calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+
+from .fsspec import COMPAT_NAMES, FusepyImports
+from .operations import (
+    ENOTSUP,
+    FileInfo,
+    FuseOSError,
+    LoggingMixIn,
+    Operations,
+    Passthrough,
+    fuse_get_context,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+__all__ = [
+    "ENOTSUP",
+    "FUSE",
+    "FileInfo",
+    "FuseOSError",
+    "LoggingMixIn",
+    "Operations",
+    "Passthrough",
+    "fuse_exit",
+    "fuse_file_info",
+    "fuse_get_context",
+    "log_callback",
+    "overrides",
+    "run_script",
+]
+
+# mfusepy exposes the libfuse version it found; scripts that branch on it take
+# the FUSE 2 path, whose calling conventions are the ones ldpfuse implements.
+fuse_version_major = 2
+fuse_version_minor = 9
+
+# fusepy's FUSE.OPTIONS (flags passed as -f, -d, -s to libfuse)
+OPTIONS = (("foreground", "-f"), ("debug", "-d"), ("nothreads", "-s"))
+
+# FUSE() options and what becomes of them here. Honoured: see FusepyOps and the
+# launcher (attr_timeout). Everything else is accepted and ignored.
+HONOURED = {"raw_fi", "encoding", "ro", "nothreads", "attr_timeout", "use_ino"}
+_last_debug = []
+
+
+def _debug(msg: str) -> None:
+    import logging
+
+    logging.getLogger("fuse").debug(msg)
+
+
+class fuse_file_info(FileInfo):
+    """What a ``raw_fi=True`` file system receives instead of a file handle:
+    ``fh``, ``flags``, ``direct_io``, ``keep_cache`` (and fusepy's other fields,
+    kept for scripts that set them; ldpfuse does not use them)."""
+
+    __slots__ = ("writepage", "flush", "nonseekable", "lock_owner")
+
+    def __init__(self, flags: int = 0) -> None:
+        super().__init__(flags)
+        self.writepage = 0
+        self.flush = 0
+        self.nonseekable = 0
+        self.lock_owner = 0
+
+
+class FUSE:
+    """``FUSE(operations, mountpoint, raw_fi=False, encoding='utf-8', **options)``
+
+    Under ldpfuse-run this registers ``operations`` as the file system for
+    ``mountpoint`` and returns at once; the program given after ``--`` is what
+    then uses the mount. fusepy's options are accepted: ``raw_fi``, ``ro``,
+    ``nothreads``, ``encoding``, ``attr_timeout`` and ``use_ino`` are honoured,
+    the others (``foreground``, ``allow_other``, ``fsname``, ...) mean nothing
+    without a kernel mount and are ignored (logged at debug level).
+    """
+
+    OPTIONS = OPTIONS
+
+    def __init__(self, operations: Any, mountpoint: str, raw_fi: bool = False,
+                 encoding: str = "utf-8", **kwargs: Any) -> None:
+        if _capture is None:
+            raise RuntimeError(
+                "FUSE() registers a mount for ldpfuse-run; run this script as "
+                "`ldpfuse-run SCRIPT.py ARG... -- COMMAND`")
+        self.operations = operations
+        self.mountpoint = os.fsdecode(mountpoint) if mountpoint is not None else None
+        self.raw_fi = bool(raw_fi)
+        self.encoding = encoding
+        self.options = dict(kwargs)
+        self.use_ns = bool(getattr(operations, "use_ns", False))
+        _capture.append(self)
+
+    def ignored_options(self) -> list[str]:
+        return sorted(k for k in self.options if k not in HONOURED)
+
+    def wrap(self) -> FusepyOps:
+        return FusepyOps(self.operations, raw_fi=self.raw_fi, encoding=self.encoding,
+                         ro=bool(self.options.get("ro")),
+                         nothreads=bool(self.options.get("nothreads")))
+
+    def __repr__(self) -> str:
+        return f"FUSE({type(self.operations).__name__}, {self.mountpoint!r}, {self.options})"
+
+
+def fuse_exit() -> None:
+    """fusepy's fuse_exit() stops the kernel loop. There is none here: the
+    mount lasts as long as the command; this is logged and does nothing."""
+    _debug("fuse_exit() called: ignored (the mount ends with the command)")
+
+
+def overrides(parent_class: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """mfusepy's decorator: checks that the method exists in ``parent_class``."""
+
+    def check(method: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(getattr(parent_class, method.__name__, None)):
+            raise AssertionError(f"{method.__name__} does not override a method of {parent_class.__name__}")
+        return method
+
+    return check
+
+
+def log_callback(method: Callable[..., Any]) -> Callable[..., Any]:
+    """mfusepy's decorator: log one method's calls at DEBUG on 'fuse.log-mixin'."""
+    import functools
+
+    @functools.wraps(method)
+    def logged(self: Any, *args: Any) -> Any:
+        import logging
+
+        log = logging.getLogger("fuse.log-mixin")
+        if not log.isEnabledFor(logging.DEBUG):
+            return method(self, *args)
+        log.debug("-> %s %s", method.__name__, repr(args))
+        ret: Any = "[Unhandled Exception]"
+        try:
+            ret = method(self, *args)
+            return ret
+        except OSError as e:
+            ret = str(e)
+            raise
+        finally:
+            log.debug("<- %s %s", method.__name__, repr(ret))
+
+    return logged
+
+
+def __getattr__(name: str) -> Any:
+    # fusepy's module-level logger, made on first use (importing logging costs ms)
+    if name == "log":
+        import logging
+
+        return logging.getLogger("fuse")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ------------------------------------------------------------ loading
+
+_capture: list[FUSE] | None = None
+
+
+class ScriptExit(Exception):
+    """The script ended (SystemExit or an exception) before calling FUSE()."""
+
+
+def run_script(path: str, argv: list[str], *, main_module: bool = False,
+               stdout: Any = None) -> tuple[list[FUSE], Any]:
+    """Run a fusepy script as ``__main__`` with ``sys.argv = [path, *argv]`` and
+    return ``(fuse_calls, module)``.
+
+    The script runs in a fresh module (never the program's ``__main__``, unless
+    ``main_module`` is true, as in a process whose interpreter is ldpfuse's own),
+    with its directory first on ``sys.path`` while it runs, as ``python
+    script.py`` has it. Output it prints goes to ``stdout`` (a file-like object)
+    when given, so it never mixes with the program's. A ``SystemExit`` or an
+    exception after ``FUSE()`` was called is what fusepy scripts do after
+    unmounting: it is logged at debug level and the mount stands. Before
+    ``FUSE()`` it raises :class:`ScriptExit`.
+    """
+    import types
+
+    global _capture
+    path = os.path.abspath(path)
+    with open(path, "rb") as f:
+        source = f.read()
+    code = compile(source, path, "exec")
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    calls: list[FUSE] = []
+    saved_argv = sys.argv
+    saved_main = sys.modules.get("__main__")
+    saved_out, saved_err = sys.stdout, sys.stderr
+    saved_capture = _capture
+    script_dir = os.path.dirname(path)
+    sys.argv = [path, *argv]
+    sys.modules["__main__"] = module
+    sys.path.insert(0, script_dir)
+    if stdout is not None:
+        sys.stdout = sys.stderr = stdout
+    _capture = calls
+    try:
+        with FusepyImports():
+            exec(code, module.__dict__)
+    except SystemExit as e:
+        if not calls:
+            code_ = e.code
+            why = (f"exit status {code_}" if isinstance(code_, int) or code_ is None
+                   else str(code_))
+            raise ScriptExit(f"the script exited ({why}) before calling FUSE()") from None
+        _debug(f"{path}: SystemExit({e.code!r}) after FUSE(): ignored")
+    except BaseException as e:
+        if not calls:
+            raise
+        _debug(f"{path}: {type(e).__name__}: {e} after FUSE(): ignored")
+    finally:
+        _capture = saved_capture
+        sys.stdout, sys.stderr = saved_out, saved_err
+        with contextlib.suppress(ValueError):
+            sys.path.remove(script_dir)
+        if main_module:
+            sys.path.insert(0, script_dir)  # later imports in methods find siblings
+        else:
+            sys.argv = saved_argv
+            if saved_main is not None:
+                sys.modules["__main__"] = saved_main
+    return calls, module
+
+
+# ------------------------------------------------------------ adapting
+
+# What an operation set to None (fusepy: "not implemented") means, as libfuse
+# and the kernel answer when the callback is missing.
+_ABSENT_OK = {"access", "flush", "release", "releasedir", "fsync", "fsyncdir",
+              "open", "opendir", "init", "destroy"}
+_ABSENT_ENOTSUP = {"getxattr", "listxattr", "setxattr", "removexattr"}
+# every operation the preload library calls
+C_OPS = ("getattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename",
+         "link", "chmod", "chown", "truncate", "open", "create", "read", "write", "statfs",
+         "flush", "release", "fsync", "opendir", "readdir", "releasedir", "access",
+         "utimens", "setxattr", "getxattr", "listxattr", "removexattr", "init", "destroy")
+_WRITE_OPS = {"mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link", "chmod",
+              "chown", "truncate", "create", "write", "utimens", "setxattr", "removexattr"}
+_FI_OPS = {"read", "write", "flush", "release", "fsync", "truncate", "getattr"}
+_ACCMODE_WRITE = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND
+
+
+def absent_operations(ops: Any) -> list[str]:
+    """The operations the preload library calls that ``ops`` sets to None."""
+    return [name for name in C_OPS if getattr(ops, name, 0) is None]
+
+
+def _takes_fileinfo(func: Any) -> bool:
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    argcount = code.co_argcount - (1 if hasattr(func, "__self__") else 0)
+    return argcount >= 3 or bool(code.co_flags & 0x04)
+
+
+class FusepyOps:
+    """The operations object the preload library calls for a fusepy file system.
+
+    It passes every call to ``operations(op, path, *args)`` (so an overridden
+    ``__call__`` and ``LoggingMixIn`` see everything) after doing what fusepy's
+    ``FUSE`` class and libfuse do for the options given:
+
+    - ``raw_fi``: open/create/read/write/flush/release/fsync/truncate/getattr
+      receive a :class:`fuse_file_info` (``fh``, ``flags``, ``direct_io``,
+      ``keep_cache``) instead of an int handle; the file system sets ``fi.fh``.
+    - ``ro``: every modifying operation fails with EROFS, as a read-only mount.
+    - ``nothreads``: one operation at a time (a lock, renewed in a forked child).
+    - ``encoding``: paths are decoded with it instead of UTF-8.
+    - an operation set to None is not implemented: ``access``, ``open``,
+      ``flush``, ``release``, ``fsync``... succeed, xattr calls get ENOTSUP,
+      ``create`` falls back to ``mknod`` + ``open``, the rest get ENOSYS.
+    - a ``str`` returned by ``read`` or ``getxattr`` is encoded (fusepy copies
+      its internal representation: garbage) and the first one is logged.
+    """
+
+    def __init__(self, operations: Any, *, raw_fi: bool = False, encoding: str = "utf-8",
+                 ro: bool = False, nothreads: bool = False) -> None:
+        self.operations = operations
+        self.use_ns = bool(getattr(operations, "use_ns", False))
+        self.raw_fi = raw_fi
+        self.ro = ro
+        self.encoding = None if encoding.lower().replace("-", "") in ("utf8",) else encoding
+        self.absent = set(absent_operations(operations))
+        self.create_takes_fi = raw_fi or _takes_fileinfo(getattr(operations, "create", None))
+        self._fis: dict[int, Any] = {}
+        self._next_fh = 1
+        self._warned: set[str] = set()
+        self._lock = None
+        if nothreads:
+            import threading
+
+            self._lock = threading.RLock()
+            os.register_at_fork(after_in_child=self._renew_lock)
+
+    def _renew_lock(self) -> None:
+        import threading
+
+        self._lock = threading.RLock()
+
+    # -- the entry point the preload library calls
+    def __call__(self, op: str, path: str, *args: Any) -> Any:
+        lock = self._lock
+        if lock is None:
+            return self._dispatch(op, path, args)
+        with lock:
+            return self._dispatch(op, path, args)
+
+    def _dispatch(self, op: str, path: str, args: tuple) -> Any:
+        if self.encoding:
+            path = self._in(path)
+            if op in ("rename", "link", "symlink"):
+                args = (self._in(args[0]),) + args[1:]
+        if self.ro and op in _WRITE_OPS:
+            raise FuseOSError(errno.EROFS)
+        if op in self.absent:
+            return self._absent(op, path, args)
+        special = getattr(self, "_op_" + op, None)
+        if special is not None:
+            return special(path, *args)
+        if self.raw_fi and op in _FI_OPS:
+            args = self._with_fi(op, args)
+        return self.operations(op, path, *args)
+
+    # -- encoding
+    def _in(self, name: str) -> str:
+        return name.encode("utf-8", "surrogateescape").decode(self.encoding, "surrogateescape")
+
+    def _out(self, name: Any) -> Any:
+        if isinstance(name, str):
+            return name.encode(self.encoding, "surrogateescape").decode("utf-8", "surrogateescape")
+        return name
+
+    # -- raw_fi: handles are ours, each mapped to the fuse_file_info the FS saw
+    def _with_fi(self, op: str, args: tuple) -> tuple:
+        # the handle is the last argument of these operations when present
+        if not args:
+            return args
+        fh = args[-1]
+        if op in ("getattr", "truncate") and fh is None:
+            return args
+        fi = self._fis.get(fh)
+        if fi is None:
+            return args
+        if op == "release":
+            del self._fis[fh]
+        return args[:-1] + (fi,)
+
+    def _register_fi(self, fi: Any, result: Any) -> Any:
+        if isinstance(result, Passthrough):
+            return result
+        if isinstance(result, int) and result < 0:
+            return result
+        fh = self._next_fh
+        self._next_fh += 1
+        self._fis[fh] = fi
+        return fh
+
+    def _op_open(self, path: str, flags: int) -> Any:
+        if self.ro and flags & _ACCMODE_WRITE:
+            raise FuseOSError(errno.EROFS)
+        if not self.raw_fi:
+            return self.operations("open", path, flags)
+        fi = fuse_file_info(flags)
+        return self._register_fi(fi, self.operations("open", path, fi))
+
+    def _op_create(self, path: str, mode: int, fi: Any = None) -> Any:
+        if self.raw_fi:
+            raw = fuse_file_info(fi.flags if fi is not None else os.O_WRONLY | os.O_CREAT)
+            return self._register_fi(raw, self.operations("create", path, mode, raw))
+        if fi is not None and _takes_fileinfo(getattr(self.operations, "create", None)):
+            return self.operations("create", path, mode, fi)
+        return self.operations("create", path, mode)
+
+    def _op_read(self, path: str, size: int, offset: int, fh: Any) -> Any:
+        args = self._with_fi("read", (size, offset, fh)) if self.raw_fi else (size, offset, fh)
+        data = self.operations("read", path, *args)
+        if isinstance(data, str):
+            data = self._encode_result("read", path, data)[:size]
+        return data
+
+    def _op_getxattr(self, path: str, name: str, *args: Any) -> Any:
+        value = self.operations("getxattr", path, name, *args)
+        if isinstance(value, str):
+            value = self._encode_result("getxattr", path, value)
+        return value
+
+    def _op_readdir(self, path: str, fh: Any) -> Any:
+        entries = self.operations("readdir", path, fh)
+        if not self.encoding or isinstance(entries, int):
+            return entries
+        out = []
+        for e in entries:
+            if isinstance(e, (tuple, list)):
+                out.append((self._out(e[0]),) + tuple(e[1:]))
+            else:
+                out.append(self._out(e))
+        return out
+
+    def _op_readlink(self, path: str) -> Any:
+        target = self.operations("readlink", path)
+        return self._out(target) if self.encoding else target
+
+    def _op_statfs(self, path: str) -> Any:
+        st = self.operations("statfs", path)
+        if self.ro and isinstance(st, dict):
+            st = dict(st)
+            st["f_flag"] = int(st.get("f_flag", 0)) | os.ST_RDONLY
+        return st
+
+    def _op_access(self, path: str, amode: int) -> Any:
+        if self.ro and amode & os.W_OK:
+            raise FuseOSError(errno.EROFS)
+        return self.operations("access", path, amode)
+
+    def _encode_result(self, op: str, path: str, value: str) -> bytes:
+        if op not in self._warned:
+            self._warned.add(op)
+            from ._runtime import log_line
+
+            log_line(f"ldpfuse[{os.getpid()}]: {op}({path!r}) returned str, not bytes: "
+                     f"encoded as {self.encoding or 'utf-8'} (fusepy would copy garbage); "
+                     f"return bytes (logged once)")
+        return value.encode(self.encoding or "utf-8", "surrogateescape")
+
+    # -- operations set to None
+    def _absent(self, op: str, path: str, args: tuple) -> Any:
+        if op in _ABSENT_OK:
+            return 0
+        if op in _ABSENT_ENOTSUP:
+            raise FuseOSError(ENOTSUP)
+        if op == "statfs":
+            return {}
+        if op == "create" and "mknod" not in self.absent:
+            import stat
+
+            fi = args[1] if len(args) > 1 else None
+            flags = fi.flags if fi is not None else os.O_WRONLY
+            self.operations("mknod", path, stat.S_IFREG | (args[0] & 0o7777), 0)
+            return self._op_open(path, flags & ~(os.O_CREAT | os.O_EXCL))
+        raise FuseOSError(errno.ENOSYS)
