@@ -96,6 +96,7 @@ struct vfile {
     struct timespec synced_ctime;
     off_t synced_size;
     int unlinked;
+    int mapped;             /* mmap'ed shared and writable: changes leave no ctime trace */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
 };
 struct vfile *fdtable_get(int fd);
@@ -117,6 +118,7 @@ int vfs_flush(int fd, struct vfile *v);
 void vfs_renamed(int mnt, const char *from, const char *to);
 void vfs_unlinked(int mnt, const char *path);
 int be_errno(int r);    /* backend result -> libc convention */
+int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
 int vfile_ensure_fh(struct vfile *v);
 int vfs_sync(int fd, struct vfile *v, int datasync);

@@ -13,6 +13,8 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include <unistd.h>
 #include <utime.h>

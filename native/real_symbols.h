@@ -159,6 +159,11 @@ REAL_SYM(realpath, char *, (const char *, char *))
 REAL_SYM(__realpath_chk, char *, (const char *, char *, size_t))
 REAL_SYM(canonicalize_file_name, char *, (const char *))
 REAL_SYM(umask, mode_t, (mode_t))
+/* memory maps */
+REAL_SYM(mmap, void *, (void *, size_t, int, int, int, off_t))
 /* processes */
+REAL_SYM(waitpid, pid_t, (pid_t, int *, int))
+REAL_SYM(wait4, pid_t, (pid_t, int *, int, struct rusage *))
+REAL_SYM(waitid, int, (idtype_t, id_t, siginfo_t *, int))
 REAL_SYM(fork, pid_t, (void))
 REAL_SYM(execve, int, (const char *, char *const[], char *const[]))

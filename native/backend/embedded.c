@@ -52,8 +52,16 @@ KEYS(DECL)
 /* ---- the GIL: one kept thread state per host thread (creating one per call costs 7 us) */
 static __thread int tstate_ready;
 
-static PyGILState_STATE gil_enter(void)
+/* A Python host may call us with an exception pending (os.listdir closes its DIR after
+ * setting OSError): it is put aside for the FS call and restored after. */
+struct pyctx {
+    PyGILState_STATE gil;
+    PyObject *type, *value, *tb;
+};
+
+static struct pyctx gil_enter(void)
 {
+    struct pyctx c;
     if (!tstate_ready) {
         if (PyGILState_GetThisThreadState() == NULL) {
             PyGILState_Ensure();        /* creates this thread's state, counter stays 1 */
@@ -61,9 +69,19 @@ static PyGILState_STATE gil_enter(void)
         }
         tstate_ready = 1;
     }
-    return PyGILState_Ensure();
+    c.gil = PyGILState_Ensure();
+    PyErr_Fetch(&c.type, &c.value, &c.tb);
+    return c;
 }
-#define GIL_LEAVE(g) PyGILState_Release(g)
+
+static void gil_leave(struct pyctx *c)
+{
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    PyErr_Restore(c->type, c->value, c->tb);
+    PyGILState_Release(c->gil);
+}
+#define GIL_LEAVE(g) gil_leave(&(g))
 
 /* ---- logging */
 static void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -276,7 +294,7 @@ static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[1] = { NULL };
     int n = 0;
     if (fh)
@@ -343,7 +361,7 @@ static int be_readlink(int mnt, const char *path, char *buf, size_t size)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *r = call(mnt, s_readlink, path, NULL, 0);
     ssize_t n = bytes_result(s_readlink, path, r, buf, size, 0);
     GIL_LEAVE(g);
@@ -356,7 +374,7 @@ static PyObject *str_obj(const char *s)
 }
 
 #define STATUS(mnt, op, path, n, ...) (!Py_IsInitialized() ? -EIO : ({ \
-    PyGILState_STATE g_ = gil_enter(); \
+    struct pyctx g_ = gil_enter(); \
     int r_ = call_status(mnt, op, path, n, ##__VA_ARGS__); \
     GIL_LEAVE(g_); \
     r_; }))
@@ -445,7 +463,7 @@ static int be_open(int mnt, const char *path, int flags, struct open_result *res
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[1] = { PyLong_FromLong(flags) };
     PyObject *r = call(mnt, s_open, path, extra, 1);
     Py_DECREF(extra[0]);
@@ -458,7 +476,7 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[2] = { PyLong_FromLong(mode), NULL };
     int n = 1;
     if (mnts[mnt].create_fi) {
@@ -485,7 +503,7 @@ static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t 
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[3] = { PyLong_FromSize_t(size), PyLong_FromLongLong(off), fh_obj(fh) };
     PyObject *r = call(mnt, s_read, path, extra, 3);
     for (int i = 0; i < 3; i++)
@@ -499,7 +517,7 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[3] = { PyBytes_FromStringAndSize(buf, (Py_ssize_t)size), PyLong_FromLongLong(off),
                            fh_obj(fh) };
     PyObject *r = call(mnt, s_write, path, extra, 3);
@@ -524,7 +542,7 @@ static int be_statfs(int mnt, const char *path, struct statvfs *sv)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *r = call(mnt, s_statfs, path, NULL, 0);
     int ret = 0;
     memset(sv, 0, sizeof *sv);
@@ -574,7 +592,7 @@ static int be_opendir(int mnt, const char *path, uint64_t *fh)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *r = call(mnt, s_opendir, path, NULL, 0);
     int ret = 0;
     *fh = 0;
@@ -643,7 +661,7 @@ static int be_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[1] = { fh_obj(fh) };
     PyObject *r = call(mnt, s_readdir, path, extra, 1);
     Py_DECREF(extra[0]);
@@ -704,7 +722,7 @@ static int be_utimens(int mnt, const char *path, const struct timespec ts[2])
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *t = Py_BuildValue("(NN)", time_obj(mnt, &ts[0]), time_obj(mnt, &ts[1]));
     int r = call_status(mnt, s_utimens, path, 1, t);
     GIL_LEAVE(g);
@@ -721,7 +739,7 @@ static ssize_t be_getxattr(int mnt, const char *path, const char *name, void *va
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *extra[1] = { str_obj(name) };
     PyObject *r = extra[0] ? call(mnt, s_getxattr, path, extra, 1) : NULL;
     Py_XDECREF(extra[0]);
@@ -734,7 +752,7 @@ static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     PyObject *r = call(mnt, s_listxattr, path, NULL, 0);
     ssize_t ret = 0;
     if (r == NULL) {
@@ -780,7 +798,7 @@ static void be_destroy(void)
 {
     if (!Py_IsInitialized() || host_owns)
         return;                 /* a Python host gets destroy() from its atexit (boot) */
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     for (int i = 0; i < nmnts; i++) {
         PyObject *r = call(i, s_destroy, "/", NULL, 0);
         if (r == NULL)
@@ -865,7 +883,7 @@ static int start_interpreter(char *err, size_t errsize)
 /* A fork while another thread runs Python would leave the child's GIL and import lock
  * held forever: take them around fork (only when the interpreter is ours; a Python host's
  * os.fork does this itself). */
-static PyGILState_STATE fork_gil;
+static struct pyctx fork_gil;
 static void fork_prepare(void)
 {
     fork_gil = gil_enter();
@@ -874,12 +892,12 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
     PyOS_AfterFork_Parent();
-    PyGILState_Release(fork_gil);
+    gil_leave(&fork_gil);
 }
 static void fork_child(void)
 {
     PyOS_AfterFork_Child();
-    PyGILState_Release(fork_gil);
+    gil_leave(&fork_gil);
 }
 
 static int boot(char *err, size_t errsize)
@@ -946,7 +964,7 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     host_owns = host_owns_python;
     if (!host_owns && start_interpreter(err, errsize) < 0)
         return NULL;
-    PyGILState_STATE g = gil_enter();
+    struct pyctx g = gil_enter();
     int ok = boot(err, errsize);
     GIL_LEAVE(g);
     if (!ok)

@@ -86,7 +86,8 @@ static void load(void)
                 dlerror());
         goto out;
     }
-    struct core_api c = core;
+    static struct core_api c;   /* the backend keeps the pointer */
+    c = core;
     c.nmounts = ldp_nmounts;
     backend = init(&c, host == 1, err, sizeof err);
     if (backend == NULL)

@@ -31,8 +31,23 @@ int be_errno(int r)
     return -1;
 }
 
+int vpath_name_too_long(const char *path)
+{
+    size_t run = 0;
+    for (const char *p = path; *p; p++) {
+        run = *p == '/' ? 0 : run + 1;
+        if (run > NAME_MAX)
+            return 1;
+    }
+    return 0;
+}
+
 static int getattr_once(const struct vpath *vp, struct stat *st)
 {
+    if (UNLIKELY(vpath_name_too_long(vp->path))) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     struct backend_ops *be = backend_get();
     if (be == NULL) {
         errno = EIO;

@@ -77,7 +77,7 @@ static int placeholder_fd(int flags)
                 REAL(close)(fd);
                 break;
             }
-            if (errno != ENOENT || REAL(mkdir)(dir, 0555) < 0 && errno != EEXIST)
+            if (errno != ENOENT || (REAL(mkdir)(dir, 0555) < 0 && errno != EEXIST))
                 break;
             REAL(chmod)(dir, 0555);     /* whatever the umask */
         }
@@ -352,8 +352,8 @@ int vfs_writeback(int fd, struct vfile *v)
     struct stat k;
     if (REAL(fstat)(fd, &k) < 0)
         return -1;
-    if (k.st_ctim.tv_sec == v->synced_ctime.tv_sec && k.st_ctim.tv_nsec == v->synced_ctime.tv_nsec &&
-        k.st_size == v->synced_size)
+    if (!v->mapped && k.st_ctim.tv_sec == v->synced_ctime.tv_sec &&
+        k.st_ctim.tv_nsec == v->synced_ctime.tv_nsec && k.st_size == v->synced_size)
         return 0;
     if (vfile_ensure_fh(v) < 0)
         return -1;

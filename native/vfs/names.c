@@ -23,6 +23,15 @@
     attrcache_invalidate(); \
     rr_; })
 
+/* A new name longer than NAME_MAX is refused as by the kernel (ENAMETOOLONG). */
+static int new_name_ok(const struct vpath *vp)
+{
+    if (!vpath_name_too_long(vp->path))
+        return 1;
+    errno = ENAMETOOLONG;
+    return 0;
+}
+
 /* Resolve a symlink in the last component when the call follows links. Returns 1 when the
  * object is in a mount (vp updated), 0 when it is outside (out holds the real path). */
 static int follow(struct vpath *vp, int follow_links, char *out, size_t size)
@@ -51,11 +60,15 @@ int vfs_access(const struct vpath *vp0, int mode, int flags)
 
 int vfs_mkdir(const struct vpath *vp, mode_t mode)
 {
+    if (!new_name_ok(vp))
+        return -1;
     return be_errno(BE(mkdir(vp->mnt, vp->path, S_IFDIR | (mode & 07777 & ~ldp_umask))));
 }
 
 int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev)
 {
+    if (!new_name_ok(vp))
+        return -1;
     mode_t type = mode & S_IFMT;
     if (type == 0)
         type = S_IFREG;
@@ -85,6 +98,8 @@ int vfs_rename(const struct vpath *from, const struct vpath *to, unsigned flags)
         errno = EXDEV;
         return -1;
     }
+    if (!new_name_ok(to))
+        return -1;
     if (flags & ~RENAME_NOREPLACE) {
         errno = EINVAL;         /* RENAME_EXCHANGE/WHITEOUT: fusepy's rename has no flags */
         return -1;
@@ -112,11 +127,15 @@ int vfs_link(const struct vpath *from, const struct vpath *to)
         errno = EXDEV;
         return -1;
     }
+    if (!new_name_ok(to))
+        return -1;
     return be_errno(BE(link(to->mnt, to->path, from->path)));
 }
 
 int vfs_symlink(const char *target, const struct vpath *vp)
 {
+    if (!new_name_ok(vp))
+        return -1;
     return be_errno(BE(symlink(vp->mnt, vp->path, target)));
 }
 
