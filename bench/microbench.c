@@ -17,6 +17,7 @@
  *       --large-mb N size of large.dat (default 256)
  *       --outside D  a native directory holding a fixture (nm-* and firstop)
  *       -n N         iterations of firstop (default 20)
+ *       --root PATH  what firstop's child stats on the mount (default DIR)
  *   microbench stat1 PATH                        one stat(), exit (firstop's child)
  *
  * Workloads (one output line each, "RESULT key=value ..."):
@@ -29,7 +30,7 @@
  *   nm-stat, nm-open, nm-pread
  *              the same calls on OUTSIDE/stat.dat (a path that is not on any
  *              mount): ns per call, to run with and without the preload
- *   firstop    fork+exec "microbench stat1 DIR" (a stat on the mount root) and
+ *   firstop    fork+exec "microbench stat1 ROOT" (a stat on the mount root) and
  *              "microbench stat1 OUTSIDE" alternately; median wall times and
  *              their difference = the cost of the first mount operation in a
  *              fresh process
@@ -59,6 +60,7 @@
 
 static const char *bench_dir;
 static const char *outside_dir;
+static const char *firstop_path; /* what firstop's child stats: the mount root */
 static long long large_size = 256LL << 20;
 static double measure_secs = 1.0;
 static double warmup_secs = 0.2;
@@ -563,12 +565,12 @@ static int firstop(void)
 	}
 	int n = firstop_iters;
 	double *mnt = calloc(n, sizeof *mnt), *out = calloc(n, sizeof *out);
-	if (spawn_stat1(bench_dir) < 0 || spawn_stat1(outside_dir) < 0) { /* warm the binary */
+	if (spawn_stat1(firstop_path) < 0 || spawn_stat1(outside_dir) < 0) { /* warm the binary */
 		printf("RESULT workload=firstop threads=1 error=1\n");
 		return 1;
 	}
 	for (int i = 0; i < n; i++) {
-		mnt[i] = spawn_stat1(bench_dir);
+		mnt[i] = spawn_stat1(firstop_path);
 		out[i] = spawn_stat1(outside_dir);
 		if (mnt[i] < 0 || out[i] < 0) {
 			printf("RESULT workload=firstop threads=1 error=1\n");
@@ -589,7 +591,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: microbench setup|check DIR [--large-mb N]\n"
 		"       microbench run DIR [-d SECS] [-w SECS] [-n N] [--setup] [--large-mb N]\n"
-		"                      [--outside DIR] WORKLOAD[:THREADS]...\n"
+		"                      [--outside DIR] [--root PATH] WORKLOAD[:THREADS]...\n"
 		"       microbench stat1 PATH\n");
 	exit(2);
 }
@@ -628,6 +630,8 @@ int main(int argc, char **argv)
 			large_size = atoll(argv[++i]) << 20;
 		else if (strcmp(a, "--outside") == 0)
 			outside_dir = argv[++i];
+		else if (strcmp(a, "--root") == 0)
+			firstop_path = argv[++i];
 		else if (strcmp(a, "--setup") == 0)
 			do_setup = 1;
 		else
@@ -635,6 +639,8 @@ int main(int argc, char **argv)
 	}
 	if (firstop_iters < 1)
 		firstop_iters = 1;
+	if (!firstop_path)
+		firstop_path = bench_dir;
 
 	if (strcmp(cmd, "setup") == 0) {
 		setup(bench_dir);

@@ -275,6 +275,9 @@ def plot(md, present):
     panels = [(micro_keys, 'micro-benchmarks (bench/microbench.c)')] if micro_keys else []
     if thesis_keys:
         panels.append((thesis_keys, 'LDP_FUSE thesis workloads'))
+    if not panels:
+        print('[bench] no ratios to plot: no results.png')
+        return
     fig, axes = plt.subplots(len(panels), 1, figsize=(17, 5.5 * len(panels)), squeeze=False)
     colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'fusepy-loop': '#d62728',
               'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c', 'fusepy-mem': '#9467bd'}

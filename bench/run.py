@@ -524,7 +524,8 @@ def micro_round(ctx, cfg, rnd, keys):
         return
     cmd = cfg.wrap([MICROBENCH, 'run', micro, '-d', str(s['duration']), '-w', str(s['warmup']),
                     '-n', str(s['firstop_n']), '--large-mb', str(large_mb(ctx, cfg)),
-                    '--outside', ctx.outside] + (['--setup'] if cfg.inprocess else []) + wl)
+                    '--outside', ctx.outside, '--root', cfg.root()]
+                   + (['--setup'] if cfg.inprocess else []) + wl)
     budget = 120 + len(wl) * (s['duration'] + s['warmup']) * 3 + s['firstop_n'] * 2
     t0 = time.time()
     rc, out, err = run_cmd(cmd, int(budget))
@@ -661,7 +662,13 @@ def machine_info(ctx):
         except Exception:
             return ''
     if ctx.ldpfuse_run:
-        shebang = open(ctx.ldpfuse_run, 'rb').readline().decode(errors='replace')
+        script = ctx.ldpfuse_run
+        if '/shims/' in script and shutil.which('pyenv'):   # a pyenv shim: find the real script
+            script = out(['pyenv', 'which', os.path.basename(script)]) or script
+        try:
+            shebang = open(script, 'rb').readline().decode(errors='replace')
+        except OSError:
+            shebang = ''
         interp = shebang[2:].strip().split()[0] if shebang.startswith('#!') else sys.executable
         info['python (ldpfuse-run)'] = out([interp, '-c', 'import sys; print(sys.version.split()[0], sys.executable)'])
         info['ldpfuse-run'] = ctx.ldpfuse_run
