@@ -304,6 +304,8 @@ class FusepyOps:
     - an operation set to None is not implemented: ``access``, ``open``,
       ``flush``, ``release``, ``fsync``... succeed, xattr calls get ENOTSUP,
       ``create`` falls back to ``mknod`` + ``open``, the rest get ENOSYS.
+    - ``O_APPEND`` is taken out of the flags ``open``/``create`` receive: ldpfuse
+      writes a file's bytes back at their own offsets, and appends itself.
     - a ``str`` returned by ``read`` or ``getxattr`` is encoded (fusepy copies
       its internal representation: garbage) and the first one is logged.
     """
@@ -345,7 +347,8 @@ class FusepyOps:
             path = self._in(path)
             if op in ("rename", "link", "symlink"):
                 args = (self._in(args[0]),) + args[1:]
-        if self.ro and op in _WRITE_OPS:
+        if self.ro and (op in _WRITE_OPS or (op == "open" and args[0] & _ACCMODE_WRITE)
+                        or (op == "access" and args[0] & os.W_OK)):
             raise FuseOSError(errno.EROFS)
         if op in self.absent:
             return self._absent(op, path, args)
@@ -391,14 +394,18 @@ class FusepyOps:
         return fh
 
     def _op_open(self, path: str, flags: int) -> Any:
-        if self.ro and flags & _ACCMODE_WRITE:
-            raise FuseOSError(errno.EROFS)
+        # ldpfuse keeps the file's bytes and writes them back at their offsets on
+        # flush; a lower fd opened O_APPEND (fusepy's loopback: open = os.open) would
+        # put them after the old content. Appends are done by ldpfuse itself.
+        flags &= ~os.O_APPEND
         if not self.raw_fi:
             return self.operations("open", path, flags)
         fi = fuse_file_info(flags)
         return self._register_fi(fi, self.operations("open", path, fi))
 
     def _op_create(self, path: str, mode: int, fi: Any = None) -> Any:
+        if fi is not None:
+            fi.flags &= ~os.O_APPEND  # as in _op_open
         if self.raw_fi:
             raw = fuse_file_info(fi.flags if fi is not None else os.O_WRONLY | os.O_CREAT)
             return self._register_fi(raw, self.operations("create", path, mode, raw))
@@ -442,11 +449,6 @@ class FusepyOps:
             st["f_flag"] = int(st.get("f_flag", 0)) | os.ST_RDONLY
         return st
 
-    def _op_access(self, path: str, amode: int) -> Any:
-        if self.ro and amode & os.W_OK:
-            raise FuseOSError(errno.EROFS)
-        return self.operations("access", path, amode)
-
     def _encode_result(self, op: str, path: str, value: str) -> bytes:
         if op not in self._warned:
             self._warned.add(op)
@@ -464,7 +466,7 @@ class FusepyOps:
         if op in _ABSENT_ENOTSUP:
             raise FuseOSError(ENOTSUP)
         if op == "statfs":
-            return {}
+            return {"f_flag": os.ST_RDONLY} if self.ro else {}
         if op == "create" and "mknod" not in self.absent:
             import stat
 
