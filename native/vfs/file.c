@@ -241,6 +241,50 @@ fail:;
     return -1;
 }
 
+/* An fd of this process whose memfd already holds this file (one memfd per file and
+ * process, as one page cache per inode: writes through one fd are seen through the others,
+ * and flock/fcntl locks between them conflict as they should). */
+static int cached_fd_of(const struct vpath *vp)
+{
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v && v->kind == VF_FILE && !v->unlinked && v->mnt == vp->mnt && strcmp(v->path, vp->path) == 0)
+            return fd;
+    }
+    return -1;
+}
+
+/* A new open file description of a memfd we hold, with the caller's access mode. */
+static int reopen_cached(int have, const struct vpath *vp, int flags, uint64_t fh, int trunc)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", have);
+    int fd = REAL(open)(proc, (flags & (O_ACCMODE | O_APPEND | O_CLOEXEC | O_NONBLOCK)));
+    if (fd < 0) {
+        release_fh(vp, flags, fh);
+        return -1;
+    }
+    if (trunc)
+        ftruncate(fd, 0);
+    struct vfile *v = vfile_new(VF_FILE, vp, flags, fh, 1);
+    if (v == NULL) {
+        REAL(close)(fd);
+        release_fh(vp, flags, fh);
+        errno = ENOMEM;
+        return -1;
+    }
+    struct vfile *o = fdtable_get(have);
+    if (o) {
+        v->synced_ctime = o->synced_ctime;
+        v->synced_size = o->synced_size;
+        v->mapped = o->mapped;
+    }
+    if (trunc)
+        v->synced_size = -1;    /* the FS was truncated too; make the next close write */
+    fdtable_set(fd, v);
+    return fd;
+}
+
 static int open_passthrough(const struct vpath *vp, int pfd, int flags)
 {
     /* Python's os.open makes fds close-on-exec (PEP 446): give the caller what it asked */
@@ -331,6 +375,7 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
     if (res.passthrough_fd >= 0)
         return open_passthrough(&vp, res.passthrough_fd, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+    int have = exists ? cached_fd_of(&vp) : -1;
     if (trunc) {
         guard_enter();
         r = be->truncate(vp.mnt, vp.path, 0, &res.fh);
@@ -340,6 +385,8 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
             return be_errno(r);
         }
     }
+    if (have >= 0)
+        return reopen_cached(have, &vp, flags, res.fh, trunc);
     return open_cached(&vp, flags, res.fh, exists ? st.st_size : 0, exists && !trunc);
 }
 

@@ -125,7 +125,13 @@ static int check_dotdot(const char *base, const char **pathp, struct vpath *vp)
             int ok = mount_match(prefix, &pv) ? (pv.trailing_slash = 0, vfs_getattr(&pv, 1, &st) == 0)
                                               : REAL(stat)(prefix, &st) == 0;
             if (!ok || !S_ISDIR(st.st_mode)) {
-                snprintf(vp->path, sizeof vp->path, "%s/", prefix);
+                /* the real call must fail, with the errno the kernel would give: a real
+                 * prefix fails by itself; for a virtual one, a path that fails the same way */
+                int e = ok ? ENOTDIR : errno;
+                if (mount_match(prefix, NULL))
+                    snprintf(vp->path, sizeof vp->path, "%s", e == ENOTDIR ? "/dev/null/" : "/proc/self/ldpfuse-no-such-file");
+                else
+                    snprintf(vp->path, sizeof vp->path, "%.4094s/", prefix);
                 *pathp = vp->path;
                 return 0;
             }
