@@ -12,7 +12,7 @@ import os
 import sys
 
 from .fsspec import SCRIPT_PREFIX, load_class, parse_options
-from .operations import FileInfo, Passthrough
+from .operations import Operations, FileInfo, Passthrough
 
 __all__ = ["boot", "log_exception", "Passthrough", "FileInfo"]
 
@@ -229,14 +229,16 @@ def boot(host_owns=0):
         except BaseException as e:
             log_exception("init", spec, type(e), e, e.__traceback__)
             raise RuntimeError(f"{spec}: {type(e).__name__}: {e}") from None
-        mounts.append((ops, use_ns, bool(takes_fi)))
+        # the C side may call bound methods directly when __call__ is Operations' own
+        direct = getattr(type(ops), "__call__", None) is Operations.__call__
+        mounts.append((ops, use_ns, bool(takes_fi), direct))
     _configure_logging(host_owns)
     if host_owns:
         # the program is this Python: destroy() must run while the interpreter still does
         import atexit
 
-        for ops, _, _ in mounts:
-            atexit.register(_destroy, ops)
+        for m in mounts:
+            atexit.register(_destroy, m[0])
     return mounts
 
 

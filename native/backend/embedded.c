@@ -22,10 +22,22 @@
 static const struct core_api *core;
 static int host_owns;
 
+#define OPS(X) X(getattr) X(readlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(symlink) \
+    X(rename) X(link) X(chmod) X(chown) X(truncate) X(open) X(create) X(read) X(write) \
+    X(statfs) X(flush) X(release) X(fsync) X(opendir) X(readdir) X(releasedir) X(access) \
+    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy)
+#define ENUM(n) OP_##n,
+enum { OPS(ENUM) NOPS };
+#undef ENUM
+
 struct mnt {
     PyObject *ops;
     int use_ns;
     int create_fi;          /* create() takes a third parameter: pass a FileInfo */
+    /* When the class keeps Operations.__call__, calling the bound method directly is the
+     * same thing minus one Python frame: methods[i] caches them (Py_None = use __call__). */
+    int direct;
+    PyObject *methods[NOPS];
 };
 static struct mnt *mnts;
 static int nmnts;
@@ -33,13 +45,22 @@ static int nmnts;
 static PyObject *runtime;           /* ldpfuse_py._runtime */
 static PyObject *passthrough_type, *fileinfo_type;
 
-#define OPS(X) X(getattr) X(readlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(symlink) \
-    X(rename) X(link) X(chmod) X(chown) X(truncate) X(open) X(create) X(read) X(write) \
-    X(statfs) X(flush) X(release) X(fsync) X(opendir) X(readdir) X(releasedir) X(access) \
-    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy)
 #define DECL(n) static PyObject *s_##n;
 OPS(DECL)
 #undef DECL
+static PyObject **op_names[NOPS] = {
+#define ADDR(n) &s_##n,
+    OPS(ADDR)
+#undef ADDR
+};
+
+static int op_index(PyObject *op)
+{
+    for (int i = 0; i < NOPS; i++)
+        if (*op_names[i] == op)
+            return i;
+    return -1;
+}
 
 #define KEYS(X) X(st_mode) X(st_ino) X(st_dev) X(st_nlink) X(st_uid) X(st_gid) X(st_rdev) \
     X(st_size) X(st_blksize) X(st_blocks) X(st_atime) X(st_mtime) X(st_ctime) \
@@ -141,6 +162,24 @@ static int wrong_type(PyObject *op, const char *path, PyObject *got, const char 
 }
 
 /* ops(op, path, *extra) -> new reference, or NULL with the exception set */
+static PyObject *method_of(struct mnt *m, PyObject *op)
+{
+    int i = op_index(op);
+    if (i < 0)
+        return NULL;
+    if (m->methods[i] == NULL) {
+        PyObject *meth = PyObject_GetAttr(m->ops, op);
+        if (meth == NULL || meth == Py_None || !PyCallable_Check(meth)) {
+            PyErr_Clear();
+            Py_XDECREF(meth);
+            meth = Py_None;     /* let __call__ give fusepy's answer (EFAULT) */
+            Py_INCREF(meth);
+        }
+        m->methods[i] = meth;
+    }
+    return m->methods[i] == Py_None ? NULL : m->methods[i];
+}
+
 static PyObject *call(int mnt, PyObject *op, const char *path, PyObject *const *extra, int nextra)
 {
     PyObject *args[8];
@@ -150,7 +189,10 @@ static PyObject *call(int mnt, PyObject *op, const char *path, PyObject *const *
         return NULL;
     for (int i = 0; i < nextra; i++)
         args[2 + i] = extra[i];
-    PyObject *r = PyObject_Vectorcall(mnts[mnt].ops, args, (size_t)(2 + nextra), NULL);
+    struct mnt *m = &mnts[mnt];
+    PyObject *meth = m->direct ? method_of(m, op) : NULL;
+    PyObject *r = meth ? PyObject_Vectorcall(meth, args + 1, (size_t)(1 + nextra) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)
+                       : PyObject_Vectorcall(m->ops, args, (size_t)(2 + nextra), NULL);
     Py_DECREF(args[1]);
     return r;
 }
@@ -946,11 +988,13 @@ static int boot(char *err, size_t errsize)
     nmnts = (int)PyList_GET_SIZE(r);
     mnts = calloc((size_t)nmnts + 1, sizeof *mnts);
     for (int i = 0; i < nmnts; i++) {
-        PyObject *t = PyList_GET_ITEM(r, i);    /* (ops, use_ns, create_fi) */
+        PyObject *t = PyList_GET_ITEM(r, i);    /* (ops, use_ns, create_fi, direct) */
         mnts[i].ops = PyTuple_GetItem(t, 0);
         Py_XINCREF(mnts[i].ops);
         mnts[i].use_ns = PyObject_IsTrue(PyTuple_GetItem(t, 1));
         mnts[i].create_fi = PyObject_IsTrue(PyTuple_GetItem(t, 2));
+        mnts[i].direct = PyTuple_Size(t) > 3 && PyObject_IsTrue(PyTuple_GetItem(t, 3));
+        PyErr_Clear();
     }
     Py_DECREF(r);
     return 1;
