@@ -6,6 +6,7 @@
 #endif
 #include <dirent.h>
 #include <fcntl.h>
+#include <fts.h>
 #include <ftw.h>
 #include <glob.h>
 #include <stdio.h>
