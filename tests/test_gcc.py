@@ -70,9 +70,6 @@ def test_gcc_links_binary_outside_mount_from_mount_objects(cws):
     """)
 
 
-@pytest.mark.xfail(strict=False, reason="executing a binary stored in the mount "
-                   "(execve of a virtual path) is issue 4, item 3; may not be "
-                   "supported yet")
 def test_gcc_links_and_runs_binary_inside_mount(cws):
     cws.compare_sh("""
         cd "$D/proj"

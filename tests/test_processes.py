@@ -301,9 +301,6 @@ def test_python_threads_doing_io_at_once_match_native(pws):
     pws.compare_py(PY_THREADS, check_tree=False)
 
 
-@pytest.mark.xfail(strict=False, reason="executing a script or binary stored in the "
-                   "mount (execve/execvp PATH search on a virtual path) is issue 4, "
-                   "item 3; may not be supported yet")
 def test_exec_script_in_mount_and_path_search_match_native(pws):
     sh(pws, """
         mkdir "$D/bin"
