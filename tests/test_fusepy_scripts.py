@@ -281,3 +281,30 @@ def test_errno_from_fusepy_script_reaches_the_program(ws):
         "except OSError as e:\n    print(errno.errorcode[e.errno])", ws.mnt])
     assert r.returncode == 0 and r.stdout == "ENOENT\n", r.describe()
     assert errno.ENOENT  # the name printed is the errno the FS raised
+
+
+def test_trace_works_on_a_fusepy_script(ws):
+    log = ws.tmp / "trace.log"
+    r = ldp(ws, "context.py", ws.mnt, options=["--trace", "--log-file", log],
+            cmd=["cat", ws.mnt / "uid", ws.mnt / "nope"])
+    assert r.returncode == 1 and r.stdout == f"{os.getuid()}\n", r.describe()
+    text = log.read_text()
+    assert "getattr('/nope') = ENOENT" in text, text
+    assert "read('/uid', " in text, text
+
+
+def test_scripts_logging_config_leaves_the_python_programs_root_logger_alone(ws):
+    (ws.lower / "f").write_text("x\n")
+    script = ws.write_script("host.py", (
+        "import logging, sys\n"
+        "print(open(sys.argv[1] + '/f').read(), end='')\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), logging.getLevelName(root.level))\n"
+        "print(len(logging.getLogger('fuse').handlers) > 0)\n"))
+    log = ws.tmp / "fs.log"
+    r = ldp(ws, "loopback.py", ws.lower, ws.mnt, options=["--log-file", log],
+            cmd=[sys.executable, script, ws.mnt])
+    assert r.returncode == 0, r.describe()
+    # the script called logging.basicConfig(level=DEBUG): that serves 'fuse' only
+    assert r.stdout == "x\n0 WARNING\nTrue\n", r.describe()
+    assert "DEBUG:fuse.log-mixin:-> open /" in log.read_text()
