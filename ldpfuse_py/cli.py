@@ -187,6 +187,46 @@ def load_script(args, own_env):
     return SCRIPT_PREFIX + path, mountpoint
 
 
+def unreachable_reason(program):
+    """Why the dynamic loader will not preload ldpfuse into this program (docs/limitations.md),
+    or None. Only what the file itself says: statically linked, another word size, set-ID."""
+    import stat
+    import struct
+
+    path = program if "/" in program else shutil.which(program)
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[5] != 1:  # ELF, little-endian
+                return None
+            if head[4] != (2 if struct.calcsize("P") == 8 else 1):
+                return "built for another word size"
+            (phoff,) = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except (OSError, TypeError, struct.error):
+        return None
+    types = [struct.unpack_from("<I", table, i * phentsize)[0]
+             for i in range(min(phnum, len(table) // max(phentsize, 1)))]
+    if 3 not in types:  # no PT_INTERP: nothing loads LD_PRELOAD
+        return "statically linked"
+    if st.st_mode & stat.S_ISUID and st.st_uid != os.geteuid():
+        return "set-user-ID"
+    if st.st_mode & stat.S_ISGID and st.st_gid != os.getegid() and st.st_gid not in os.getgroups():
+        return "set-group-ID"
+    return None
+
+
+def warn_if_not_preloaded(program, point):
+    reason = unreachable_reason(program)
+    if reason:
+        print(f"{PROG}: warning: {program} is {reason}: the loader will not preload ldpfuse "
+              f"into it, so it cannot see {point} (programs it starts can); "
+              f"see docs/limitations.md", file=sys.stderr)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--" not in argv:
@@ -276,6 +316,7 @@ def main(argv=None):
         argv_exec = resolve_command(cmd, [m["point"] for m in mounts])
     except FileNotFoundError:
         die(f"command not found: {cmd[0]}", 127)
+    warn_if_not_preloaded(argv_exec[0], point)
     sys.stdout.flush()
     sys.stderr.flush()
     # Python ignores SIGPIPE and SIGXFSZ, and exec keeps ignored signals ignored: give the

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import LOOPBACK, base_env, ldpfuse_run_argv, run
+from conftest import LOOPBACK, base_env, ldpfuse_run_argv, need, run
 from ldpfuse_py import FuseOSError, LoggingMixIn, Operations, Passthrough
 from ldpfuse_py.trace import TracedOps, format_call, format_result, open_flags
 
@@ -148,3 +148,42 @@ def test_format_helpers():
     assert format_result(-errno.ENOENT) == "ENOENT"
     assert format_result({"st_mode": 0o100644, "st_size": 3}) == "{st_mode=0o100644, st_size=3}"
     assert format_result(b"abc") == "<3 bytes>"
+
+
+# ---- the launcher says when the command cannot see the mount (docs/limitations.md)
+
+def test_launcher_warns_when_the_command_is_statically_linked(ws):
+    need("ldd")
+    program = None
+    for candidate in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "/bin/busybox"):
+        if os.path.exists(candidate):
+            probe = run(["ldd", candidate], timeout=TIMEOUT, env=base_env())
+            if "not a dynamic executable" in probe.stdout + probe.stderr or \
+                    "statically linked" in probe.stdout + probe.stderr:
+                program = candidate
+                break
+    if program is None:
+        pytest.skip("no statically linked program found on this system (ldd says so of none)")
+    r = ldp(ws, cmd=[program, "--help"])
+    warnings = [line for line in r.stderr.splitlines() if "warning:" in line]
+    assert len(warnings) == 1, r.describe()
+    assert "statically linked" in warnings[0] and str(ws.mnt) in warnings[0]
+
+
+def test_launcher_warns_for_a_set_user_id_program_of_another_user(ws):
+    if os.geteuid() != 0:
+        pytest.skip("making a set-user-ID program owned by another user needs root")
+    import shutil
+    prog = ws.tmp / "suid-true"
+    shutil.copy2(shutil.which("true"), prog)
+    os.chown(prog, 65534, 65534)
+    prog.chmod(0o4755)
+    r = ldp(ws, cmd=[prog])
+    assert r.returncode == 0, r.describe()
+    assert "set-user-ID" in r.stderr and "warning:" in r.stderr, r.describe()
+
+
+def test_launcher_says_nothing_for_an_ordinary_program(ws):
+    (ws.lower / "f").write_text("x\n")
+    r = ldp(ws, cmd=["cat", ws.mnt / "f"])
+    assert r.returncode == 0 and r.stdout == "x\n" and r.stderr == "", r.describe()
