@@ -118,6 +118,15 @@ def absolute_spec(spec):
     return spec
 
 
+def absolute_arg(arg):
+    """An FS argument that names an existing path, relative to the launcher's cwd, made
+    absolute: each process builds its object in its own working directory (a command
+    that changed directory first would otherwise look for 'data' elsewhere)."""
+    if arg and not os.path.isabs(arg) and os.path.exists(arg):
+        return os.path.abspath(arg)
+    return arg
+
+
 def in_mount(path, point):
     return path == point or path.startswith(point + "/")
 
@@ -246,6 +255,7 @@ def main(argv=None):
     if args.mode == "shared":
         die("--mode shared is not available in this version; use the default embedded mode")
     script = is_script_spec(args.fs)
+    args.fs_args = [absolute_arg(a) for a in args.fs_args]
     if args.mountpoint is None and not script:
         die("--mountpoint DIR is required")
     # -o options that are ldpfuse's own (FUSE's names), not the class's

@@ -308,3 +308,18 @@ def test_scripts_logging_config_leaves_the_python_programs_root_logger_alone(ws)
     # the script called logging.basicConfig(level=DEBUG): that serves 'fuse' only
     assert r.stdout == "x\n0 WARNING\nTrue\n", r.describe()
     assert "DEBUG:fuse.log-mixin:-> open /" in log.read_text()
+
+
+@pytest.mark.parametrize("form", ["script", "class"])
+def test_relative_fs_argument_means_the_same_in_a_process_that_changed_directory(ws, form):
+    (ws.lower / "f").write_text("found below\n")
+    elsewhere = ws.tmp / "elsewhere"
+    elsewhere.mkdir()
+    cmd = ["sh", "-c", f"cd {elsewhere} && cat {ws.mnt}/f"]
+    if form == "script":
+        r = ldp(ws, "loopback.py", "lower", "mnt", options=["--log-file", ws.tmp / "l"], cmd=cmd)
+    else:
+        argv = ldpfuse_run_argv() + ["--mountpoint", "mnt", f"{SCRIPTS / 'loopback.py'}:Loopback",
+                                     "lower", "--", *cmd]
+        r = run(argv, timeout=TIMEOUT, cwd=ws.tmp, env=base_env())
+    assert r.returncode == 0 and r.stdout == "found below\n", r.describe()
