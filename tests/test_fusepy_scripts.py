@@ -323,3 +323,36 @@ def test_relative_fs_argument_means_the_same_in_a_process_that_changed_directory
                                      "lower", "--", *cmd]
         r = run(argv, timeout=TIMEOUT, cwd=ws.tmp, env=base_env())
     assert r.returncode == 0 and r.stdout == "found below\n", r.describe()
+
+
+GIT_SQLITE_SCRIPT = r"""
+cd "$D"
+git init -q repo
+cd repo
+git config user.email t@example.com
+git config user.name tester
+printf 'one\n' > a.txt
+mkdir sub && printf 'two\n' > sub/b.txt
+git add . && git commit -qm first
+printf 'three\n' >> a.txt
+git status --short
+git commit -qam second
+git log --format=%s
+git show HEAD:a.txt
+sqlite3 db.sqlite 'CREATE TABLE t(x); INSERT INTO t VALUES (1), (2), (3);'
+sqlite3 db.sqlite 'SELECT sum(x) FROM t;'
+tar cf "$O/repo.tar" --exclude=.git . && tar tf "$O/repo.tar" | sort
+"""
+
+
+def test_fusepy_loopback_script_runs_git_sqlite3_and_tar_like_native(ws):
+    need("git", "sqlite3", "tar")
+    script = ws.write_script("gs.sh", GIT_SQLITE_SCRIPT)
+    native = ws.native_run(["bash", "-eu", script])
+    assert native.returncode == 0, native.describe()
+    env = ws.env(ws.mnt, ws.ldp_out)
+    r = ldp(ws, "loopback.py", ws.lower, ws.mnt, options=["--log-file", ws.tmp / "fs.log"],
+            cmd=["bash", "-eu", script], env=env)
+    assert r.returncode == 0, r.describe()
+    assert ws.normalize(r.stdout, ws.mnt, ws.ldp_out) == native.stdout, r.describe()
+    assert (ws.lower / "repo" / "db.sqlite").exists()
