@@ -356,3 +356,74 @@ def test_fusepy_loopback_script_runs_git_sqlite3_and_tar_like_native(ws):
     assert r.returncode == 0, r.describe()
     assert ws.normalize(r.stdout, ws.mnt, ws.ldp_out) == native.stdout, r.describe()
     assert (ws.lower / "repo" / "db.sqlite").exists()
+
+
+# ---- FusepyOps called directly, as the preload library calls it
+
+from ldpfuse_py import FileInfo, FuseOSError, Operations  # noqa: E402
+from ldpfuse_py.fuse_compat import FusepyOps, fuse_file_info  # noqa: E402
+
+
+class Recorder(Operations):
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, op, path, *args):
+        self.calls.append((op, path) + args)
+        return super().__call__(op, path, *args)
+
+    def open(self, path, fi):
+        fi.fh = 77
+        return 0
+
+    def read(self, path, size, offset, fi):
+        return f"{type(fi).__name__}:{fi.fh}".encode()
+
+    def release(self, path, fi):
+        return 0
+
+    def readdir(self, path, fh):
+        return [".", "..", "caf\u00e9"]
+
+    getxattr = None
+    access = None
+    statfs = None
+
+
+def test_fusepy_ops_raw_fi_hands_the_same_file_info_to_every_call():
+    inner = Recorder()
+    ops = FusepyOps(inner, raw_fi=True)
+    fh = ops("open", "/f", os.O_RDONLY | os.O_APPEND)
+    assert isinstance(fh, int) and fh != 77  # ldpfuse's handle, mapped to the FS's fi
+    assert ops("read", "/f", 10, 0, fh) == b"fuse_file_info:77"
+    fi = inner.calls[0][2]
+    assert isinstance(fi, fuse_file_info) and not fi.flags & os.O_APPEND
+    ops("release", "/f", fh)
+    assert inner.calls[-1][2] is fi
+    assert ops.create_takes_fi
+
+
+def test_fusepy_ops_none_operations_and_ro():
+    ops = FusepyOps(Recorder(), ro=True)
+    with pytest.raises(FuseOSError) as e:
+        ops("getxattr", "/f", "user.x")
+    assert e.value.errno == errno.ENOTSUP
+    assert ops("access", "/f", os.R_OK) == 0
+    for call in (("access", "/f", os.W_OK), ("mkdir", "/d", 0o755), ("open", "/f", os.O_RDWR),
+                 ("unlink", "/f"), ("rename", "/a", "/b")):
+        with pytest.raises(FuseOSError) as e:
+            ops(*call)
+        assert e.value.errno == errno.EROFS, call
+    assert ops("statfs", "/")["f_flag"] & os.ST_RDONLY
+
+
+def test_fusepy_ops_encoding_recodes_paths_and_names():
+    inner = Recorder()
+    ops = FusepyOps(inner, encoding="latin-1")
+    # the program's UTF-8 bytes for 'é', as the preload library decodes them
+    utf8_path = b"/\xc3\xa9".decode("utf-8", "surrogateescape")
+    ops("readdir", utf8_path, 0)
+    assert inner.calls[-1][1] == "/\u00c3\u00a9"  # the same bytes, read as latin-1
+    names = ops("readdir", "/", 0)
+    # 'é' from the FS is one latin-1 byte, handed to the program as that byte
+    assert os.fsencode(names[-1]) == b"caf\xe9"
