@@ -57,6 +57,8 @@ __all__ = [
     "log_callback",
     "overrides",
     "run_script",
+    "set_st_attrs",
+    "time_of_timespec",
 ]
 
 # mfusepy exposes the libfuse version it found; scripts that branch on it take
@@ -175,12 +177,69 @@ def log_callback(method: Callable[..., Any]) -> Callable[..., Any]:
     return logged
 
 
+def time_of_timespec(ts: Any, use_ns: bool = False) -> int | float:
+    """fusepy's helper: a c_timespec (or anything with tv_sec/tv_nsec) as seconds or ns."""
+    if use_ns:
+        return ts.tv_sec * 10 ** 9 + ts.tv_nsec
+    return ts.tv_sec + ts.tv_nsec / 1e9
+
+
+def set_st_attrs(st: Any, attrs: dict, use_ns: bool = False) -> None:
+    """fusepy's helper: copy a getattr dict onto a stat-like object."""
+    for key, val in attrs.items():
+        if key in ("st_atime", "st_mtime", "st_ctime", "st_birthtime"):
+            spec = getattr(st, key + "spec", None)
+            if spec is None:
+                setattr(st, key, val)
+                continue
+            if use_ns:
+                spec.tv_sec, spec.tv_nsec = divmod(int(val), 10 ** 9)
+            else:
+                spec.tv_sec = int(val)
+                spec.tv_nsec = int((val - int(val)) * 10 ** 9)
+        elif hasattr(st, key):
+            setattr(st, key, val)
+
+
+def _ctypes_names() -> dict[str, Any]:
+    """fusepy's ctypes structures that scripts import for type checks or helpers
+    (made on first use: importing ctypes costs milliseconds)."""
+    import ctypes
+
+    class c_timespec(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+    class c_utimbuf(ctypes.Structure):
+        _fields_ = [("actime", c_timespec), ("modtime", c_timespec)]
+
+    class c_stat(ctypes.Structure):  # x86_64 / aarch64-compatible field names
+        _fields_ = [("st_dev", ctypes.c_ulonglong), ("st_ino", ctypes.c_ulong),
+                    ("st_nlink", ctypes.c_ulong), ("st_mode", ctypes.c_uint),
+                    ("st_uid", ctypes.c_uint), ("st_gid", ctypes.c_uint),
+                    ("__pad0", ctypes.c_int), ("st_rdev", ctypes.c_ulonglong),
+                    ("st_size", ctypes.c_longlong), ("st_blksize", ctypes.c_long),
+                    ("st_blocks", ctypes.c_long), ("st_atimespec", c_timespec),
+                    ("st_mtimespec", c_timespec), ("st_ctimespec", c_timespec)]
+
+    class c_statvfs(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_ulong) for name in (
+            "f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree",
+            "f_favail", "f_fsid", "f_flag", "f_namemax")]
+
+    return {"c_timespec": c_timespec, "c_utimbuf": c_utimbuf, "c_stat": c_stat,
+            "c_statvfs": c_statvfs}
+
+
 def __getattr__(name: str) -> Any:
     # fusepy's module-level logger, made on first use (importing logging costs ms)
     if name == "log":
         import logging
 
         return logging.getLogger("fuse")
+    if name in ("c_timespec", "c_utimbuf", "c_stat", "c_statvfs"):
+        names = _ctypes_names()
+        globals().update(names)
+        return names[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

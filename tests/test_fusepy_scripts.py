@@ -427,3 +427,20 @@ def test_fusepy_ops_encoding_recodes_paths_and_names():
     names = ops("readdir", "/", 0)
     # 'é' from the FS is one latin-1 byte, handed to the program as that byte
     assert os.fsencode(names[-1]) == b"caf\xe9"
+
+
+def test_fusepy_ctypes_helpers_are_importable_from_the_compat_module(ws):
+    # scripts import these for helpers and type checks; the names load lazily
+    fs = ws.write_script("helpers.py", (
+        "from fuse import FUSE, Operations, c_stat, c_timespec, set_st_attrs, time_of_timespec\n"
+        "import sys, stat\n"
+        "class H(Operations):\n"
+        "    def getattr(self, path, fh=None):\n"
+        "        st = c_stat()\n"
+        "        set_st_attrs(st, {'st_mode': stat.S_IFDIR | 0o755, 'st_mtime': 7.25})\n"
+        "        return {'st_mode': st.st_mode, 'st_nlink': 2,\n"
+        "                'st_mtime': time_of_timespec(st.st_mtimespec)}\n"
+        "FUSE(H(), sys.argv[1], foreground=True)\n"))
+    argv = ldpfuse_run_argv() + [str(fs), str(ws.mnt), "--", "stat", "-c", "%f %Y", ws.mnt]
+    r = run([str(a) for a in argv], timeout=TIMEOUT, cwd=ws.tmp, env=base_env())
+    assert r.returncode == 0 and r.stdout == "41ed 7\n", r.describe()
