@@ -22,7 +22,7 @@ PRELOAD_SOURCES = sorted(
     os.path.join(NATIVE, d, f) if d else os.path.join(NATIVE, f)
     for d in ("", "vfs", "interpose", "backend")
     for f in os.listdir(os.path.join(HERE, NATIVE, d))
-    if f.endswith(".c") and f != "embedded.c"
+    if f.endswith(".c") and f not in ("embedded.c", "server.c")
 )
 CFLAGS = ["-O2", "-fPIC", "-fno-optimize-sibling-calls", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-missing-field-initializers",
@@ -72,8 +72,8 @@ setup(
     ext_modules=[
         Extension(
             "ldpfuse_py._embedded",
-            sources=[os.path.join(NATIVE, "backend", "embedded.c")],
-            depends=[os.path.join(NATIVE, "backend", "backend.h")],
+            sources=[os.path.join(NATIVE, "backend", "embedded.c"), os.path.join(NATIVE, "backend", "server.c")],
+            depends=[os.path.join(NATIVE, "backend", "backend.h"), os.path.join(NATIVE, "backend", "wire.h")],
             extra_compile_args=["-O2", "-fno-optimize-sibling-calls", "-D_GNU_SOURCE", "-fvisibility=hidden"],
         )
     ],

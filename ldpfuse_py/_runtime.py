@@ -198,6 +198,14 @@ _NONE_CHECK = ("getxattr", "listxattr", "setxattr", "removexattr", "access", "fl
                "rename", "mkdir", "rmdir", "unlink", "write", "read", "readdir")
 
 
+_MOUNTED = []
+
+
+def mounted_objects():
+    """The Operations objects boot() built in this process."""
+    return [m[0] for m in _MOUNTED]
+
+
 def boot(host_owns=0):
     """Build the file system objects; returns [(ops, use_ns, create_takes_fi), ...] in the
     order of LDPFUSE_MOUNTPOINTS."""
@@ -232,6 +240,7 @@ def boot(host_owns=0):
         # the C side may call bound methods directly when __call__ is Operations' own
         direct = getattr(type(ops), "__call__", None) is Operations.__call__
         mounts.append((ops, use_ns, bool(takes_fi), direct))
+    _MOUNTED[:] = mounts
     _configure_logging(host_owns)
     if host_owns:
         # the program is this Python: destroy() must run while the interpreter still does

@@ -252,8 +252,6 @@ def main(argv=None):
         args = p.parse_args(ours)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
-    if args.mode == "shared":
-        die("--mode shared is not available in this version; use the default embedded mode")
     script = is_script_spec(args.fs)
     args.fs_args = [absolute_arg(a) for a in args.fs_args]
     if args.mountpoint is None and not script:
@@ -333,6 +331,10 @@ def main(argv=None):
     # command the defaults it would have had (`yes | head -1` must end by SIGPIPE)
     import signal
 
+    if args.mode == "shared":
+        from . import shared_mode
+
+        return shared_mode.run(argv_exec, env, die)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     try:

@@ -1018,9 +1018,18 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     return &ops;
 }
 
-/* Importable as ldpfuse_py._embedded too (for introspection from Python). */
+/* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (server.c). */
+PyObject *ldp_serve_init(PyObject *self, PyObject *args);
+PyObject *ldp_serve_start(PyObject *self, PyObject *args);
+static PyMethodDef methods[] = {
+    { "serve_init", ldp_serve_init, METH_NOARGS, "Build the file system objects for serving." },
+    { "serve_start", ldp_serve_start, METH_VARARGS,
+      "serve_start(listen_fd, thread_safe=False): answer clients on a listening unix socket." },
+    { NULL, NULL, 0, NULL },
+};
 static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "_embedded",
-    "The embedded backend of ldpfuse-py (loaded by the preload library).", -1, NULL };
+    "The embedded backend of ldpfuse-py (loaded by the preload library), and the shared mode's server.",
+    -1, methods };
 PyMODINIT_FUNC PyInit__embedded(void)
 {
     return PyModule_Create(&moddef);

@@ -63,8 +63,15 @@ static int host_python_state(void)
     return 1;
 }
 
+struct backend_ops *backend_shared_init(void);
+
 static void load(void)
 {
+    const char *mode = getenv("LDPFUSE_MODE");
+    if (mode && strcmp(mode, "shared") == 0) {
+        backend = backend_shared_init();    /* no Python in this process at all */
+        return;
+    }
     guard_enter();
     char err[512] = "";
     int host = host_python_state();

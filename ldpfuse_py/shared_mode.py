@@ -1,0 +1,79 @@
+"""``--mode shared``: one file system process for the whole command tree.
+
+The launcher itself becomes the file system process: it builds the Operations objects
+(the embedded backend's code, with this interpreter as its host), listens on an abstract
+unix socket (nothing is left on disk), forks the command, and answers every process of the
+tree (native/backend/server.c) until the command and all its descendants have ended. It is
+a child subreaper, so descendants that outlive the command are still waited for. Its exit
+status is the command's (a command killed by a signal kills it with the same signal).
+"""
+import os
+import secrets
+import signal
+import socket
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _subreaper():
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # descendants that outlive the command are then adopted by init
+
+
+def run(argv_exec, env, die):
+    name = f"ldpfuse-{os.getpid()}-{secrets.token_hex(8)}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)
+    listener.listen(256)
+    env["LDPFUSE_MODE"] = "shared"
+    env["LDPFUSE_SOCKET"] = name
+    # the FS objects are built from the same description the clients get
+    for key, value in env.items():
+        if key.startswith("LDPFUSE_"):
+            os.environ[key] = value
+    from . import _embedded, _runtime
+
+    try:
+        _embedded.serve_init()
+    except RuntimeError as e:
+        die(f"the file system could not start: {e}")
+    thread_safe = all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
+    _subreaper()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT):
+                signal.signal(sig, signal.SIG_DFL)
+            os.execvpe(argv_exec[0], argv_exec, env)
+        except OSError as e:
+            os.write(2, f"ldpfuse-run: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
+        os._exit(127)
+    _embedded.serve_start(listener.fileno(), thread_safe)
+    # the terminal sends Ctrl-C to the command too: let the command decide
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+    status = None
+    while True:
+        try:
+            child, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if child == pid:
+            status = st
+    import atexit
+
+    atexit._run_exitfuncs()     # the FS's destroy()
+    if status is not None and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    # no interpreter shutdown: server threads may still sit in accept()
+    os._exit(os.waitstatus_to_exitcode(status) if status is not None else 1)

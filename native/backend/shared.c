@@ -1,0 +1,459 @@
+/*
+ * The shared backend (--mode shared): every operation is a request to the one file system
+ * process that ldpfuse-run started, over a unix stream socket (backend/wire.h). No Python
+ * in this process at all, so any program, and a Python host of any version, works.
+ *
+ * One connection per process, made at the first operation, kept on a high fd number out
+ * of the program's way; a forked child makes its own (requests of two processes must not
+ * interleave on one socket). Passthrough opens come back as the lower fd itself (SCM_RIGHTS):
+ * data still never leaves the kernel. If the server is gone, every call fails with EIO at
+ * once.
+ */
+#include "../ldpfuse.h"
+#include "wire.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+
+#define HIGH_FD 900
+
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static int conn_fd = -1;
+static pid_t conn_pid;
+int ldp_private_fd = -1;        /* for close/dup2 wrappers: this number is ours */
+static int gone_logged;
+
+static void conn_drop(void)
+{
+    if (conn_fd >= 0)
+        REAL(close)(conn_fd);
+    conn_fd = -1;
+    ldp_private_fd = -1;
+}
+
+/* The program closed or replaced our fd number (close_range in a child, dup2 onto it). */
+void shared_fd_lost(int fd)
+{
+    if (fd == ldp_private_fd && fd >= 0) {
+        conn_fd = -1;
+        ldp_private_fd = -1;
+    }
+}
+
+static int conn_open(void)
+{
+    const char *name = getenv("LDPFUSE_SOCKET");
+    if (name == NULL || *name == '\0')
+        return -1;
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    size_t nl = strlen(name);
+    if (nl + 1 > sizeof addr.sun_path)
+        return -1;
+    memcpy(addr.sun_path + 1, name, nl);        /* abstract namespace: no file to leave */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0) {
+        REAL(close)(fd);
+        return -1;
+    }
+    struct rlimit rl;
+    int high = HIGH_FD;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)high)
+        high = (int)rl.rlim_cur / 2;
+    int moved = high > fd ? REAL(fcntl)(fd, F_DUPFD_CLOEXEC, high) : -1;
+    if (moved >= 0) {
+        REAL(close)(fd);
+        fd = moved;
+    }
+    conn_fd = fd;
+    ldp_private_fd = fd;
+    conn_pid = getpid();
+    return 0;
+}
+
+static int write_all(int fd, struct iovec *iov, int n, int pass_fd)
+{
+    while (n > 0) {
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    (void)pass_fd;
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t r = recv(fd, p, len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* The response header, with the fd that may ride along. */
+static int read_resp(int fd, struct wire_resp *resp, int *fd_out)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { resp, sizeof *resp };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    ssize_t r;
+    do {
+        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    } while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+            memcpy(fd_out, CMSG_DATA(c), sizeof(int));
+    if ((size_t)r < sizeof *resp)
+        return read_all(fd, (char *)resp + r, sizeof *resp - (size_t)r);
+    return 0;
+}
+
+struct call {
+    struct wire_req rq;
+    const char *path, *path2;
+    const void *data;
+    size_t data_len;
+    void *out;              /* response data goes here (up to out_cap) */
+    size_t out_cap, out_len;
+    char *out_alloc;        /* or, if out is NULL, into a malloc'ed buffer */
+    int fd;                 /* an fd that came with the response, or -1 */
+    uint64_t fh;
+};
+
+static int64_t xact(struct call *c)
+{
+    c->fd = -1;
+    c->out_len = 0;
+    c->out_alloc = NULL;
+    size_t pl = strlen(c->path), p2l = c->path2 ? strlen(c->path2) : 0;
+    c->rq.path_len = (uint32_t)pl;
+    c->rq.path2_len = (uint32_t)p2l;
+    c->rq.data_len = (uint32_t)c->data_len;
+    c->rq.len = (uint32_t)(pl + p2l + c->data_len);
+    struct iovec iov[4] = {
+        { &c->rq, sizeof c->rq }, { (void *)c->path, pl }, { (void *)c->path2, p2l },
+        { (void *)c->data, c->data_len },
+    };
+    pthread_mutex_lock(&conn_lock);
+    if (conn_fd >= 0 && conn_pid != getpid()) {
+        REAL(close)(conn_fd);   /* the parent's connection: ours is another one */
+        conn_fd = -1;
+    }
+    int64_t result = -EIO;
+    if (conn_fd < 0 && conn_open() < 0)
+        goto gone;
+    struct wire_resp resp;
+    if (write_all(conn_fd, iov, 4, -1) < 0 || read_resp(conn_fd, &resp, &c->fd) < 0)
+        goto gone;
+    size_t len = resp.len;
+    if (len > 0) {
+        char *dst;
+        if (c->out) {
+            dst = len <= c->out_cap ? c->out : malloc(len);
+        } else {
+            dst = c->out_alloc = malloc(len);
+        }
+        if (dst == NULL || read_all(conn_fd, dst, len) < 0) {
+            if (dst != c->out)
+                free(dst);
+            c->out_alloc = NULL;
+            goto gone;
+        }
+        if (c->out && dst != c->out) {
+            memcpy(c->out, dst, c->out_cap);     /* more than asked: keep what fits */
+            free(dst);
+            len = c->out_cap;
+        }
+        c->out_len = len;
+    }
+    c->fh = resp.fh;
+    result = resp.result;
+    pthread_mutex_unlock(&conn_lock);
+    return result;
+gone:
+    conn_drop();
+    pthread_mutex_unlock(&conn_lock);
+    if (!gone_logged) {
+        gone_logged = 1;
+        ldp_log(LOG_ERROR, "the file system process does not answer: mount operations fail with EIO");
+    }
+    return -EIO;
+}
+
+#define CALL(op_, mnt_, path_) struct call c = { .rq = { .op = (op_), .mnt = (uint16_t)(mnt_) }, .path = (path_) }
+
+static int sh_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
+{
+    CALL(W_GETATTR, mnt, path);
+    if (fh) {
+        c.rq.has_fh = 1;
+        c.rq.fh = *fh;
+    }
+    c.out = st;
+    c.out_cap = sizeof *st;
+    int64_t r = xact(&c);
+    if (r >= 0 && c.out_len != sizeof *st)
+        r = -EIO;
+    return (int)r;
+}
+
+static int sh_readlink(int mnt, const char *path, char *buf, size_t size)
+{
+    CALL(W_READLINK, mnt, path);
+    c.rq.a = (int64_t)size;
+    c.out = buf;
+    c.out_cap = size;
+    int64_t r = xact(&c);
+    return r < 0 ? (int)r : (int)c.out_len;
+}
+
+static int simple(int op, int mnt, const char *path, const char *path2, int64_t a, int64_t b, const uint64_t *fh)
+{
+    CALL(op, mnt, path);
+    c.path2 = path2;
+    c.rq.a = a;
+    c.rq.b = b;
+    if (fh) {
+        c.rq.has_fh = 1;
+        c.rq.fh = *fh;
+    }
+    return (int)xact(&c);
+}
+
+static int sh_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
+{
+    return simple(W_MKNOD, mnt, path, NULL, mode, (int64_t)dev, NULL);
+}
+static int sh_mkdir(int mnt, const char *path, mode_t mode)
+{
+    return simple(W_MKDIR, mnt, path, NULL, mode, 0, NULL);
+}
+static int sh_unlink(int mnt, const char *path)
+{
+    return simple(W_UNLINK, mnt, path, NULL, 0, 0, NULL);
+}
+static int sh_rmdir(int mnt, const char *path)
+{
+    return simple(W_RMDIR, mnt, path, NULL, 0, 0, NULL);
+}
+static int sh_symlink(int mnt, const char *linkpath, const char *target)
+{
+    return simple(W_SYMLINK, mnt, linkpath, target, 0, 0, NULL);
+}
+static int sh_rename(int mnt, const char *from, const char *to)
+{
+    return simple(W_RENAME, mnt, from, to, 0, 0, NULL);
+}
+static int sh_link(int mnt, const char *newpath, const char *oldpath)
+{
+    return simple(W_LINK, mnt, newpath, oldpath, 0, 0, NULL);
+}
+static int sh_chmod(int mnt, const char *path, mode_t mode)
+{
+    return simple(W_CHMOD, mnt, path, NULL, mode, 0, NULL);
+}
+static int sh_chown(int mnt, const char *path, uid_t uid, gid_t gid)
+{
+    return simple(W_CHOWN, mnt, path, NULL, uid == (uid_t)-1 ? -1 : (int64_t)uid,
+                  gid == (gid_t)-1 ? -1 : (int64_t)gid, NULL);
+}
+static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
+{
+    return simple(W_TRUNCATE, mnt, path, NULL, len, 0, fh);
+}
+
+static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
+{
+    CALL(op, mnt, path);
+    c.rq.a = a;
+    c.rq.b = b;
+    int64_t r = xact(&c);
+    res->passthrough_fd = c.fd;
+    res->fh = c.fh;
+    if (r < 0 && c.fd >= 0) {
+        REAL(close)(c.fd);
+        res->passthrough_fd = -1;
+    }
+    return (int)r;
+}
+static int sh_open(int mnt, const char *path, int flags, struct open_result *res)
+{
+    return open_common(W_OPEN, mnt, path, flags, 0, res);
+}
+static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
+{
+    return open_common(W_CREATE, mnt, path, mode, flags, res);
+}
+
+static ssize_t sh_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
+{
+    CALL(W_READ, mnt, path);
+    c.rq.a = (int64_t)size;
+    c.rq.b = off;
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    c.out = buf;
+    c.out_cap = size;
+    int64_t r = xact(&c);
+    return r < 0 ? (ssize_t)r : (ssize_t)c.out_len;
+}
+
+static ssize_t sh_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
+{
+    CALL(W_WRITE, mnt, path);
+    c.rq.b = off;
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    c.data = buf;
+    c.data_len = size;
+    return (ssize_t)xact(&c);
+}
+
+static int sh_statfs(int mnt, const char *path, struct statvfs *sv)
+{
+    CALL(W_STATFS, mnt, path);
+    c.out = sv;
+    c.out_cap = sizeof *sv;
+    int64_t r = xact(&c);
+    if (r >= 0 && c.out_len != sizeof *sv)
+        r = -EIO;
+    return (int)r;
+}
+
+static int sh_flush(int mnt, const char *path, uint64_t fh)
+{
+    return simple(W_FLUSH, mnt, path, NULL, 0, 0, &fh);
+}
+static int sh_release(int mnt, const char *path, int flags, uint64_t fh)
+{
+    return simple(W_RELEASE, mnt, path, NULL, flags, 0, &fh);
+}
+static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
+{
+    return simple(W_FSYNC, mnt, path, NULL, datasync, 0, &fh);
+}
+static int sh_opendir(int mnt, const char *path, uint64_t *fh)
+{
+    CALL(W_OPENDIR, mnt, path);
+    int64_t r = xact(&c);
+    *fh = c.fh;
+    return (int)r;
+}
+
+static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+{
+    CALL(W_READDIR, mnt, path);
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    int64_t r = xact(&c);
+    const char *p = c.out_alloc, *end = p ? p + c.out_len : NULL;
+    while (r >= 0 && p && p + sizeof(struct wire_dirent) <= end) {
+        struct wire_dirent d;
+        memcpy(&d, p, sizeof d);
+        p += sizeof d;
+        if (p + d.namelen > end || dirlist_add(out, p, d.namelen, d.ino, d.type) < 0) {
+            r = -EIO;
+            break;
+        }
+        p += d.namelen;
+    }
+    free(c.out_alloc);
+    return (int)r;
+}
+
+static int sh_releasedir(int mnt, const char *path, uint64_t fh)
+{
+    return simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &fh);
+}
+static int sh_access(int mnt, const char *path, int mode)
+{
+    return simple(W_ACCESS, mnt, path, NULL, mode, 0, NULL);
+}
+static int sh_utimens(int mnt, const char *path, const struct timespec ts[2])
+{
+    CALL(W_UTIMENS, mnt, path);
+    c.data = ts;
+    c.data_len = 2 * sizeof ts[0];
+    return (int)xact(&c);
+}
+static int sh_setxattr(int mnt, const char *path, const char *name, const void *value, size_t size, int flags)
+{
+    CALL(W_SETXATTR, mnt, path);
+    c.path2 = name;
+    c.data = value;
+    c.data_len = size;
+    c.rq.a = flags;
+    return (int)xact(&c);
+}
+static ssize_t sh_getxattr(int mnt, const char *path, const char *name, void *value, size_t size)
+{
+    CALL(W_GETXATTR, mnt, path);
+    c.path2 = name;
+    c.rq.a = (int64_t)size;
+    c.out = value;
+    c.out_cap = size;
+    return (ssize_t)xact(&c);
+}
+static ssize_t sh_listxattr(int mnt, const char *path, char *list, size_t size)
+{
+    CALL(W_LISTXATTR, mnt, path);
+    c.rq.a = (int64_t)size;
+    c.out = list;
+    c.out_cap = size;
+    return (ssize_t)xact(&c);
+}
+static int sh_removexattr(int mnt, const char *path, const char *name)
+{
+    return simple(W_REMOVEXATTR, mnt, path, name, 0, 0, NULL);
+}
+
+static struct backend_ops shared_ops = {
+    .abi = LDP_BACKEND_ABI,
+    .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
+    .unlink = sh_unlink, .rmdir = sh_rmdir, .symlink = sh_symlink, .rename = sh_rename,
+    .link = sh_link, .chmod = sh_chmod, .chown = sh_chown, .truncate = sh_truncate,
+    .open = sh_open, .create = sh_create, .read = sh_read, .write = sh_write,
+    .statfs = sh_statfs, .flush = sh_flush, .release = sh_release, .fsync = sh_fsync,
+    .opendir = sh_opendir, .readdir = sh_readdir, .releasedir = sh_releasedir,
+    .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
+    .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
+    .destroy = NULL,
+};
+
+static void atfork_child(void)
+{
+    pthread_mutex_init(&conn_lock, NULL);   /* another thread may have held it */
+}
+
+struct backend_ops *backend_shared_init(void)
+{
+    pthread_atfork(NULL, NULL, atfork_child);
+    return &shared_ops;
+}

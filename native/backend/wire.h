@@ -1,0 +1,49 @@
+/*
+ * The shared mode's wire format: one request, one response, over a unix stream socket
+ * between a client process (backend/shared.c, in the preload) and the file system process
+ * (backend/server.c, in the extension module the launcher runs). Both ends are on one
+ * machine with one ABI, so structs (stat, statvfs, timespec) travel as they are.
+ *
+ * request:  struct wire_req, then path, path2, data (their lengths in the header)
+ * response: struct wire_resp, then data; an open/create that chose passthrough sends the
+ *           lower fd along with the header (SCM_RIGHTS).
+ */
+#ifndef LDPFUSE_WIRE_H
+#define LDPFUSE_WIRE_H
+#include <stdint.h>
+
+enum wire_op {
+    W_GETATTR = 1, W_READLINK, W_MKNOD, W_MKDIR, W_UNLINK, W_RMDIR, W_SYMLINK, W_RENAME,
+    W_LINK, W_CHMOD, W_CHOWN, W_TRUNCATE, W_OPEN, W_CREATE, W_READ, W_WRITE, W_STATFS,
+    W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
+    W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR, W_HELLO,
+};
+
+struct wire_req {
+    uint32_t len;           /* bytes after this header */
+    uint16_t op;
+    uint16_t mnt;
+    int64_t a, b, c;        /* numeric arguments, by op */
+    uint64_t fh;
+    uint8_t has_fh;
+    uint8_t pad[3];
+    uint32_t path_len, path2_len, data_len;
+};
+
+struct wire_resp {
+    uint32_t len;           /* bytes after this header */
+    int32_t has_fd;         /* an fd rides along (SCM_RIGHTS) */
+    int64_t result;         /* >= 0, or -errno */
+    uint64_t fh;
+};
+
+/* readdir data: records of this header followed by the name (no NUL) */
+struct wire_dirent {
+    uint64_t ino;
+    uint8_t type;
+    uint8_t pad;
+    uint16_t namelen;
+};
+
+#define WIRE_HELLO_MAGIC 0x4c445046  /* "LDPF" */
+#endif
