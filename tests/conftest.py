@@ -36,6 +36,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 FS_FIXTURES = Path(__file__).resolve().parent / "fs_fixtures"
+# LDPFUSE_TEST_MODE=shared runs the whole suite again with --mode shared (.ci/run does both)
+LDP_MODE = os.environ.get("LDPFUSE_TEST_MODE", "embedded")
 LOOPBACK = f"{EXAMPLES / 'loopback.py'}:Loopback"
 MEMORY = f"{EXAMPLES / 'memory.py'}:Memory"
 
@@ -139,6 +141,8 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
         return run(bind + list(cmd), timeout=timeout, cwd=cwd,
                    env=env or base_env(), input=input)
     argv = ldpfuse_run_argv() + ["--mountpoint", str(mountpoint)]
+    if LDP_MODE != "embedded":
+        argv += ["--mode", LDP_MODE]
     for key, value in (options or {}).items():
         argv += ["-o", f"{key}={value}"]
     if log_level:
@@ -183,6 +187,8 @@ def snapshot(root, ignore=(), link_subst=()):
                 tree[rel] = ("symlink", mode, None, None, target)
             elif stat.S_ISDIR(st.st_mode):
                 tree[rel] = ("dir", mode, None, None, None)
+            elif not stat.S_ISREG(st.st_mode):  # fifo, socket, device: never read
+                tree[rel] = (stat.S_IFMT(st.st_mode), mode, None, st.st_nlink, None)
             else:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
                 tree[rel] = ("file", mode, st.st_size, st.st_nlink, digest)

@@ -234,3 +234,35 @@ def test_mkdir_p_and_rmdir_match_native(loop):
         rmdir -p "$D/x/y/z" 2>/dev/null || true
         ls -A "$D/x"
     """)
+
+
+def test_large_file_dd_cp_truncate_match_native(loop):
+    for d in (loop.native, loop.lower):
+        block = bytes((i * 31 + 7) % 256 for i in range(1 << 16))
+        with open(d / "large", "wb") as f:
+            for i in range(24 * 16):  # 24 MiB, each 64 KiB block different
+                f.write(block[i % 256:] + block[:i % 256])
+    compare(loop, """
+        dd if="$D/large" of="$D/large.dd" bs=1M status=none
+        dd if="$D/large" of="$D/part" bs=4096 skip=3 count=100 status=none
+        dd if=/dev/zero of="$D/large.dd" bs=1 count=1 seek=5000000 conv=notrunc status=none
+        cp "$D/large" "$O/large.out"
+        cp "$O/large.out" "$D/large.back"
+        sha256sum "$D/large" "$D/large.dd" "$D/part" "$D/large.back" "$O/large.out"
+        truncate -s 10M "$D/large.back"
+        truncate -s +1M "$D/part"
+        stat -c '%s %n' "$D/large.back" "$D/part"
+        tail -c 100 "$D/large.back" | od -An -tx1 | head -2
+        cmp "$D/large" "$D/large.dd" || true
+    """)
+
+
+def test_grep_r_find_exec_xargs_match_native(loop):
+    compare(loop, """
+        grep -rn foo "$D" | sort
+        grep -rl hello "$D" | sort
+        grep -rc . "$D/a" | sort
+        find "$D" -type f -name '*.txt' -exec wc -c {} + | sort
+        find "$D" -type f -print0 | sort -z | xargs -0 cat | md5sum
+        find "$D" -name lines -execdir sh -c 'pwd; cat lines | wc -l' \\;
+    """)

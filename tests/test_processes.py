@@ -363,3 +363,28 @@ def test_python_host_of_other_version_touching_mount_works_or_fails_clearly(pws)
         assert ldp.returncode > 0, "killed by a signal:\n" + ldp.describe()
         lines = [l for l in ldp.stderr.splitlines() if l.strip()]
         assert any("version" in l or "shared" in l for l in lines), ldp.describe()
+
+
+def test_stat_sees_change_by_concurrent_process_with_attr_timeout_0(pws):
+    """With -o attr_timeout=0 nothing is cached: a process sees at once what
+    another process (not its child) did to a file."""
+    script = pws.write_script("watch.sh", r"""
+        mkfifo "$O/go" "$O/done"
+        "$PY" -c '
+import os
+D, O = os.environ["D"], os.environ["O"]
+print("before", os.stat(D + "/f").st_size, os.stat(D + "/f").st_mode & 0o777, flush=True)
+open(O + "/go", "w").close()
+open(O + "/done").read()
+print("after", os.stat(D + "/f").st_size, os.stat(D + "/f").st_mode & 0o777)
+print("listed", sorted(os.listdir(D)))
+' &
+        cat "$O/go" > /dev/null
+        echo more >> "$D/f"
+        chmod 600 "$D/f"
+        touch "$D/new"
+        echo > "$O/done"
+        wait
+    """)
+    pws.compare(["bash", "-eu", script], options={"attr_timeout": "0"},
+                env_extra={"PY": sys.executable})

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from conftest import need
+from conftest import MEMORY, need
 
 ROWS = 1000
 
@@ -98,3 +98,28 @@ def test_sqlite_database_in_lower_dir_is_complete_after_exit(sql):
     assert not (sql.lower / "t.db-journal").exists()
     sqlite3.connect(sql.native / "t.db").executescript(sql.sql.read_text())
     assert db_summary(sql.lower / "t.db") == db_summary(sql.native / "t.db")
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_sqlite_single_process_on_memory_example_matches_native(ws, journal):
+    """One sqlite3 process does everything, so it runs on the in-memory
+    example too: build, query, close and reopen the file (.open), check."""
+    need("sqlite3")
+    create = write_sql(ws).read_text()
+    session = ws.write_script("session.sql", f"""
+PRAGMA journal_mode={journal};
+{create}
+PRAGMA integrity_check;
+SELECT count(*), sum(x), max(length(s)) FROM t;
+UPDATE t SET x = x + 1 WHERE id % 3 = 0;
+DELETE FROM t WHERE id % 10 = 0;
+.open $D/t.db
+PRAGMA journal_mode;
+SELECT count(*), sum(x) FROM t;
+SELECT id, x FROM t WHERE x BETWEEN 100 AND 103 ORDER BY id;
+VACUUM;
+PRAGMA integrity_check;
+""")
+    ws.compare_sh("""
+        sed "s|\\$D|$D|" "$SESSION" | sqlite3 "$D/t.db"
+    """, fs=MEMORY, env_extra={"SESSION": session})
