@@ -72,7 +72,6 @@ OPTIONS = (("foreground", "-f"), ("debug", "-d"), ("nothreads", "-s"))
 # FUSE() options and what becomes of them here. Honoured: see FusepyOps and the
 # launcher (attr_timeout). Everything else is accepted and ignored.
 HONOURED = {"raw_fi", "encoding", "ro", "nothreads", "attr_timeout", "use_ino"}
-_last_debug = []
 
 
 def _debug(msg: str) -> None:
