@@ -160,6 +160,30 @@ def mount_point(mountpoint):
     return point
 
 
+def _root_logging():
+    if "logging" not in sys.modules:
+        return [], 30  # logging.WARNING
+    import logging
+
+    root = logging.getLogger()
+    return list(root.handlers), root.level
+
+
+def _restore_root_logging(state):
+    """Undo the script's logging.basicConfig(): its handlers wrote into the buffer of this
+    check run, and a later run of the script in this process (--mode shared) must be
+    able to configure logging again."""
+    if "logging" not in sys.modules:
+        return
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = state
+    for h in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(h)
+    root.setLevel(level)
+
+
 def load_script(args, own_env):
     """A fusepy script: run it here once, as its own __main__, to learn the mount point and
     options of its FUSE() call; every process that touches the mount runs it again to
@@ -170,6 +194,7 @@ def load_script(args, own_env):
 
     path = os.path.abspath(args.fs)
     printed = io.StringIO()
+    logging_before = _root_logging()
     try:
         calls, _ = run_script(path, args.fs_args, stdout=printed)
     except ScriptExit as e:
@@ -177,6 +202,8 @@ def load_script(args, own_env):
         die(f"{args.fs}: {e}" + (f": {last[0].strip()}" if last else ""))
     except BaseException as e:
         die(f"{args.fs}: running the script failed: {type(e).__name__}: {one_line(e)}")
+    finally:
+        _restore_root_logging(logging_before)
     if not calls:
         die(f"{args.fs}: the script did not call FUSE(operations, mountpoint, ...)")
     if len(calls) > 1:

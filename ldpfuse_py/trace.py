@@ -18,6 +18,7 @@ import errno
 import os
 import time
 
+from . import operations
 from .operations import Passthrough
 
 TYPE_CHECKING = False
@@ -162,4 +163,5 @@ class TracedOps:
 
     def _line(self, op: str, path: str, args: tuple, outcome: str, start: int) -> None:
         micros = (time.perf_counter_ns() - start) // 1000
-        self.write(f"ldpfuse[{os.getpid()}] {format_call(op, path, args)} = {outcome}  {micros}us")
+        pid = operations.fuse_get_context()[2]  # the calling process, also in shared mode
+        self.write(f"ldpfuse[{pid}] {format_call(op, path, args)} = {outcome}  {micros}us")

@@ -444,3 +444,14 @@ def test_fusepy_ctypes_helpers_are_importable_from_the_compat_module(ws):
     argv = ldpfuse_run_argv() + [str(fs), str(ws.mnt), "--", "stat", "-c", "%f %Y", ws.mnt]
     r = run([str(a) for a in argv], timeout=TIMEOUT, cwd=ws.tmp, env=base_env())
     assert r.returncode == 0 and r.stdout == "41ed 7\n", r.describe()
+
+
+def test_fusepy_memory_script_in_shared_mode_is_one_tree_for_every_process(ws):
+    log = ws.tmp / "fs.log"
+    r = ldp(ws, "memory.py", ws.mnt, options=["--mode", "shared", "--log-file", log],
+            cmd=["sh", "-c", f"echo hi > {ws.mnt}/a; cat {ws.mnt}/a; ls {ws.mnt}"])
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "hi\na\n", r.describe()
+    # the script's own logging.basicConfig(DEBUG) still reaches the log in the
+    # file system process (the launcher's check run must not have kept it)
+    assert "DEBUG:fuse.log-mixin:-> create /a" in log.read_text()
