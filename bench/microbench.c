@@ -648,6 +648,13 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "check") != 0 && strcmp(cmd, "run") != 0)
 		usage();
+	int rc = 0;
+	/* firstop first: fork's cost grows with the parent's memory (a fixture
+	 * held in an in-process file system, an interpreter), which would blur
+	 * the exec-to-exit times it compares */
+	for (int i = first_wl; i < argc; i++)
+		if (strcmp(argv[i], "firstop") == 0)
+			rc |= firstop();
 	if (do_setup) {
 		double t0 = now();
 		setup(bench_dir);
@@ -655,12 +662,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "check") == 0)
 		return check(bench_dir);
-	int rc = 0;
-	for (int i = first_wl; i < argc; i++) {
-		if (strcmp(argv[i], "firstop") == 0)
-			rc |= firstop();
-		else
+	for (int i = first_wl; i < argc; i++)
+		if (strcmp(argv[i], "firstop") != 0)
 			rc |= run_workload(argv[i]);
-	}
 	return rc;
 }

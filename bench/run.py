@@ -40,14 +40,16 @@ MOUNT_BASE = '/tmp/ldpfuse-bench-mnt'
 SCALES = {
     'full': dict(rounds=5, duration=0.5, warmup=0.1, large_mb=256, mem_large_mb=64,
                  firstop_n=20, thesis_rounds=3, fio_runtime=5,
-                 fio=dict(FIO_SQ1_SIZE='1g', FIO_SQ32_SIZE='32m', FIO_CRWR_NRFILES='10000',
-                          FIO_CRWR32_NRFILES='320', FIO_WEB_NRFILES='4000',
-                          FIO_FS_NRFILES='200')),
+                 fio=dict(FIO_SQ1_SIZE='1g', FIO_SQ32_SIZE='32m', FIO_CRWR_NRFILES='200000',
+                          FIO_CRWR32_NRFILES='6250', FIO_WEB_NRFILES='4000',
+                          FIO_FS_NRFILES='200'),
+                 fio_fuse=dict(FIO_CRWR_NRFILES='10000', FIO_CRWR32_NRFILES='320')),
     'quick': dict(rounds=2, duration=0.2, warmup=0.05, large_mb=64, mem_large_mb=32,
                   firstop_n=5, thesis_rounds=1, fio_runtime=2,
-                  fio=dict(FIO_SQ1_SIZE='256m', FIO_SQ32_SIZE='8m', FIO_CRWR_NRFILES='3000',
-                           FIO_CRWR32_NRFILES='100', FIO_WEB_NRFILES='2000',
-                           FIO_FS_NRFILES='40')),
+                  fio=dict(FIO_SQ1_SIZE='256m', FIO_SQ32_SIZE='8m', FIO_CRWR_NRFILES='40000',
+                           FIO_CRWR32_NRFILES='1250', FIO_WEB_NRFILES='2000',
+                           FIO_FS_NRFILES='40'),
+                  fio_fuse=dict(FIO_CRWR_NRFILES='3000', FIO_CRWR32_NRFILES='100')),
 }
 
 # ---------------------------------------------------------------- workloads
@@ -262,7 +264,7 @@ class Config:
     memory = False          # the fixture must be created through the mount
     inprocess = False       # the FS lives in the command's process (ldpfuse embedded)
     thesis = True           # runs the thesis workloads
-    nonmount = False        # measures non-mount call costs (native and ldpfuse)
+    nonmount = False        # measures non-mount call costs against native (ldpfuse)
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -283,7 +285,6 @@ class Config:
 
 class Native(Config):
     name, label = 'native', 'native (disk)'
-    nonmount = True
 
     def root(self):
         return self.ctx.lower
@@ -446,7 +447,7 @@ class Context:
         self.tmpfs = os.path.abspath(args.tmpfs_dir)
         self.outside = os.path.join(self.lower, 'outside')
         self.ldpfuse_run = find_ldpfuse_run(args.ldpfuse_run)
-        self.results = {'micro': [], 'thesis': [], 'failures': [], 'skipped': {},
+        self.results = {'micro': [], 'thesis': [], 'nonmount': [], 'failures': [], 'skipped': {},
                         'configs': {}, 'scale': scale, 'quick': args.quick}
 
 
@@ -516,8 +517,6 @@ def micro_round(ctx, cfg, rnd, keys):
     s = ctx.scale
     micro = os.path.join(cfg.root(), 'micro')
     wl = list(keys)
-    if cfg.nonmount and ctx.want('nonmount'):
-        wl += [n for n, _ in NONMOUNT]
     if ctx.want('firstop'):
         wl.append('firstop')
     if not wl:
@@ -538,9 +537,42 @@ def micro_round(ctx, cfg, rnd, keys):
     log('round %d %-14s %d results in %.1fs' % (rnd, cfg.name, len(rows), time.time() - t0))
 
 
-def fio_env(ctx, fiodir):
+def nonmount_round(ctx, cfg, rnd):
+    """Calls on a non-mount path, natively and then under cfg's preload, back to back."""
+    s = ctx.scale
+    base = [MICROBENCH, 'run', ctx.outside, '-d', str(s['duration']), '-w', str(s['warmup']),
+            '--outside', ctx.outside] + [n for n, _ in NONMOUNT]
+    got = {}
+    for who, cmd in (('native', base), (cfg.name, cfg.wrap(base))):
+        rc, out, err = run_cmd(cmd, 120)
+        if rc != 0:
+            record_failure(ctx, cfg, 'non-mount round %d' % rnd, cmd, rc, out, err)
+            return
+        for row in parse_results(out):
+            if 'ns_per_call' in row:
+                got.setdefault(row['workload'], {})[who] = float(row['ns_per_call'])
+    for wl, pair in got.items():
+        if len(pair) == 2:
+            ctx.results['nonmount'].append({'config': cfg.name, 'round': rnd, 'workload': wl,
+                                            'native_ns': pair['native'], 'ns': pair[cfg.name]})
+    log('round %d %-14s non-mount calls: %s' % (rnd, cfg.name, ', '.join(
+        '%s %+.1f ns' % (w, p[cfg.name] - p['native']) for w, p in got.items() if len(p) == 2)))
+
+
+def fio_sizes(ctx, cfg=None):
+    """The FIO_* sizes for cfg.  The create workloads are capped at FIORUNTIME seconds;
+    over kernel FUSE they get fewer files, because fio looks up every file of the job
+    before it starts (about 0.15 ms each over fusepy) and FUSE creates only a few
+    thousand files in the run time anyway."""
+    sizes = dict(ctx.scale['fio'])
+    if isinstance(cfg, FuseDaemon):
+        sizes.update(ctx.scale['fio_fuse'])
+    return sizes
+
+
+def fio_env(ctx, fiodir, cfg=None):
     env = dict(os.environ)
-    env.update(ctx.scale['fio'])
+    env.update(fio_sizes(ctx, cfg))
     env['FIODIR'] = fiodir
     env['FIORUNTIME'] = str(ctx.scale['fio_runtime'])
     env['FIO_WEB_SIZE'] = '%dk' % (16 * int(ctx.scale['fio']['FIO_WEB_NRFILES']))
@@ -605,9 +637,9 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
             os.unlink(out_file)
         cmd = cfg.wrap(['fio', '--output-format=json', '--output=' + out_file,
                         os.path.join(WORKLOADS, job)])
-        env = fio_env(ctx, base)
+        env = fio_env(ctx, base, cfg)
         env_note = 'FIODIR=%s FIORUNTIME=%s %s ' % (
-            base, env['FIORUNTIME'], ' '.join('%s=%s' % kv for kv in sorted(ctx.scale['fio'].items())))
+            base, env['FIORUNTIME'], ' '.join('%s=%s' % kv for kv in sorted(fio_sizes(ctx, cfg).items())))
     t0 = time.time()
     rc, out, err = run_cmd(cmd, 300 + 4 * ctx.scale['fio_runtime'], env=env, cwd=OUT)
     mbs = None
@@ -776,6 +808,12 @@ def main():
                 k = (rnd - 1) % len(ready)
                 for cfg in ready[k:] + ready[:k]:
                     micro_round(ctx, cfg, rnd, micro_keys)
+                save(ctx)
+        nm_cfgs = [c for c in ready if c.nonmount and c.name != 'native']
+        if want('nonmount') and nm_cfgs:
+            for rnd in range(1, scale['rounds'] + 1):
+                for cfg in nm_cfgs:
+                    nonmount_round(ctx, cfg, rnd)
                 save(ctx)
         thesis_cfgs = [c for c in ready if c.thesis]
         if thesis_items and thesis_cfgs:
