@@ -93,7 +93,8 @@ class Mount:
     """One file system at one mount point, ready to run commands under."""
 
     def __init__(self, owner: LdpFuse, spec: str, fs_args: Sequence[str], mountpoint: Path,
-                 options: Mapping[str, Any], log_level: str | None, trace: bool) -> None:
+                 options: Mapping[str, Any], log_level: str | None, trace: bool,
+                 mode: str | None = None) -> None:
         self.owner = owner
         self.spec = spec
         self.fs_args = [os.fspath(a) for a in fs_args]
@@ -101,6 +102,7 @@ class Mount:
         self.options = {k: str(v) for k, v in options.items()}
         self.log_level = log_level
         self.trace = trace
+        self.mode = mode
         self.log_file = mountpoint.parent / f"{mountpoint.name}.log"
 
     # a Mount is usable where a path is: m / "f", os.fspath(m), str(m)
@@ -127,6 +129,8 @@ class Mount:
             argv += ["--log-level", self.log_level]
         if self.trace:
             argv += ["--trace"]
+        if self.mode:
+            argv += ["--mode", self.mode]
         return argv + [self.spec, *self.fs_args, "--"]
 
     def run(self, cmd: Sequence[StrPath] | str, **kw: Any) -> subprocess.CompletedProcess:
@@ -185,14 +189,16 @@ class LdpFuse:
         return os.path.abspath(source)
 
     def mount(self, fs: Any, *fs_args: StrPath, mountpoint: StrPath | None = None,
-              log_level: str | None = None, trace: bool = False, **options: Any) -> Mount:
+              log_level: str | None = None, trace: bool = False, mode: str | None = None,
+              **options: Any) -> Mount:
         """A file system (spec, class or instance) with its arguments; ``options``
-        become ``-o key=value``. The mount point need not and should not exist."""
+        become ``-o key=value``; ``mode="shared"`` serves every process of a command
+        from one file system process. The mount point need not and should not exist."""
         spec, lead = self.spec_of(fs)
         self.count += 1
         point = Path(mountpoint) if mountpoint is not None else self.workdir / f"mnt{self.count}"
         return Mount(self, spec, [*lead, *map(os.fspath, fs_args)], point.absolute(), options,
-                     log_level, trace)
+                     log_level, trace, mode)
 
     __call__ = mount
 

@@ -142,3 +142,9 @@ def test_options_and_log_level(ldpfuse, tmp_path):
     # passthrough=no: the data went through read()
     assert "read('/f', " in log, log
     assert os.fspath(m) == str(m.path)
+
+
+def test_shared_mode_mount_is_one_file_system_for_the_whole_command(ldpfuse):
+    m = ldpfuse.mount(f"{REPO / 'examples' / 'memory.py'}:Memory", mode="shared")
+    r = m.run(f"mkdir {m}/d && echo kept > {m}/d/f && cat {m}/d/f")
+    assert r.returncode == 0 and r.stdout == "kept\n", r.stderr + m.log()
