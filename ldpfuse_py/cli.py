@@ -280,6 +280,8 @@ def main(argv=None):
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     script = is_script_spec(args.fs)
+    if not script and split_spec(args.fs)[1] is None and args.fs.endswith(".py"):
+        die(f"no such file system file: {args.fs}")
     args.fs_args = [absolute_arg(a) for a in args.fs_args]
     if args.mountpoint is None and not script:
         die("--mountpoint DIR is required")

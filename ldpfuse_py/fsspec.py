@@ -119,7 +119,8 @@ def load_class(spec, private_name="_ldpfuse_fs"):
     """The class an FS spec names. Raises SpecError, or whatever importing the file raised."""
     target, cls_name = split_spec(spec)
     if cls_name is None:
-        raise SpecError(f"FS must be path/to/file.py:ClassName or package.module:ClassName, got {spec!r}")
+        raise SpecError(f"FS must be path/to/file.py:ClassName, package.module:ClassName or a "
+                        f"fusepy script path/to/script.py, got {spec!r}")
     module = load_module(target, private_name)
     cls = getattr(module, cls_name, None)
     if cls is None:

@@ -476,3 +476,10 @@ def test_fusepy_memory_script_in_shared_mode_is_one_tree_for_every_process(ws):
     # the script's own logging.basicConfig(DEBUG) still reaches the log in the
     # file system process (the launcher's check run must not have kept it)
     assert "DEBUG:fuse.log-mixin:-> create /a" in log.read_text()
+
+
+def test_missing_script_is_named_in_one_line(ws):
+    argv = ldpfuse_run_argv() + [str(ws.tmp / "no_such_script.py"), "mnt", "--", "true"]
+    r = run(argv, timeout=TIMEOUT, cwd=ws.tmp, env=base_env())
+    assert r.returncode == 2, r.describe()
+    assert r.stderr.count("\n") == 1 and "no_such_script.py" in r.stderr, r.describe()
