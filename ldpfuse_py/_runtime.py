@@ -198,7 +198,7 @@ _NONE_CHECK = ("getxattr", "listxattr", "setxattr", "removexattr", "access", "fl
                "rename", "mkdir", "rmdir", "unlink", "write", "read", "readdir")
 
 
-_MOUNTED = []
+_MOUNTED: list = []
 
 
 def mounted_objects():

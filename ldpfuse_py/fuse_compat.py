@@ -28,7 +28,7 @@ import errno
 import os
 import sys
 
-from .fsspec import COMPAT_NAMES, FusepyImports
+from .fsspec import FusepyImports
 from .operations import (
     ENOTSUP,
     FileInfo,
@@ -419,11 +419,13 @@ class FusepyOps:
 
     # -- encoding
     def _in(self, name: str) -> str:
-        return name.encode("utf-8", "surrogateescape").decode(self.encoding, "surrogateescape")
+        return name.encode("utf-8", "surrogateescape").decode(self.encoding or "utf-8",
+                                                              "surrogateescape")
 
     def _out(self, name: Any) -> Any:
         if isinstance(name, str):
-            return name.encode(self.encoding, "surrogateescape").decode("utf-8", "surrogateescape")
+            return name.encode(self.encoding or "utf-8", "surrogateescape").decode(
+                "utf-8", "surrogateescape")
         return name
 
     # -- raw_fi: handles are ours, each mapped to the fuse_file_info the FS saw

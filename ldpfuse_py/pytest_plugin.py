@@ -74,6 +74,8 @@ def load_pickled(pickle_path: str, module_name: str = "", module_file: str = "")
             found = None
         if found is None:
             spec = importlib.util.spec_from_file_location(module_name, module_file)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {module_file} as {module_name}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[module_name] = module
             sys.path.insert(0, os.path.dirname(module_file))
@@ -140,7 +142,7 @@ class Mount:
     def python(self, code: str, *args: StrPath, **kw: Any) -> subprocess.CompletedProcess:
         """Run a Python snippet with this mount; ``sys.argv[1]`` is the mount point."""
         return self.run([sys.executable, "-c", textwrap.dedent(code), str(self.mountpoint),
-                         *map(os.fspath, args)], **kw)
+                         *[os.fspath(a) for a in args]], **kw)
 
     def log(self) -> str:
         """What ldpfuse logged for this mount so far ('' if nothing)."""
@@ -197,7 +199,7 @@ class LdpFuse:
         spec, lead = self.spec_of(fs)
         self.count += 1
         point = Path(mountpoint) if mountpoint is not None else self.workdir / f"mnt{self.count}"
-        return Mount(self, spec, [*lead, *map(os.fspath, fs_args)], point.absolute(), options,
+        return Mount(self, spec, [*lead, *[os.fspath(a) for a in fs_args]], point.absolute(), options,
                      log_level, trace, mode)
 
     __call__ = mount

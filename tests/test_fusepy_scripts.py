@@ -381,7 +381,7 @@ def test_fusepy_loopback_script_runs_git_sqlite3_and_tar_like_native(ws):
 
 # ---- FusepyOps called directly, as the preload library calls it
 
-from ldpfuse_py import FileInfo, FuseOSError, Operations  # noqa: E402
+from ldpfuse_py import FuseOSError, Operations  # noqa: E402
 from ldpfuse_py.fuse_compat import FusepyOps, fuse_file_info  # noqa: E402
 
 

@@ -5,15 +5,12 @@ described (names, types, modes, sizes, contents, symlink targets) natively and
 then by the same Python script running inside the mount.
 """
 
-import hashlib
 import json
 import os
 import random
-import stat
 import sys
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
 

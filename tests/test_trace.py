@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import LOOPBACK, base_env, ldpfuse_run_argv, need, run
-from ldpfuse_py import FuseOSError, LoggingMixIn, Operations, Passthrough
+from ldpfuse_py import FuseOSError, Operations, Passthrough
 from ldpfuse_py.trace import TracedOps, format_call, format_result, open_flags
 
 TIMEOUT = 90
