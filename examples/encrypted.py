@@ -120,10 +120,10 @@ class Encrypted(Operations):
             os.close(fd)
         f.dirty = False
 
-    def _handle(self, lower, data=None):
+    def _handle(self, lower):
         f = self.files.get(lower)
         if f is None:
-            f = self.files[lower] = OpenFile(lower, self._load(lower) if data is None else data)
+            f = self.files[lower] = OpenFile(lower, self._load(lower))
         f.handles += 1
         fh = self.next_fh
         self.next_fh += 1
@@ -144,8 +144,8 @@ class Encrypted(Operations):
         lower = self._lower(path)
         excl = os.O_EXCL if fi is not None and fi.flags & os.O_EXCL else 0
         os.close(os.open(lower, os.O_WRONLY | os.O_CREAT | excl, mode))
-        fh = self._handle(lower, b"" if lower not in self.files else None)
-        if lower in self.files and fi is not None and fi.flags & os.O_TRUNC:
+        fh = self._handle(lower)  # new and empty, or made meanwhile by another process
+        if fi is not None and fi.flags & os.O_TRUNC:
             self.files[lower].data.clear()
             self.files[lower].dirty = True
         return fh
