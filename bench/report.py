@@ -237,6 +237,14 @@ def write(results):
         out.append('| %s | %.2f | %.2f | %.2f |' % (LABELS[c], v, md.get(c, 'firstop.outside_ms'),
                                                   md.get(c, 'firstop.first_op_ms')))
 
+    notes = os.path.join(BENCH, 'NOTES.md')
+    if os.path.exists(notes):
+        with open(notes) as fh:
+            text = fh.read().strip().splitlines()
+        # NOTES.md is hand-written: its own title is replaced by this section's
+        out += ['', '## Notes (hand-written in bench/NOTES.md; they refer to the run they name)', '']
+        out += [l for l in text if not l.startswith('# ')]
+
     # ---- skipped and failures
     out += ['', '## Skipped configurations', '']
     skipped = results.get('skipped', {})
