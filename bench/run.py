@@ -704,6 +704,11 @@ def machine_info(ctx):
         interp = shebang[2:].strip().split()[0] if shebang.startswith('#!') else sys.executable
         info['python (ldpfuse-run)'] = out([interp, '-c', 'import sys; print(sys.version.split()[0], sys.executable)'])
         info['ldpfuse-run'] = ctx.ldpfuse_run
+        info['ldpfuse_py package'] = out([interp, '-c', (
+            'import glob, os, time, ldpfuse_py; d = os.path.dirname(ldpfuse_py.__file__); '
+            'libs = glob.glob(os.path.join(d, "*.so")); '
+            'print(d, "(native libraries built", time.strftime("%Y-%m-%d %H:%M UTC", '
+            'time.gmtime(max(map(os.path.getmtime, libs)))) + ")" if libs else "")')])
     info['ldpfuse-py commit'] = out(['git', '-C', REPO, 'log', '-1', '--format=%h %cI %s'])
     try:
         import importlib.metadata as md
