@@ -4,6 +4,7 @@ loopback's passthrough data path and once with passthrough=no (the data goes
 through the file system's read/write)."""
 
 import os
+import sys
 
 import pytest
 
@@ -265,4 +266,44 @@ def test_grep_r_find_exec_xargs_match_native(loop):
         find "$D" -type f -name '*.txt' -exec wc -c {} + | sort
         find "$D" -type f -print0 | sort -z | xargs -0 cat | md5sum
         find "$D" -name lines -execdir sh -c 'pwd; cat lines | wc -l' \\;
+    """)
+
+
+def test_cp_a_and_tar_keep_xattrs_like_native(loop):
+    need("tar")
+    compare(loop, """
+        "$PY" -c '
+import os, sys
+D = os.environ["D"]
+os.setxattr(D + "/f.txt", "user.color", b"blue")
+os.setxattr(D + "/a", "user.kind", b"directory attr")
+'
+        cp -a "$D/f.txt" "$D/f.copy"
+        cp -a "$D/a" "$O/a.copy"
+        tar cf "$O/x.tar" --xattrs -C "$D" f.txt
+        mkdir "$D/untar"
+        tar xf "$O/x.tar" --xattrs --xattrs-include='user.*' -C "$D/untar"
+        rm "$O/x.tar"  # holds the file's mtime, which differs between the trees
+        "$PY" -c '
+import os
+import sys
+D, O = os.environ["D"], os.environ["O"]
+for p in (D + "/f.copy", O + "/a.copy", D + "/untar/f.txt", D + "/a"):
+    print(os.path.relpath(p, os.path.dirname(D)).split("/", 1)[1],
+          {n: os.getxattr(p, n) for n in sorted(os.listxattr(p))})
+'
+    """, env_extra={"PY": sys.executable})
+
+
+def test_chown_and_chown_h_match_native(loop):
+    if os.geteuid() != 0:
+        pytest.skip("chown to another owner needs root")
+    compare(loop, """
+        chown 1234:5678 "$D/f.txt"
+        chown -h 4321:8765 "$D/link_to_f"
+        chgrp 999 "$D/a"
+        chown -R 2000 "$D/a/b"
+        stat -c '%u %g %n' "$D/f.txt" "$D/hard_f" "$D/a" "$D/a/b" "$D/a/b/big.bin"
+        stat -c '%u %g %n' "$D/link_to_f"
+        stat -L -c '%u %g %n' "$D/link_to_f"
     """)

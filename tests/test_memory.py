@@ -131,6 +131,8 @@ print("O_TRUNC", os.path.getsize(f"{D}/a/f"))
 for root, dirs, files in os.walk(D):
     dirs.sort()
     print("walk", rel(root), dirs, sorted(files))
+with os.scandir(f"{D}/a") as it:
+    print("d_ino is st_ino", all(e.inode() == os.lstat(e.path).st_ino for e in it))
 shutil.copytree(f"{D}/a", f"{D}/copy", symlinks=True)
 for root, dirs, files in os.walk(f"{D}/copy"):
     dirs.sort()

@@ -75,6 +75,9 @@ with open(f"{D}/p.bin", "rb") as f:
 
 with os.scandir(D) as it:
     print("scandir", sorted((e.name, e.is_dir(), e.is_file(), e.is_symlink()) for e in it))
+with os.scandir(f"{D}/tree") as it:
+    # d_ino from readdir is st_ino from stat, as on every Linux file system
+    print("d_ino is st_ino", all(e.inode() == os.lstat(e.path).st_ino for e in it))
 
 fd = os.open(f"{D}/lock", os.O_RDWR | os.O_CREAT, 0o644)
 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
