@@ -142,6 +142,7 @@ found:
         errno = ENOTDIR;
         return -1;
     }
+    vfs_patch_open_size(&vp, st);
     return 0;
 }
 

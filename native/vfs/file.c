@@ -241,6 +241,22 @@ fail:;
     return -1;
 }
 
+static int cached_fd_of(const struct vpath *vp);
+
+/* stat(path) of a file this process holds open cached: its size is the memfd's, writes
+ * not yet written back included (natively a write is visible to stat at once). */
+void vfs_patch_open_size(const struct vpath *vp, struct stat *st)
+{
+    if (!S_ISREG(st->st_mode) || __atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0)
+        return;
+    int fd = cached_fd_of(vp);
+    struct stat k;
+    if (fd >= 0 && REAL(fstat)(fd, &k) == 0) {
+        st->st_size = k.st_size;
+        st->st_blocks = (k.st_size + 511) / 512;
+    }
+}
+
 /* An fd of this process whose memfd already holds this file (one memfd per file and
  * process, as one page cache per inode: writes through one fd are seen through the others,
  * and flock/fcntl locks between them conflict as they should). */
@@ -394,7 +410,9 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
  * A change is seen in the memfd's ctime (tmpfs timestamps are fine-grained once queried). */
 int vfs_writeback(int fd, struct vfile *v)
 {
-    if (v->kind != VF_FILE || v->unlinked)
+    /* a read-only open never writes back, even when another fd changed the shared memfd:
+     * that fd's close does */
+    if (v->kind != VF_FILE || v->unlinked || (v->flags & O_ACCMODE) == O_RDONLY)
         return 0;
     struct stat k;
     if (REAL(fstat)(fd, &k) < 0)
