@@ -123,3 +123,34 @@ PRAGMA integrity_check;
     ws.compare_sh("""
         sed "s|\\$D|$D|" "$SESSION" | sqlite3 "$D/t.db"
     """, fs=MEMORY, env_extra={"SESSION": session})
+
+
+CONCURRENT = """
+    sqlite3 "$D/c.db" 'CREATE TABLE t (w TEXT, i INTEGER);'
+    for w in a b c; do
+        for i in $(seq 1 60); do echo "INSERT INTO t (w, i) VALUES ('$w', $i);"; done \\
+            | sqlite3 -cmd '.timeout 30000' "$D/c.db" &
+    done
+    wait
+    sqlite3 "$D/c.db" 'SELECT w, count(*), sum(i) FROM t GROUP BY w ORDER BY w; PRAGMA integrity_check;'
+"""
+
+
+CACHED_IS_PER_PROCESS = pytest.mark.xfail(
+    strict=False, reason="with passthrough=no each process has its own cached copy "
+    "of the file (open-to-close consistency): concurrent sqlite3 writers get "
+    "'disk I/O error (10)' and rows are lost (issue 4, item 5)")
+
+
+@pytest.mark.parametrize("options", [{}, pytest.param({"passthrough": "no"},
+                                                      marks=CACHED_IS_PER_PROCESS)],
+                         ids=["passthrough", "no-passthrough"])
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_sqlite_concurrent_writers_lose_nothing(ws, journal, options):
+    """Three sqlite3 processes insert at once, each row its own transaction:
+    the locks (fcntl on the database file) must serialise them."""
+    need("sqlite3")
+    ws.compare_sh(f"""
+        sqlite3 "$D/c.db" 'PRAGMA journal_mode={journal};' > /dev/null
+    """ + CONCURRENT, options=options,
+                  check_tree=False)  # row order, so the bytes, vary run to run  # row order, so the bytes, vary run to run
