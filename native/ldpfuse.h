@@ -103,6 +103,7 @@ struct vfile *fdtable_get(int fd);
 void fdtable_set(int fd, struct vfile *v);
 struct vfile *fdtable_take(int fd);
 int fdtable_max(void);
+void fdtable_fork(int phase);    /* 0: before fork (lock), 1: after, in either process */
 extern int ldp_nvfds;       /* entries in use; 0 = every fd is a plain kernel fd */
 
 void vfile_ref(struct vfile *v);
@@ -164,6 +165,7 @@ int attrcache_get(int mnt, const char *path, struct stat *st);
 void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t gen_before);
 uint64_t attrcache_generation(void);
 void attrcache_invalidate(void);    /* this process changed something */
+void attrcache_fork(int phase);
 extern int ldp_writers;
 
 /* ---- stat conversions (vfs/statconv.c) */

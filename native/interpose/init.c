@@ -2,11 +2,25 @@
  * exit writes back what cached files still hold and gives the FS its destroy(). */
 #include "../ldpfuse.h"
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 TLS int ldp_guard;
 void process_init(void);
 void backend_destroy(void);
+
+/* A fork while another thread holds one of our locks would leave it held forever in the
+ * child: take them around fork. */
+static void fork_prepare(void)
+{
+    attrcache_fork(0);
+    fdtable_fork(0);
+}
+static void fork_after(void)
+{
+    fdtable_fork(1);
+    attrcache_fork(1);
+}
 
 __attribute__((constructor)) static void ldp_init(void)
 {
@@ -24,6 +38,7 @@ __attribute__((constructor)) static void ldp_init(void)
     ldp_umask = m;
     cwd_init();
     process_init();
+    pthread_atfork(fork_prepare, fork_after, fork_after);
 }
 
 __attribute__((destructor)) static void ldp_fini(void)

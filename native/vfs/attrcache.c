@@ -124,3 +124,11 @@ void attrcache_invalidate(void)
 {
     __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
 }
+
+void attrcache_fork(int phase)
+{
+    if (phase == 0)
+        pthread_mutex_lock(&lock);
+    else
+        pthread_mutex_unlock(&lock);
+}

@@ -64,3 +64,12 @@ int fdtable_max(void)
 {
     return max_fd;
 }
+
+/* fork: no other thread may hold the table's lock at the instant of the fork */
+void fdtable_fork(int phase)
+{
+    if (phase == 0)
+        pthread_mutex_lock(&lock);
+    else
+        pthread_mutex_unlock(&lock);
+}
