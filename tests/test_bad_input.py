@@ -2,8 +2,6 @@
 a command that does not exist), and nothing half-started: the command did
 not run and the mount point was not created."""
 
-import os
-import sys
 
 import pytest
 

@@ -3,7 +3,6 @@ out of the mount, relative paths after cd, symlinks that leave the mount,
 and spellings of the same path (`//`, `/./`).  Each compared with native."""
 
 import os
-import subprocess
 
 import pytest
 

@@ -2,7 +2,6 @@
 what it prints natively: open, os.listdir, os.stat, shutil.copytree, pathlib,
 os.walk, scandir, mmap, fcntl locks.  Runs on both loopback data paths."""
 
-import os
 
 import pytest
 

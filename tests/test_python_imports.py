@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY
+from conftest import MEMORY
 
 # Writes a package into $D, imports it (twice: source, then __pycache__),
 # runs a script and a module from the mount, and compiles the tree.
