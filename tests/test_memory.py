@@ -202,6 +202,23 @@ read -r a <&4
 read -r b <&4
 exec 4<&-
 echo "fd 4 read: $a $b"
+echo 'echo "sourced with $# args: $*"' > lib.sh
+source lib.sh one two
+. ./lib.sh three
+content=$(< g)
+echo "command substitution read ${#content} chars"
+exec 5<> rw
+echo "read-write fd" >&5
+exec 5>&-
+read -r rwline < rw
+echo "$rwline"
+[[ rw -nt /dev/null ]] && echo "rw is newer than /dev/null"
+[[ -r rw && -w rw && ! -x rw ]] && echo "rw is rw-, not x"
+shopt -s nullglob
+files=(*.sh)
+echo "glob *.sh: ${files[*]}"
+none=(*.none)
+echo "nullglob: ${#none[@]}"
 echo > "$D/no/such" || echo "redirect into missing dir failed"
 cd "$D/no" || echo "cd into missing dir failed"
 echo end
