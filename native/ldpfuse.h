@@ -9,6 +9,8 @@
 #include "backend/backend.h"
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -19,8 +21,25 @@
  * wrapper goes straight to libc. Python's own imports and the FS's lower-directory I/O
  * must never recurse into the mount. */
 extern TLS int ldp_guard;
-static inline void guard_enter(void) { ldp_guard++; }
-static inline void guard_leave(void) { ldp_guard--; }
+/* Signals stay blocked while the FS runs: a handler that touches the mount then runs after
+ * the call, instead of re-entering locks (ours, the GIL, the FS's own) that the interrupted
+ * call holds. */
+extern TLS sigset_t ldp_guard_mask;
+static inline void guard_enter(void)
+{
+    if (ldp_guard == 0) {
+        /* block first: a handler between the two steps must still see the guard down */
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &ldp_guard_mask);
+    }
+    ldp_guard++;
+}
+static inline void guard_leave(void)
+{
+    if (--ldp_guard == 0)
+        pthread_sigmask(SIG_SETMASK, &ldp_guard_mask, NULL);
+}
 
 /* ---- logging (never through a wrapped function) */
 enum { LOG_ERROR = 0, LOG_WARNING = 1, LOG_INFO = 2, LOG_DEBUG = 3 };

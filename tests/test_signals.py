@@ -24,9 +24,6 @@ def signal_reentry(tmp_path_factory):
 PROBE_TIMEOUT = 30
 
 
-@pytest.mark.xfail(strict=False, reason="deadlocks: the process waits forever on a futex "
-                   "(a lock the interrupted interposer code holds) when the SIGALRM "
-                   "handler stat()s a mount path; issue 4, item 7")
 @pytest.mark.parametrize("fs,options", [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}),
                                         (MEMORY, {})],
                          ids=["loopback", "loopback-no-passthrough", "memory"])

@@ -6,6 +6,7 @@
 #include <string.h>
 
 TLS int ldp_guard;
+TLS sigset_t ldp_guard_mask;
 void process_init(void);
 void backend_destroy(void);
 

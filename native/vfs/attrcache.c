@@ -32,6 +32,7 @@ static uint64_t generation = 1;
 static struct timespec timeout = { 1, 0 };
 static int enabled = -1;
 int ldp_writers;                /* passthrough fds open for writing in this process */
+static TLS int holding;         /* this thread holds the lock: a signal handler's stat skips the cache */
 
 static int cache_on(void)
 {
@@ -73,6 +74,9 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     int hit = 0;
+    if (holding)
+        return 0;
+    holding = 1;
     pthread_mutex_lock(&lock);
     struct slot *s = &slots[h & (SLOTS - 1)];
     if (s->gen == generation && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
@@ -81,6 +85,7 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
         hit = 1;
     }
     pthread_mutex_unlock(&lock);
+    holding = 0;
     return hit;
 }
 
@@ -94,6 +99,9 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
         return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (holding)
+        return;
+    holding = 1;
     pthread_mutex_lock(&lock);
     if (slots == NULL)
         slots = calloc(SLOTS, sizeof *slots);
@@ -113,6 +121,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
         }
     }
     pthread_mutex_unlock(&lock);
+    holding = 0;
 }
 
 uint64_t attrcache_generation(void)

@@ -28,6 +28,7 @@ void fdtable_set(int fd, struct vfile *v)
 {
     if (fd < 0 || fd >= NCHUNKS * CHUNK)
         return;
+    guard_enter();      /* no signal handler may come back in while the lock is held */
     pthread_mutex_lock(&lock);
     struct vfile **c = chunks[fd >> CHUNK_BITS];
     if (c == NULL) {
@@ -43,12 +44,14 @@ void fdtable_set(int fd, struct vfile *v)
     if (fd > max_fd)
         max_fd = fd;
     pthread_mutex_unlock(&lock);
+    guard_leave();
 }
 
 struct vfile *fdtable_take(int fd)
 {
     if (fdtable_get(fd) == NULL)
         return NULL;
+    guard_enter();
     pthread_mutex_lock(&lock);
     struct vfile **c = chunks[fd >> CHUNK_BITS];
     struct vfile *v = c[fd & (CHUNK - 1)];
@@ -57,6 +60,7 @@ struct vfile *fdtable_take(int fd)
         __atomic_sub_fetch(&ldp_nvfds, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
+    guard_leave();
     return v;
 }
 
