@@ -98,10 +98,6 @@ def test_check_raises_called_process_error_with_the_output(ldpfuse):
     assert "No such file or directory" in e.value.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "nested ldpfuse-run: the preload's exec wrapper (native/interpose/process.c) puts back "
-    "the LDPFUSE_* variables the outer launcher set, so the inner launcher's added mount "
-    "never reaches the command"))
 def test_two_mounts_in_one_command(ldpfuse, tmp_path):
     lower = tmp_path / "lower"
     lower.mkdir()

@@ -119,12 +119,25 @@ static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
     char **out = malloc(sizeof *out * (size_t)(n + nsaved + 4));
     if (out == NULL)
         return (char **)envp;
-    char *fds = inherited_fds();    /* freed by the exec (or leaked once if it fails) */
-    int k = 0;
-    for (char *const *e = envp; e && *e; e++)
-        if (strncmp(*e, "LDPFUSE_", 8) != 0 && strncmp(*e, "LD_PRELOAD=", 11) != 0)
-            out[k++] = *e;
+    /* A nested ldpfuse-run hands its command a mount table of its own: that one wins,
+     * and our fds (indexed by our table) are not passed on. */
+    const char *ours = NULL, *theirs = NULL;
     for (int i = 0; i < nsaved; i++)
+        if (strncmp(saved_env[i], "LDPFUSE_MOUNTPOINTS=", 20) == 0)
+            ours = saved_env[i];
+    for (char *const *e = envp; e && *e; e++)
+        if (strncmp(*e, "LDPFUSE_MOUNTPOINTS=", 20) == 0)
+            theirs = *e;
+    int nested = theirs && ours && strcmp(theirs, ours) != 0;
+    char *fds = nested ? NULL : inherited_fds();    /* freed by the exec (or leaked once) */
+    int k = 0;
+    for (char *const *e = envp; e && *e; e++) {
+        int mine = strncmp(*e, "LDPFUSE_", 8) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0;
+        int per_process = strncmp(*e, "LDPFUSE_CWD", 11) == 0 || strncmp(*e, "LDPFUSE_FDS=", 12) == 0;
+        if (!mine || (nested && !per_process))
+            out[k++] = *e;
+    }
+    for (int i = 0; i < nsaved && !nested; i++)
         out[k++] = saved_env[i];
     if (ldp_cwd_virtual) {
         snprintf(cwdbuf, PATH_MAX + 16, "LDPFUSE_CWD=%s", ldp_cwd);
