@@ -68,9 +68,18 @@ def fuse_get_context() -> tuple[int, int, int]:
     """Return ``(uid, gid, pid)`` of the process making the current call.
 
     In the embedded mode the file system runs inside the calling process, so
-    this is the current process.
+    this is the current process; in the shared mode it is the client process
+    whose request is being answered.
     """
+    if _request_context is not None:
+        ctx = _request_context()
+        if ctx is not None:
+            return ctx
     return os.getuid(), os.getgid(), os.getpid()
+
+
+# set by the shared mode's server (ldpfuse_py.shared_mode) to its per-request context
+_request_context: Any = None
 
 
 class Passthrough:

@@ -35,7 +35,9 @@ def run(argv_exec, env, die):
     for key, value in env.items():
         if key.startswith("LDPFUSE_"):
             os.environ[key] = value
-    from . import _embedded, _runtime
+    from . import _embedded, _runtime, operations
+
+    operations._request_context = _embedded.context
 
     try:
         _embedded.serve_init()

@@ -1021,7 +1021,9 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
 /* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (server.c). */
 PyObject *ldp_serve_init(PyObject *self, PyObject *args);
 PyObject *ldp_serve_start(PyObject *self, PyObject *args);
+PyObject *ldp_context(PyObject *self, PyObject *args);
 static PyMethodDef methods[] = {
+    { "context", ldp_context, METH_NOARGS, "The calling client's (uid, gid, pid) in the shared mode's server." },
     { "serve_init", ldp_serve_init, METH_NOARGS, "Build the file system objects for serving." },
     { "serve_start", ldp_serve_start, METH_VARARGS,
       "serve_start(listen_fd, thread_safe=False): answer clients on a listening unix socket." },

@@ -26,6 +26,7 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
                                                   size_t errsize);
 
 static struct backend_ops *ops;
+static __thread const struct wire_req *current;     /* the request being answered */
 static pthread_mutex_t fs_lock = PTHREAD_MUTEX_INITIALIZER;
 static int serialise = 1;
 
@@ -122,6 +123,7 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
     char small[sizeof(struct stat) > sizeof(struct statvfs) ? sizeof(struct stat) : sizeof(struct statvfs)];
     if (serialise)
         pthread_mutex_lock(&fs_lock);
+    current = rq;
     switch (rq->op) {
     case W_GETATTR:
         r = ops->getattr(mnt, path, fhp, (struct stat *)small);
@@ -207,6 +209,7 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
     case W_REMOVEXATTR: r = ops->removexattr(mnt, path, path2); break;
     default: r = -ENOSYS;
     }
+    current = NULL;
     if (serialise)
         pthread_mutex_unlock(&fs_lock);
     int ret = send_resp(fd, r, fh, out, out_len, pass_fd);
@@ -256,6 +259,17 @@ static void *accept_thread(void *arg)
         pthread_attr_destroy(&at);
     }
     return NULL;
+}
+
+/* fuse_get_context() in the server: the calling client's (uid, gid, pid), or None when
+ * this thread is not answering a request. */
+PyObject *ldp_context(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    if (current == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(III)", current->uid, current->gid, current->pid);
 }
 
 PyObject *ldp_serve_init(PyObject *self, PyObject *args)

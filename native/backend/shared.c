@@ -157,6 +157,8 @@ static int64_t xact(struct call *c)
     c->rq.path2_len = (uint32_t)p2l;
     c->rq.data_len = (uint32_t)c->data_len;
     c->rq.len = (uint32_t)(pl + p2l + c->data_len);
+    c->rq.uid = (uint32_t)geteuid();
+    c->rq.gid = (uint32_t)getegid();
     struct iovec iov[4] = {
         { &c->rq, sizeof c->rq }, { (void *)c->path, pl }, { (void *)c->path2, p2l },
         { (void *)c->data, c->data_len },
@@ -169,6 +171,7 @@ static int64_t xact(struct call *c)
     int64_t result = -EIO;
     if (conn_fd < 0 && conn_open() < 0)
         goto gone;
+    c->rq.pid = (uint32_t)conn_pid;
     struct wire_resp resp;
     if (write_all(conn_fd, iov, 4, -1) < 0 || read_resp(conn_fd, &resp, &c->fd) < 0)
         goto gone;

@@ -28,6 +28,7 @@ struct wire_req {
     uint8_t has_fh;
     uint8_t pad[3];
     uint32_t path_len, path2_len, data_len;
+    uint32_t uid, gid, pid;     /* the caller, for fuse_get_context() */
 };
 
 struct wire_resp {
