@@ -52,6 +52,7 @@ struct mount {
     char *point;    /* absolute, normalised, no trailing slash */
     size_t len;
     dev_t dev;      /* st_dev reported when the FS does not give one */
+    const char *last;   /* its last component: a path without it cannot lead into the mount */
 };
 extern struct mount *ldp_mounts;
 extern int ldp_nmounts;
