@@ -21,7 +21,7 @@ def signal_reentry(tmp_path_factory):
 
 
 # Natively the program takes well under a second.
-PROBE_TIMEOUT = 30
+PROBE_TIMEOUT = 20
 
 
 @pytest.mark.parametrize("fs,options", [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}),
