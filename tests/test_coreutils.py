@@ -307,3 +307,28 @@ def test_chown_and_chown_h_match_native(loop):
         stat -c '%u %g %n' "$D/link_to_f"
         stat -L -c '%u %g %n' "$D/link_to_f"
     """)
+
+
+def test_temp_files_in_mount_for_sort_heredoc_mktemp_match_native(loop):
+    """Programs that put their temporary files in the mount: sort spilling
+    to -T, bash here-documents under TMPDIR (created, unlinked, then read),
+    mktemp, split and tee."""
+    compare(loop, """
+        mkdir "$D/tmp"
+        seq 1 200000 | sed 's/^\\(.*\\)\\(.\\)$/\\2\\1/' > "$D/nums"
+        sort -S 64K -T "$D/tmp" "$D/nums" | md5sum
+        sort -n -S 64K -T "$D/tmp" --parallel=2 "$D/nums" | tail -2
+        ls -A "$D/tmp"
+        TMPDIR="$D/tmp" bash -c 'cat <<EOF
+here-document through a temporary file in the mount
+EOF'
+        t=$(mktemp -p "$D/tmp" made.XXXXXX)
+        echo temp > "$t"
+        stat -c '%a %s' "$t"
+        rm "$t"
+        split -l 50000 -d "$D/nums" "$D/tmp/part."
+        ls "$D/tmp"
+        cat "$D"/tmp/part.* | cmp - "$D/nums" && echo split-joined
+        echo teed | tee "$D/tmp/t1" "$D/tmp/t2" > /dev/null
+        cat "$D/tmp/t1" "$D/tmp/t2"
+    """)

@@ -79,3 +79,20 @@ def test_tar_gzip_through_child_process_matches_native(tarws):
         mkdir z && tar xzf src.tgz -C z
         diff -r src z/src && echo same
     """, tree_ignore=("src.tgz",))
+
+
+def test_zip_and_unzip_roundtrip_match_native(tarws):
+    need("zip")
+    need("unzip")
+    tarws.compare_sh("""
+        cd "$D"
+        zip -q -r -X src.zip src
+        unzip -l src.zip | awk '{print $1, $4}'
+        mkdir unz && cd unz
+        unzip -q ../src.zip
+        cd ..
+        diff -r src unz/src && echo same
+        zip -q -d src.zip src/README
+        unzip -Z1 src.zip | sort
+        unzip -p src.zip src/pkg/mod.py
+    """, tree_ignore=("src.zip",))  # holds times the trees do not share
