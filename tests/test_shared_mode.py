@@ -56,8 +56,8 @@ def test_clients_get_eio_at_once_when_the_server_dies(tmp_path):
         echo before > {m}/a && cat {m}/a
         kill -KILL $PPID
         sleep 0.2
-        if cat {m}/a 2> err; then echo "read after death"; fi
-        cat err > {tmp_path}/err.txt
+        if cat {m}/a 2> {tmp_path}/err; then echo "read after death"; fi
+        mv {tmp_path}/err {tmp_path}/err.txt
     """
     start = time.monotonic()
     proc = subprocess.Popen(ldpfuse_run_argv() + ["--mode", "shared", "--mountpoint", str(m),
