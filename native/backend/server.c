@@ -46,21 +46,6 @@ static void server_log(int level, const char *msg)
 
 static const struct core_api server_core = { .abi = LDP_BACKEND_ABI, .log = server_log };
 
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t r = recv(fd, p, len, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 static int send_resp(int fd, int64_t result, uint64_t fh, const void *data, size_t len, int pass_fd)
 {
     struct wire_resp resp = { .len = (uint32_t)len, .has_fd = pass_fd >= 0, .result = result, .fh = fh };
@@ -225,12 +210,12 @@ static void *conn_thread(void *arg)
     int fd = (int)(intptr_t)arg;
     for (;;) {
         struct wire_req rq;
-        if (read_all(fd, &rq, sizeof rq) < 0)
+        if (wire_read_all(fd, &rq, sizeof rq) < 0)
             break;
         if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
             break;
         char *body = malloc((size_t)rq.len + 2);
-        if (body == NULL || read_all(fd, body, rq.len) < 0 || serve_one(fd, &rq, body) < 0) {
+        if (body == NULL || wire_read_all(fd, body, rq.len) < 0 || serve_one(fd, &rq, body) < 0) {
             free(body);
             break;
         }

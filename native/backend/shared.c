@@ -100,21 +100,6 @@ static int write_all(int fd, struct iovec *iov, int n, int pass_fd)
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t r = recv(fd, p, len, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 /* The response header, with the fd that may ride along. */
 static int read_resp(int fd, struct wire_resp *resp, int *fd_out)
 {
@@ -131,7 +116,7 @@ static int read_resp(int fd, struct wire_resp *resp, int *fd_out)
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
             memcpy(fd_out, CMSG_DATA(c), sizeof(int));
     if ((size_t)r < sizeof *resp)
-        return read_all(fd, (char *)resp + r, sizeof *resp - (size_t)r);
+        return wire_read_all(fd, (char *)resp + r, sizeof *resp - (size_t)r);
     return 0;
 }
 
@@ -183,7 +168,7 @@ static int64_t xact(struct call *c)
         } else {
             dst = c->out_alloc = malloc(len);
         }
-        if (dst == NULL || read_all(conn_fd, dst, len) < 0) {
+        if (dst == NULL || wire_read_all(conn_fd, dst, len) < 0) {
             if (dst != c->out)
                 free(dst);
             c->out_alloc = NULL;

@@ -10,13 +10,17 @@
  */
 #ifndef LDPFUSE_WIRE_H
 #define LDPFUSE_WIRE_H
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 enum wire_op {
     W_GETATTR = 1, W_READLINK, W_MKNOD, W_MKDIR, W_UNLINK, W_RMDIR, W_SYMLINK, W_RENAME,
     W_LINK, W_CHMOD, W_CHOWN, W_TRUNCATE, W_OPEN, W_CREATE, W_READ, W_WRITE, W_STATFS,
     W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
-    W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR, W_HELLO,
+    W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR,
 };
 
 struct wire_req {
@@ -46,5 +50,20 @@ struct wire_dirent {
     uint16_t namelen;
 };
 
-#define WIRE_HELLO_MAGIC 0x4c445046  /* "LDPF" */
+
+/* Read exactly len bytes from a stream socket; -1 on EOF or error. */
+static inline int wire_read_all(int fd, void *buf, size_t len)
+{
+    char *p = (char *)buf;
+    while (len > 0) {
+        ssize_t r = recv(fd, p, len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
 #endif
