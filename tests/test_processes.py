@@ -16,14 +16,22 @@ def build_tree(root):
     (root / "sub" / "g").write_text("in sub\n")
 
 
-@pytest.fixture
-def pws(ws):
+@pytest.fixture(params=[{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
+def pws(request, ws):
+    """The workspace populated with build_tree, and the loopback options."""
     ws.populate(build_tree)
+    ws.options = request.param
     return ws
 
 
+def xfail_on_cached_path(request, pws, reason):
+    """Expect failure, with the observed reason, on passthrough=no only."""
+    if pws.options.get("passthrough") == "no":
+        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
+
+
 def sh(ws, script, **kw):
-    return ws.compare_sh(script, env_extra={"PY": sys.executable}, **kw)
+    return ws.compare_sh(script, env_extra={"PY": sys.executable}, options=ws.options, **kw)
 
 
 def test_sh_c_cat_reads_redirected_virtual_fd_after_exec(pws):
@@ -35,7 +43,10 @@ def test_sh_c_cat_reads_redirected_virtual_fd_after_exec(pws):
     """)
 
 
-def test_subshell_writes_share_offset_with_parent(pws):
+def test_subshell_writes_share_offset_with_parent(pws, request):
+    xfail_on_cached_path(request, pws, (
+        "with passthrough=no, what a grandchild (sh -c 'echo z') writes through"
+        " an inherited fd opened with >> is lost"))
     sh(pws, """
         (echo a; echo b) > "$D/out"
         cat "$D/out"
@@ -46,7 +57,11 @@ def test_subshell_writes_share_offset_with_parent(pws):
     """)
 
 
-def test_fd_opened_before_exec_works_in_child(pws):
+def test_fd_opened_before_exec_works_in_child(pws, request):
+    xfail_on_cached_path(request, pws, (
+        "with passthrough=no, writes to fd 3 after a child has used it are lost"
+        " ('z', and 'from python', whose interpreter logs 'carries a Python "
+        "interpreter that is not running; mount operations fail with EIO')"))
     sh(pws, """
         exec 3>"$D/via3"
         sh -c 'echo y >&3'
@@ -62,7 +77,10 @@ def test_fd_opened_before_exec_works_in_child(pws):
     """)
 
 
-def test_stderr_redirected_into_mount_collects_child_output(pws):
+def test_stderr_redirected_into_mount_collects_child_output(pws, request):
+    xfail_on_cached_path(request, pws, (
+        "with passthrough=no, a Python child's stderr appended with 2>> to a "
+        "mount file is lost"))
     sh(pws, """
         sh -c 'echo to-stderr >&2; ls "$D/missing"' 2>"$D/log" || true
         cat "$D/log"
@@ -80,7 +98,11 @@ def test_env_i_child_still_sees_mount_with_absolute_path(pws):
     """)
 
 
-def test_pipeline_status_and_sigpipe_unchanged(pws):
+def test_pipeline_status_and_sigpipe_unchanged(pws, request):
+    xfail_on_cached_path(request, pws, (
+        "with passthrough=no, a Python child with stdin from a mount file logs "
+        "'carries a Python interpreter that is not running; mount operations "
+        "fail with EIO' on stderr"))
     sh(pws, """
         set +e
         yes | head -1 > "$D/yes"
@@ -106,7 +128,10 @@ def test_cd_into_mount_subdir_is_inherited_by_children(pws):
     """)
 
 
-def test_concurrent_append_from_two_processes_loses_nothing(pws):
+def test_concurrent_append_from_two_processes_loses_nothing(pws, request):
+    xfail_on_cached_path(request, pws, (
+        "with passthrough=no, each process appends to its own cached copy: two "
+        "appenders of 300 lines each end with fewer than 600 (598 seen)"))
     sh(pws, """
         writer() { for i in $(seq 1 300); do echo "$1 $i" >> "$D/log"; done; }
         writer a &
@@ -158,7 +183,7 @@ os.close(fd)
 
 
 def test_python_subprocess_system_popen_posix_spawn_match_native(pws):
-    pws.compare_py(PY_SUBPROCESS)
+    pws.compare_py(PY_SUBPROCESS, options=pws.options)
 
 
 PY_SPAWN_OPEN = r'''
@@ -176,7 +201,7 @@ print(open(f"{D}/spawned").read(), end="")
                    "the child, past the interposer: opening a mount path there fails "
                    "with ENOENT (issue 4, item 3)")
 def test_posix_spawn_file_actions_open_mount_paths(pws):
-    pws.compare_py(PY_SPAWN_OPEN)
+    pws.compare_py(PY_SPAWN_OPEN, options=pws.options)
 
 
 PY_FORK = r'''
@@ -230,7 +255,7 @@ print("contents", {open(f"{D}/child{i}").read() for i in range(20)})
 
 
 def test_python_fork_shares_offset_and_survives_busy_threads(pws):
-    pws.compare_py(PY_FORK)
+    pws.compare_py(PY_FORK, options=pws.options)
 
 
 PY_MP = r'''
@@ -257,7 +282,7 @@ if __name__ == "__main__":
 
 
 def test_python_multiprocessing_fork_spawn_forkserver_match_native(pws):
-    pws.compare_py(PY_MP, tree_ignore=("__pycache__",))
+    pws.compare_py(PY_MP, tree_ignore=("__pycache__",), options=pws.options)
 
 
 PY_THREADS = r'''
@@ -298,7 +323,7 @@ print("shared lines", len(lines), len(set(lines)))
 
 
 def test_python_threads_doing_io_at_once_match_native(pws):
-    pws.compare_py(PY_THREADS, check_tree=False)
+    pws.compare_py(PY_THREADS, check_tree=False, options=pws.options)
 
 
 def test_exec_script_in_mount_and_path_search_match_native(pws):
@@ -346,7 +371,7 @@ def test_python_host_of_other_version_that_never_touches_mount_runs_normally(pws
     of another version runs as without ldpfuse."""
     exe = other_python()
     pws.compare([exe, "-c", "import sys, os; print(sys.version_info[:2], "
-                 "sorted(os.listdir(os.environ['O'])))"])
+                 "sorted(os.listdir(os.environ['O'])))"], options=pws.options)
 
 
 def test_python_host_of_other_version_touching_mount_works_or_fails_clearly(pws):
@@ -356,7 +381,7 @@ def test_python_host_of_other_version_touching_mount_works_or_fails_clearly(pws)
     exe = other_python()
     code = "import os; print(open(os.environ['D'] + '/f').read(), end='')"
     native = pws.native_run([exe, "-c", code])
-    ldp = pws.ldp_run([exe, "-c", code])
+    ldp = pws.ldp_run([exe, "-c", code], options=pws.options)
     if ldp.returncode == 0:
         assert ldp.stdout == native.stdout, ldp.describe()
     else:
@@ -386,5 +411,5 @@ print("listed", sorted(os.listdir(D)))
         echo > "$O/done"
         wait
     """)
-    pws.compare(["bash", "-eu", script], options={"attr_timeout": "0"},
+    pws.compare(["bash", "-eu", script], options=dict(pws.options, attr_timeout="0"),
                 env_extra={"PY": sys.executable})
