@@ -168,6 +168,10 @@ int vfs_fd_vpath(int fd, struct vpath *vp);
 /* Follow symlinks in the last component: vp becomes the target; returns 1 if the target is
  * still in a mount, 0 if it left every mount (out gets the absolute real path), -1 on error. */
 int vfs_follow(struct vpath *vp, char *out, size_t size);
+/* The same, keeping what the last lookup found: *state is LOOKED_FOUND (st filled, not a
+ * symlink) or LOOKED_MISSING (ENOENT), so the caller need not ask the FS again. */
+enum { LOOKED_UNKNOWN, LOOKED_FOUND, LOOKED_MISSING };
+int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, int *state);
 
 /* ---- directory streams (vfs/vdir.c) */
 DIR *vdir_open(const struct vpath *vp);

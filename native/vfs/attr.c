@@ -88,14 +88,23 @@ static int link_target(const struct vpath *vp, char *out, size_t size)
     return 0;
 }
 
-int vfs_follow(struct vpath *vp, char *out, size_t size)
+int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, int *state)
 {
-    struct stat st;
+    struct stat tmp;
+    if (st == NULL)
+        st = &tmp;
+    *state = LOOKED_UNKNOWN;
     for (int i = 0; i < SYMLOOP_MAX; i++) {
-        if (getattr_once(vp, &st) < 0)
-            return errno == ENOENT ? 1 : -1;    /* a missing target stays where it is */
-        if (!S_ISLNK(st.st_mode))
+        if (getattr_once(vp, st) < 0) {
+            if (errno != ENOENT)
+                return -1;
+            *state = LOOKED_MISSING;    /* a missing target stays where it is */
             return 1;
+        }
+        if (!S_ISLNK(st->st_mode)) {
+            *state = LOOKED_FOUND;
+            return 1;
+        }
         char abs[PATH_MAX];
         int trailing = vp->trailing_slash;
         if (link_target(vp, abs, sizeof abs) < 0)
@@ -108,6 +117,12 @@ int vfs_follow(struct vpath *vp, char *out, size_t size)
     }
     errno = ELOOP;
     return -1;
+}
+
+int vfs_follow(struct vpath *vp, char *out, size_t size)
+{
+    int state;
+    return vfs_follow_stat(vp, out, size, NULL, &state);
 }
 
 /* getattr, following symlinks if asked. If the target leaves every mount, the real stat

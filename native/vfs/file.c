@@ -325,18 +325,30 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
     }
     struct vpath vp = *vp0;
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+    struct stat st;
+    int looked = LOOKED_UNKNOWN;
     if (!(flags & O_NOFOLLOW) && !excl) {
         char out[PATH_MAX];
-        int r = vfs_follow(&vp, out, sizeof out);
+        int r = vfs_follow_stat(&vp, out, sizeof out, &st, &looked);
         if (r < 0)
             return -1;
         if (r == 0)
             return REAL(open)(out, flags, mode);
     }
-    struct stat st;
-    int exists = vfs_getattr(&vp, 0, &st) == 0;
-    if (!exists && errno != ENOENT)
-        return -1;
+    int exists;
+    if (looked == LOOKED_FOUND) {
+        exists = !vp.trailing_slash || S_ISDIR(st.st_mode) || (errno = ENOTDIR, 0);
+        if (!exists)
+            return -1;
+        vfs_patch_open_size(&vp, &st);
+    } else if (looked == LOOKED_MISSING) {
+        exists = 0;
+        errno = ENOENT;
+    } else {
+        exists = vfs_getattr(&vp, 0, &st) == 0;
+        if (!exists && errno != ENOENT)
+            return -1;
+    }
     struct open_result res = { .passthrough_fd = -1 };
     int r;
     if (exists) {
