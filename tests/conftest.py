@@ -133,7 +133,7 @@ def ldpfuse_run_argv():
 
 def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
             log_level=None, cwd=None, env=None, timeout=LDP_TIMEOUT,
-            input=None, fake_lower=None):
+            input=None, fake_lower=None, mode=None):
     """Run cmd under `ldpfuse-run --mountpoint mountpoint fs_spec fs_args --`."""
     if FAKE_MOUNT == "bind" and fake_lower is not None:
         Path(mountpoint).mkdir(exist_ok=True)
@@ -143,6 +143,8 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
         return run(bind + list(cmd), timeout=timeout, cwd=cwd,
                    env=env or base_env(), input=input)
     argv = ldpfuse_run_argv() + ["--mountpoint", str(mountpoint)]
+    if mode:
+        argv += ["--mode", mode]
     if LDP_MODE != "embedded":
         argv += ["--mode", LDP_MODE]
     for key, value in (options or {}).items():
@@ -280,7 +282,7 @@ class Workspace:
 
     def compare(self, cmd, *, fs=LOOPBACK, options=None, env_extra=None,
                 check_tree=True, tree_ignore=(), expect_success=True,
-                compare_stderr=True, timeout=LDP_TIMEOUT, input=None):
+                compare_stderr=True, timeout=LDP_TIMEOUT, input=None, mode=None):
         """Run cmd natively on $D=native and under ldpfuse on $D=mnt; the
         exit status, stdout and stderr must be the same after normalisation
         and, for loopback, the lower tree must equal the native tree."""
@@ -288,7 +290,7 @@ class Workspace:
         if expect_success:
             assert native.returncode == 0, "native run failed (test bug):\n" + native.describe()
         ldp = self.ldp_run(cmd, fs=fs, options=options, env_extra=env_extra,
-                           timeout=timeout, input=input)
+                           timeout=timeout, input=input, mode=mode)
         report = ("\n=== native ===\n" + native.describe() +
                   "\n=== ldpfuse ===\n" + ldp.describe())
         assert ldp.returncode == native.returncode, report

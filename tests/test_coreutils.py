@@ -1,14 +1,14 @@
-"""coreutils, findutils, diffutils and sed on the loopback example, compared
-with the same commands on a native directory.  Each test runs once with the
-loopback's passthrough data path and once with passthrough=no (the data goes
-through the file system's read/write)."""
+"""coreutils, findutils, diffutils and sed, compared with the same commands
+on a native directory.  Each test runs on the loopback example with its
+passthrough data path, with passthrough=no (the data goes through the file
+system's read/write), and on the memory example in --mode shared."""
 
 import os
 import sys
 
 import pytest
 
-from conftest import need
+from conftest import LOOPBACK, MEMORY, need
 
 
 def build_tree(root):
@@ -31,16 +31,62 @@ def build_tree(root):
     os.link(root / "f.txt", root / "hard_f")
 
 
-@pytest.fixture(params=[{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
+DATA_PATHS = [
+    pytest.param({"options": {}}, id="passthrough"),
+    pytest.param({"options": {"passthrough": "no"}}, id="no-passthrough"),
+    # The in-memory example with its state in one server process for the
+    # whole command (--mode shared), so a multi-process script can use it.
+    pytest.param({"fs": MEMORY, "mode": "shared"}, id="memory-shared"),
+]
+
+
+@pytest.fixture(params=DATA_PATHS)
 def loop(request, ws):
-    """The workspace populated with build_tree, and the loopback options."""
-    ws.populate(build_tree)
-    ws.options = request.param
+    """The workspace with build_tree in place, and how to mount it.
+
+    Loopback: build_tree is made in the native and the lower directory.
+    Memory: the mount starts empty, so both runs begin by unpacking a seed
+    tree into $D (the native run too, to stay comparable)."""
+    ws.fs = request.param.get("fs", LOOPBACK)
+    ws.mode = request.param.get("mode")
+    ws.options = request.param.get("options", {})
+    if ws.fs == LOOPBACK:
+        ws.populate(build_tree)
+        ws.prefix = ""
+    else:
+        seed = ws.tmp / "seed"
+        seed.mkdir()
+        build_tree(seed)
+        # tar sets modes with chmod; cp -a would go through ACL xattrs,
+        # which test_cp_a_then_diff_r_matches_native checks on its own.
+        ws.prefix = f'tar cf - -C "{seed}" . | tar xpf - -C "$D"\n'
     return ws
 
 
+ACL_XATTR = ("memory example: setxattr('system.posix_acl_access') is stored as plain data "
+             "and the mode is left as created, so cp -a and sed -i, which set the final "
+             "mode through that ACL, leave 0600 files and 0700 directories (kernel FUSE "
+             "refuses POSIX ACL names with EOPNOTSUPP unless the file system opts in)")
+SYMLINKED_DIR = ("memory example: a path through a symlink to a directory "
+                 "(link_to_dir/c) fails with ENOTDIR, so find -L misses what is below it")
+
+
+def xfail_on_memory(request, loop, reason):
+    """Expect failure, with the observed reason, on the memory variant only."""
+    if loop.fs == MEMORY:
+        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
+
+
+def seed_file(loop, name, data):
+    """Put a file into the starting tree of both runs."""
+    roots = (loop.native, loop.lower) if loop.fs == LOOPBACK else (loop.tmp / "seed",)
+    for root in roots:
+        (root / name).write_bytes(data)
+
+
 def compare(loop, script, **kw):
-    return loop.compare_sh(script, options=loop.options, **kw)
+    return loop.compare_sh(loop.prefix + script, fs=loop.fs, mode=loop.mode,
+                           options=loop.options, **kw)
 
 
 def test_ls_la_matches_native_names_modes_sizes_links(loop):
@@ -54,7 +100,8 @@ def test_ls_la_matches_native_names_modes_sizes_links(loop):
     """)
 
 
-def test_cp_a_then_diff_r_matches_native(loop):
+def test_cp_a_then_diff_r_matches_native(loop, request):
+    xfail_on_memory(request, loop, ACL_XATTR)
     compare(loop, """
         cp -a "$D/a" "$D/a_copy"
         diff -r "$D/a" "$D/a_copy" && echo same-inside
@@ -64,6 +111,7 @@ def test_cp_a_then_diff_r_matches_native(loop):
         diff -r "$O/out_copy/a" "$D/back_in" && echo same-back
         cp "$D/a/b/big.bin" "$D/big_plain"
         cmp "$D/a/b/big.bin" "$D/big_plain" && echo cmp-ok
+        cd "$D" && find a_copy back_in big_plain -printf '%p %m %n %y\n' | sort
     """)
 
 
@@ -94,7 +142,8 @@ def test_rm_rf_removes_tree_like_native(loop):
     """)
 
 
-def test_find_sorted_output_matches_native(loop):
+def test_find_sorted_output_matches_native(loop, request):
+    xfail_on_memory(request, loop, SYMLINKED_DIR)
     compare(loop, """
         find "$D" | sort
         find "$D" -type f -name '*.txt' | sort
@@ -208,7 +257,8 @@ def test_sort_o_in_place_matches_native(loop):
     """)
 
 
-def test_sed_i_edits_in_place_like_native(loop):
+def test_sed_i_edits_in_place_like_native(loop, request):
+    xfail_on_memory(request, loop, ACL_XATTR)
     need("sed")
     compare(loop, """
         sed -i 's/foo/bar/g' "$D/a/lines"
@@ -238,11 +288,9 @@ def test_mkdir_p_and_rmdir_match_native(loop):
 
 
 def test_large_file_dd_cp_truncate_match_native(loop):
-    for d in (loop.native, loop.lower):
-        block = bytes((i * 31 + 7) % 256 for i in range(1 << 16))
-        with open(d / "large", "wb") as f:
-            for i in range(24 * 16):  # 24 MiB, each 64 KiB block different
-                f.write(block[i % 256:] + block[:i % 256])
+    block = bytes((i * 31 + 7) % 256 for i in range(1 << 16))
+    # 24 MiB, each 64 KiB block different
+    seed_file(loop, "large", b"".join(block[i % 256:] + block[:i % 256] for i in range(24 * 16)))
     compare(loop, """
         dd if="$D/large" of="$D/large.dd" bs=1M status=none
         dd if="$D/large" of="$D/part" bs=4096 skip=3 count=100 status=none
@@ -269,7 +317,8 @@ def test_grep_r_find_exec_xargs_match_native(loop):
     """)
 
 
-def test_cp_a_and_tar_keep_xattrs_like_native(loop):
+def test_cp_a_and_tar_keep_xattrs_like_native(loop, request):
+    xfail_on_memory(request, loop, ACL_XATTR)
     need("tar")
     compare(loop, """
         "$PY" -c '

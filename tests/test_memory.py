@@ -3,7 +3,9 @@ mount, so every check runs inside one process: one python3, or one bash
 using builtins and redirections only.  Each is compared with the same program
 on a native directory."""
 
-from conftest import MEMORY
+import pytest
+
+from conftest import LOOPBACK, MEMORY
 
 PY_SCRIPT = r'''
 import errno, os, shutil, stat
@@ -236,3 +238,33 @@ def test_memory_bash_builtins_match_native(ws):
 def test_same_single_process_script_on_loopback_matches_native(ws):
     """The memory script is a good all-round check: run it on loopback too."""
     ws.compare_py(PY_SCRIPT)
+
+
+SYMLINKED_DIR_SCRIPT = r'''
+import errno, os
+D = os.environ["D"]
+os.makedirs(f"{D}/a/b/c")
+with open(f"{D}/a/b/c/deep", "w") as f:
+    f.write("deep\n")
+os.symlink("a/b", f"{D}/rel_to_b")
+os.symlink(f"{D}/a/b", f"{D}/abs_to_b")
+os.symlink("../rel_to_b/c", f"{D}/a/chain")
+for p in ("rel_to_b/c", "rel_to_b/c/deep", "abs_to_b/c/deep", "a/chain/deep",
+          "rel_to_b/../b/c", "rel_to_b/c/../c/deep"):
+    try:
+        st = os.stat(f"{D}/{p}")
+        print(p, "dir" if os.path.isdir(f"{D}/{p}") else st.st_size)
+    except OSError as e:
+        print(p, errno.errorcode[e.errno])
+print(sorted(os.listdir(f"{D}/rel_to_b/c")), open(f"{D}/a/chain/deep").read().strip())
+with open(f"{D}/rel_to_b/c/new", "w") as f:
+    f.write("written through the link\n")
+print(sorted(os.listdir(f"{D}/a/b/c")))
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_path_through_symlinked_directory_matches_native(ws, fs):
+    """A symlink to a directory in the middle of a path is followed, as the
+    kernel does (`rel_to_b/..` is the parent of the target, a/)."""
+    ws.compare_py(SYMLINKED_DIR_SCRIPT, fs=fs)
