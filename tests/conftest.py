@@ -143,10 +143,9 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
         return run(bind + list(cmd), timeout=timeout, cwd=cwd,
                    env=env or base_env(), input=input)
     argv = ldpfuse_run_argv() + ["--mountpoint", str(mountpoint)]
-    if mode:
+    mode = mode or (LDP_MODE if LDP_MODE != "embedded" else None)
+    if mode:  # the test's own choice wins over the suite-wide one
         argv += ["--mode", mode]
-    if LDP_MODE != "embedded":
-        argv += ["--mode", LDP_MODE]
     for key, value in (options or {}).items():
         argv += ["-o", f"{key}={value}"]
     if log_level:
