@@ -664,6 +664,8 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
                                                           time.time() - t0))
     if fresh:
         shutil.rmtree(fresh, ignore_errors=True)
+    # write back what this run dirtied (files, a removed tree) now, not during the next run
+    os.sync()
 
 
 def save(ctx):
