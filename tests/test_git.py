@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import need
+from conftest import LOOPBACK, MEMORY, need
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
@@ -28,15 +28,28 @@ def build_tree(root):
     os.chmod(root / "work" / "tool.sh", 0o755)
 
 
-@pytest.fixture
-def gitws(ws):
+@pytest.fixture(params=[pytest.param({}, id="loopback"),
+                        pytest.param({"fs": MEMORY, "mode": "shared"}, id="memory-shared")])
+def gitws(request, ws):
+    """Loopback with build_tree in place, or the memory example in --mode
+    shared (git runs many processes) with build_tree unpacked into $D first."""
     need("git")
-    ws.populate(build_tree)
+    ws.fs = request.param.get("fs", LOOPBACK)
+    ws.mode = request.param.get("mode")
+    if ws.fs == LOOPBACK:
+        ws.populate(build_tree)
+        ws.prefix = ""
+    else:
+        seed = ws.tmp / "seed"
+        seed.mkdir()
+        build_tree(seed)
+        ws.prefix = f'tar cf - -C "{seed}" . | tar xpf - -C "$D"\n'
     return ws
 
 
 def compare(ws, script):
-    return ws.compare_sh(script, env_extra=GIT_ENV, tree_ignore=GIT_DIRS)
+    return ws.compare_sh(ws.prefix + script, fs=ws.fs, mode=ws.mode, env_extra=GIT_ENV,
+                         tree_ignore=GIT_DIRS)
 
 
 def test_git_init_add_commit_gives_native_hashes(gitws):
