@@ -187,7 +187,7 @@ class Loopback(Operations):
 
     def open(self, path, flags):
         if self.passthrough:
-            return Passthrough(os.open(self._lower(path), flags))
+            return Passthrough.open(self._lower(path), flags)
         return self._open_for_cache(self._lower(path), flags)
 
     def create(self, path, mode, fi=None):
@@ -195,7 +195,7 @@ class Loopback(Operations):
         # write-only create breaks sqlite), O_EXCL must stay O_EXCL.
         flags = fi.flags if fi is not None else os.O_WRONLY | os.O_TRUNC
         if self.passthrough:
-            return Passthrough(os.open(self._lower(path), flags | os.O_CREAT, mode))
+            return Passthrough.open(self._lower(path), flags | os.O_CREAT, mode)
         return self._open_for_cache(self._lower(path), flags | os.O_CREAT, mode)
 
     @staticmethod

@@ -108,6 +108,23 @@ class Passthrough:
     def __repr__(self) -> str:
         return f"Passthrough(fd={self.fd}, fh={self.fh})"
 
+    @classmethod
+    def open(cls, path: str, flags: int, mode: int = 0o777, fh: int = 0) -> Passthrough:
+        """``Passthrough(os.open(path, flags, mode), fh)``, opened directly where the
+        program's new fd belongs. Files a file system opens for itself are moved to high
+        fd numbers (so a shell's ``exec 3>f`` cannot land on them), and a plain
+        ``os.open`` given to ``Passthrough`` is moved back down: this saves that trip."""
+        global _passthrough_open
+        if _passthrough_open is None:
+            try:
+                from ._embedded import passthrough_open as _passthrough_open
+            except ImportError:
+                _passthrough_open = os.open
+        return cls(_passthrough_open(path, flags, mode), fh)
+
+
+_passthrough_open: Any = None
+
 
 class FileInfo:
     """The third argument of ``create(path, mode, fi)``, FUSE's fuse_file_info.

@@ -139,6 +139,7 @@ int vfs_flush(int fd, struct vfile *v);
 void vfs_renamed(int mnt, const char *from, const char *to);
 void vfs_unlinked(int mnt, const char *path);
 int be_errno(int r);    /* backend result -> libc convention */
+int fs_fd(int fd);      /* an fd the FS opened for itself: moved out of the program's way */
 int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);

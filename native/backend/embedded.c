@@ -14,6 +14,7 @@
 #include <Python.h>
 #include "backend.h"
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -1018,11 +1019,36 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     return &ops;
 }
 
+/* Passthrough.open(): open a lower file where the program's next fd would be, since it
+ * becomes the program's fd (the FS's own fds are otherwise moved up, out of the way). */
+static PyObject *passthrough_open(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *path;
+    int flags, mode = 0777;
+    if (!PyArg_ParseTuple(args, "O&i|i", PyUnicode_FSConverter, &path, &flags, &mode))
+        return NULL;
+    int fd;
+    Py_BEGIN_ALLOW_THREADS
+    fd = core && core->open_passthrough ? core->open_passthrough(PyBytes_AS_STRING(path), flags | O_CLOEXEC, (mode_t)mode)
+                                        : open(PyBytes_AS_STRING(path), flags | O_CLOEXEC, (mode_t)mode);
+    Py_END_ALLOW_THREADS
+    if (fd < 0) {
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        Py_DECREF(path);
+        return NULL;
+    }
+    Py_DECREF(path);
+    return PyLong_FromLong(fd);
+}
+
 /* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (server.c). */
 PyObject *ldp_serve_init(PyObject *self, PyObject *args);
 PyObject *ldp_serve_start(PyObject *self, PyObject *args);
 PyObject *ldp_context(PyObject *self, PyObject *args);
 static PyMethodDef methods[] = {
+    { "passthrough_open", passthrough_open, METH_VARARGS,
+      "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
     { "context", ldp_context, METH_NOARGS, "The calling client's (uid, gid, pid) in the shared mode's server." },
     { "serve_init", ldp_serve_init, METH_NOARGS, "Build the file system objects for serving." },
     { "serve_start", ldp_serve_start, METH_VARARGS,

@@ -22,9 +22,15 @@ static void core_log(int level, const char *msg)
     ldp_log(level, "%s", msg);
 }
 
+static int core_open_passthrough(const char *path, int flags, mode_t mode)
+{
+    return REAL(open)(path, flags, mode);
+}
+
 static const struct core_api core = {
     .abi = LDP_BACKEND_ABI,
     .log = core_log,
+    .open_passthrough = core_open_passthrough,
 };
 
 static int host_python_state(void)

@@ -15,6 +15,8 @@
 static int openat_common(int dirfd, const char *path, int flags, mode_t mode, int (*real)(int, const char *, int, ...))
 {
     struct vpath vp;
+    if (UNLIKELY(ldp_guard))
+        return fs_fd(real(dirfd, path, flags, mode));
     if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
         return real(dirfd, path, flags, mode);
     if ((flags & __O_TMPFILE) == __O_TMPFILE) {

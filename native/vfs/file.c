@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #define FILL_MAX (16u << 20)
 #define WRITEBACK_CHUNK (1u << 20)
@@ -301,11 +302,59 @@ static int reopen_cached(int have, const struct vpath *vp, int flags, uint64_t f
     return fd;
 }
 
+/*
+ * fds the file system opens for itself live high (from fs_fd_base up): a program that
+ * dup2()s onto a number it chose (the shell's `exec 3>f`, bash's fd 255) must not land on
+ * the FS's database or lower file. A passthrough fd comes back down to the lowest free
+ * number, where the program expects a new fd to be.
+ */
+static int fs_fd_base_value;
+
+static int fs_fd_base(void)
+{
+    if (fs_fd_base_value == 0) {
+        struct rlimit rl;
+        int base = 512;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1024)
+            base = (int)rl.rlim_cur / 2;
+        fs_fd_base_value = base > 16 ? base : 16;
+    }
+    return fs_fd_base_value;
+}
+
+int fs_fd(int fd)
+{
+    if (fd < 0 || fd >= fs_fd_base())
+        return fd;
+    int saved = errno;
+    int high = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fs_fd_base());
+    if (high < 0) {
+        errno = saved;
+        return fd;          /* no room up there: keep it where it is */
+    }
+    /* keep the fd's close-on-exec setting (Python asks for it; a C library may not) */
+    int fdflags = REAL(fcntl)(fd, F_GETFD);
+    if (fdflags >= 0 && !(fdflags & FD_CLOEXEC))
+        REAL(fcntl)(high, F_SETFD, 0);
+    REAL(close)(fd);
+    errno = saved;
+    return high;
+}
+
 static int open_passthrough(const struct vpath *vp, int pfd, int flags)
 {
-    /* Python's os.open makes fds close-on-exec (PEP 446): give the caller what it asked */
-    if (REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0)
-        return -1;          /* not an fd at all: EBADF */
+    int cmd = (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD;
+    if (pfd >= fs_fd_base()) {
+        int low = REAL(fcntl)(pfd, cmd, 0);
+        if (low < 0)
+            return -1;      /* not an fd at all: EBADF */
+        REAL(close)(pfd);
+        pfd = low;
+    } else if (REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0) {
+        /* opened low on purpose (Passthrough.open): Python's os.open makes fds
+         * close-on-exec (PEP 446), so give the caller what it asked */
+        return -1;
+    }
     if ((flags & O_ACCMODE) != O_RDONLY) {
         struct vfile *v = vfile_new(VF_WRITER, vp, flags, 0, 0);
         if (v) {
