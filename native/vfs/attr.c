@@ -88,6 +88,70 @@ static int link_target(const struct vpath *vp, char *out, size_t size)
     return 0;
 }
 
+/* The FS sees whole paths, so a symlink in a middle component ("link/x", link -> dir)
+ * reaches it unresolved. Only after a lookup failed with ENOENT/ENOTDIR are the directory
+ * components walked, each symlink among them replaced by its target (within the mount);
+ * returns 1 if vp changed. Paths without links in their middle never pay for this. */
+static int resolve_parents(struct vpath *vp)
+{
+    int changed = 0;
+    for (int loops = 0; loops < SYMLOOP_MAX; loops++) {
+        char prefix[PATH_MAX] = "";
+        const char *p = vp->path;
+        int restarted = 0;
+        while (*p) {
+            while (*p == '/')
+                p++;
+            const char *e = strchr(p, '/');
+            if (e == NULL)
+                break;                  /* the last component is the caller's business */
+            size_t pl = strlen(prefix);
+            if (pl + 1 + (size_t)(e - p) >= sizeof prefix)
+                return changed;
+            prefix[pl] = '/';
+            memcpy(prefix + pl + 1, p, (size_t)(e - p));
+            prefix[pl + 1 + (e - p)] = '\0';
+            struct vpath pv = { .mnt = vp->mnt };
+            memcpy(pv.path, prefix, strlen(prefix) + 1);
+            struct stat st;
+            if (getattr_once(&pv, &st) < 0)
+                return changed;
+            if (S_ISLNK(st.st_mode)) {
+                char abs[PATH_MAX], joined[PATH_MAX];
+                struct vpath target;
+                if (link_target(&pv, abs, sizeof abs) < 0 ||
+                    snprintf(joined, sizeof joined, "%s%s", abs, e) >= (int)sizeof joined)
+                    return changed;
+                if (path_normalize("/", joined, abs, sizeof abs, NULL) < 0 || !mount_match(abs, &target) ||
+                    target.mnt != vp->mnt)
+                    return changed;     /* leaves the mount: not followed here */
+                memcpy(vp->path, target.path, strlen(target.path) + 1);
+                changed = restarted = 1;
+                break;
+            }
+            if (!S_ISDIR(st.st_mode))
+                return changed;
+            p = e;
+        }
+        if (!restarted)
+            return changed;
+    }
+    return changed;
+}
+
+/* getattr_once, retried once after resolving symlinks among the directory components */
+static int lookup(struct vpath *vp, struct stat *st)
+{
+    if (getattr_once(vp, st) == 0)
+        return 0;
+    int e = errno;
+    if ((e != ENOENT && e != ENOTDIR) || !resolve_parents(vp)) {
+        errno = e;      /* the FS calls on the way may have changed it */
+        return -1;
+    }
+    return getattr_once(vp, st);
+}
+
 int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, int *state)
 {
     struct stat tmp;
@@ -95,7 +159,7 @@ int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, i
         st = &tmp;
     *state = LOOKED_UNKNOWN;
     for (int i = 0; i < SYMLOOP_MAX; i++) {
-        if (getattr_once(vp, st) < 0) {
+        if (lookup(vp, st) < 0) {
             if (errno != ENOENT)
                 return -1;
             *state = LOOKED_MISSING;    /* a missing target stays where it is */
@@ -133,7 +197,7 @@ int vfs_getattr(const struct vpath *vp0, int follow, struct stat *st)
     if (vp.trailing_slash)
         follow = 1;
     for (int i = 0; i < SYMLOOP_MAX; i++) {
-        if (getattr_once(&vp, st) < 0)
+        if (lookup(&vp, st) < 0)
             return -1;
         if (!follow || !S_ISLNK(st->st_mode))
             goto found;

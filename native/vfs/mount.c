@@ -107,13 +107,10 @@ static int has_dotdot(const char *p)
  * normalisation would not notice. For a path that touches a mount, check each component
  * before a "..": if one fails, point *pathp at it (with a '/') so the real call fails with
  * the kernel's own errno. Returns 0 then, 1 when every such component is a directory. */
-static int check_dotdot(const char *base, const char **pathp, struct vpath *vp)
+static int check_dotdot(const char *base, const char **pathp, struct vpath *vp, char *prefix)
 {
     const char *rel = *pathp;
-    if (!has_dotdot(rel))
-        return 1;
-    char prefix[PATH_MAX];
-    snprintf(prefix, sizeof prefix, "%s", rel[0] == '/' ? "/" : base);
+    snprintf(prefix, PATH_MAX, "%s", rel[0] == '/' ? "/" : base);
     const char *p = rel;
     while (*p) {
         while (*p == '/')
@@ -123,8 +120,19 @@ static int check_dotdot(const char *base, const char **pathp, struct vpath *vp)
         if (cl == 2 && p[0] == '.' && p[1] == '.' && strcmp(prefix, "/") != 0) {
             struct stat st;
             struct vpath pv;
-            int ok = mount_match(prefix, &pv) ? (pv.trailing_slash = 0, vfs_getattr(&pv, 1, &st) == 0)
-                                              : REAL(stat)(prefix, &st) == 0;
+            int virt = mount_match(prefix, &pv);
+            int ok = virt ? (pv.trailing_slash = 0, vfs_getattr(&pv, 0, &st) == 0) : REAL(stat)(prefix, &st) == 0;
+            if (ok && virt && S_ISLNK(st.st_mode)) {
+                /* ".." after a symlink is the parent of its target, as in the kernel */
+                char phys[PATH_MAX];
+                if (realpath(prefix, phys) == NULL) {
+                    ok = 0;
+                } else {
+                    memcpy(prefix, phys, strlen(phys) + 1);
+                    ok = (mount_match(prefix, &pv) ? (pv.trailing_slash = 0, vfs_getattr(&pv, 1, &st) == 0)
+                                                   : REAL(stat)(prefix, &st) == 0);
+                }
+            }
             if (!ok || !S_ISDIR(st.st_mode)) {
                 /* the real call must fail, with the errno the kernel would give: a real
                  * prefix fails by itself; for a virtual one, a path that fails the same way */
@@ -159,8 +167,16 @@ static int resolve(const char *base, const char **pathp, struct vpath *vp)
     if (path_normalize_probe(base, *pathp, norm, sizeof norm, &vp->trailing_slash, probe_mount, &visited) < 0)
         return 0;
     int in = mount_match(norm, NULL);
-    if ((in || visited) && !check_dotdot(base, pathp, vp))
-        return 0;
+    if ((in || visited) && has_dotdot(*pathp)) {
+        if (!check_dotdot(base, pathp, vp, norm))
+            return 0;
+        in = mount_match(norm, NULL);
+        if (!in) {
+            memcpy(vp->path, norm, strlen(norm) + 1);
+            *pathp = vp->path;
+            return 0;
+        }
+    }
     if (in) {
         int trailing = vp->trailing_slash;
         mount_match(norm, vp);
