@@ -268,3 +268,37 @@ def test_path_through_symlinked_directory_matches_native(ws, fs):
     """A symlink to a directory in the middle of a path is followed, as the
     kernel does (`rel_to_b/..` is the parent of the target, a/)."""
     ws.compare_py(SYMLINKED_DIR_SCRIPT, fs=fs)
+
+
+ACL_SCRIPT = r'''
+import errno, os
+D = os.environ["D"]
+# user::rw-, group::r--, other::--- : the ACL that `chmod 640` is.
+acl = bytes.fromhex("02000000" "01000600ffffffff" "04000400ffffffff" "20000000ffffffff")
+for name, mode in (("file", 0o666), ("dir", 0o777)):
+    p = f"{D}/{name}"
+    if name == "dir":
+        os.mkdir(p, mode)
+    else:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT, mode))
+    os.chmod(p, 0o755)
+    try:
+        os.setxattr(p, "system.posix_acl_access", acl)
+        result = "set"
+    except OSError as e:
+        result = errno.errorcode[e.errno]
+    mode = os.stat(p).st_mode & 0o777
+    # Either the ACL is refused, or it is the mode: never stored as bare data.
+    print(name, "consistent" if result == "EOPNOTSUPP" or mode == 0o640 else
+          f"inconsistent: setxattr {result}, mode {oct(mode)}")
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_posix_acl_xattr_is_refused_or_sets_the_mode(ws, fs):
+    """cp -a and sed -i copy permissions by setting system.posix_acl_access;
+    kernel FUSE refuses that name (EOPNOTSUPP) unless the file system
+    supports ACLs, and ext4 applies it to the mode bits."""
+    native, ldp = ws.compare_py(ACL_SCRIPT, fs=fs)
+    assert native.stdout == "file consistent\ndir consistent\n"
+
