@@ -35,6 +35,7 @@ class Loopback(Operations):
     """
 
     use_ns = True
+    posix_acl = True  # the lower file system keeps ACLs and modes in step
 
     def __init__(self, root, passthrough="yes"):
         self.root = os.path.realpath(root)

@@ -239,7 +239,9 @@ def boot(host_owns=0):
             raise RuntimeError(f"{spec}: {type(e).__name__}: {e}") from None
         # the C side may call bound methods directly when __call__ is Operations' own
         direct = getattr(type(ops), "__call__", None) is Operations.__call__
-        mounts.append((ops, use_ns, bool(takes_fi), direct))
+        # POSIX ACL xattrs reach the class only if it says it handles them
+        posix_acl = bool(getattr(getattr(ops, "operations", ops), "posix_acl", False))
+        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl))
     _MOUNTED[:] = mounts
     _configure_logging(host_owns)
     if host_owns:

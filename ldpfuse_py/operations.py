@@ -169,6 +169,12 @@ class Operations:
     # False they are float seconds.
     use_ns = False
 
+    # When True, the POSIX ACL xattrs (system.posix_acl_access/default) reach
+    # getxattr/setxattr/removexattr and the file system keeps the mode in step
+    # with them (FUSE's posix_acl option); when False they are refused with
+    # EOPNOTSUPP, and programs fall back to chmod, as over kernel FUSE.
+    posix_acl = False
+
     def __call__(self, op: str, *args: Any) -> Any:
         if not hasattr(self, op):
             raise FuseOSError(errno.EFAULT)

@@ -63,20 +63,6 @@ def loop(request, ws):
     return ws
 
 
-ACL_XATTR = ("memory example: setxattr('system.posix_acl_access') is stored as plain data "
-             "and the mode is left as created, so cp -a and sed -i, which set the final "
-             "mode through that ACL, leave 0600 files and 0700 directories (kernel FUSE "
-             "refuses POSIX ACL names with EOPNOTSUPP unless the file system opts in)")
-SYMLINKED_DIR = ("memory example: a path through a symlink to a directory "
-                 "(link_to_dir/c) fails with ENOTDIR, so find -L misses what is below it")
-
-
-def xfail_on_memory(request, loop, reason):
-    """Expect failure, with the observed reason, on the memory variant only."""
-    if loop.fs == MEMORY:
-        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
-
-
 def seed_file(loop, name, data):
     """Put a file into the starting tree of both runs."""
     roots = (loop.native, loop.lower) if loop.fs == LOOPBACK else (loop.tmp / "seed",)
@@ -100,8 +86,7 @@ def test_ls_la_matches_native_names_modes_sizes_links(loop):
     """)
 
 
-def test_cp_a_then_diff_r_matches_native(loop, request):
-    xfail_on_memory(request, loop, ACL_XATTR)
+def test_cp_a_then_diff_r_matches_native(loop):
     compare(loop, """
         cp -a "$D/a" "$D/a_copy"
         diff -r "$D/a" "$D/a_copy" && echo same-inside
@@ -142,8 +127,7 @@ def test_rm_rf_removes_tree_like_native(loop):
     """)
 
 
-def test_find_sorted_output_matches_native(loop, request):
-    xfail_on_memory(request, loop, SYMLINKED_DIR)
+def test_find_sorted_output_matches_native(loop):
     compare(loop, """
         find "$D" | sort
         find "$D" -type f -name '*.txt' | sort
@@ -257,8 +241,7 @@ def test_sort_o_in_place_matches_native(loop):
     """)
 
 
-def test_sed_i_edits_in_place_like_native(loop, request):
-    xfail_on_memory(request, loop, ACL_XATTR)
+def test_sed_i_edits_in_place_like_native(loop):
     need("sed")
     compare(loop, """
         sed -i 's/foo/bar/g' "$D/a/lines"
@@ -317,8 +300,7 @@ def test_grep_r_find_exec_xargs_match_native(loop):
     """)
 
 
-def test_cp_a_and_tar_keep_xattrs_like_native(loop, request):
-    xfail_on_memory(request, loop, ACL_XATTR)
+def test_cp_a_and_tar_keep_xattrs_like_native(loop):
     need("tar")
     compare(loop, """
         "$PY" -c '

@@ -39,9 +39,21 @@ struct mnt {
      * same thing minus one Python frame: methods[i] caches them (Py_None = use __call__). */
     int direct;
     PyObject *methods[NOPS];
+    /* the class handles POSIX ACL xattrs itself (Operations.posix_acl, FUSE_POSIX_ACL) */
+    int posix_acl;
 };
+
 static struct mnt *mnts;
 static int nmnts;
+
+/* POSIX ACLs are refused, as kernel FUSE refuses them, from a file system that did not
+ * opt in: it would store them as plain data and the mode would not follow, so cp -a and
+ * sed -i (which set the final mode through the ACL) would leave wrong modes. Refused,
+ * they fall back to chmod. */
+static int acl_refused(int mnt, const char *name)
+{
+    return !mnts[mnt].posix_acl && strncmp(name, "system.posix_acl_", 17) == 0;
+}
 
 static PyObject *runtime;           /* ldpfuse_py._runtime */
 static PyObject *passthrough_type, *fileinfo_type;
@@ -774,12 +786,16 @@ static int be_utimens(int mnt, const char *path, const struct timespec ts[2])
 
 static int be_setxattr(int mnt, const char *path, const char *name, const void *value, size_t size, int flags)
 {
+    if (acl_refused(mnt, name))
+        return -EOPNOTSUPP;
     return STATUS(mnt, s_setxattr, path, 3, str_obj(name),
                   PyBytes_FromStringAndSize(value, (Py_ssize_t)size), PyLong_FromLong(flags));
 }
 
 static ssize_t be_getxattr(int mnt, const char *path, const char *name, void *value, size_t size)
 {
+    if (acl_refused(mnt, name))
+        return -EOPNOTSUPP;
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
     struct pyctx g = gil_enter();
@@ -834,6 +850,8 @@ static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
 
 static int be_removexattr(int mnt, const char *path, const char *name)
 {
+    if (acl_refused(mnt, name))
+        return -EOPNOTSUPP;
     return STATUS(mnt, s_removexattr, path, 1, str_obj(name));
 }
 
@@ -995,6 +1013,7 @@ static int boot(char *err, size_t errsize)
         mnts[i].use_ns = PyObject_IsTrue(PyTuple_GetItem(t, 1));
         mnts[i].create_fi = PyObject_IsTrue(PyTuple_GetItem(t, 2));
         mnts[i].direct = PyTuple_Size(t) > 3 && PyObject_IsTrue(PyTuple_GetItem(t, 3));
+        mnts[i].posix_acl = PyTuple_Size(t) > 4 && PyObject_IsTrue(PyTuple_GetItem(t, 4));
         PyErr_Clear();
     }
     Py_DECREF(r);
