@@ -302,6 +302,7 @@ class NativeTmpfs(Config):
 class Ldpfuse(Config):
     fs = None
     opts = ()
+    mode = 'embedded'
     nonmount = True
 
     def start(self):
@@ -317,6 +318,8 @@ class Ldpfuse(Config):
                '--log-file', os.path.join(OUT, 'ldpfuse-%s.log' % self.name)]
         for o in self.opts:
             pre += ['-o', o]
+        if self.mode != 'embedded':
+            pre += ['--mode', self.mode]
         return pre + [self.fs] + self.fs_args() + ['--'] + cmd
 
 
@@ -351,6 +354,18 @@ class LdpfuseMemory(Ldpfuse):
 
     def root(self):
         return self.mnt
+
+
+class LdpfuseLoopbackShared(LdpfuseLoopback):
+    name, label = 'ldp-loop-shared', 'ldpfuse-py loopback --mode shared'
+    mode = 'shared'
+    nonmount = False
+
+
+class LdpfuseMemoryShared(LdpfuseMemory):
+    name, label = 'ldp-mem-shared', 'ldpfuse-py memory --mode shared'
+    mode = 'shared'
+    nonmount = False
 
 
 class FuseDaemon(Config):
@@ -431,8 +446,9 @@ class LibfusePassthrough(FuseDaemon):
         return self.mnt + self.ctx.lower
 
 
-CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, FusepyLoopback,
-                  LibfusePassthrough, NativeTmpfs, LdpfuseMemory, FusepyMemory]
+CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackShared,
+                  FusepyLoopback, LibfusePassthrough, NativeTmpfs, LdpfuseMemory,
+                  LdpfuseMemoryShared, FusepyMemory]
 CONFIG_NAMES = [c.name for c in CONFIG_CLASSES]
 
 
