@@ -243,7 +243,10 @@ def write(results):
             text = fh.read().strip().splitlines()
         # NOTES.md is hand-written: its own title is replaced by this section's
         out += ['', '## Notes (hand-written in bench/NOTES.md; they refer to the run they name)', '']
-        out += [l for l in text if not l.startswith('# ')]
+        body = [l for l in text if not l.startswith('# ')]
+        while body and not body[0].strip():
+            body.pop(0)
+        out += body
 
     # ---- skipped and failures
     out += ['', '## Skipped configurations', '']
