@@ -8,14 +8,16 @@ import statistics
 from run import (BENCH, FIRSTOP_TARGET_MS, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
-DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'fusepy-loop', 'libfuse-pt']
-MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'fusepy-mem']
+DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-shared', 'fusepy-loop', 'libfuse-pt']
+MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-shared', 'fusepy-mem']
 TARGET_CONFIG = 'ldp-loop'
 LABELS = {
     'native': 'native (disk)', 'ldp-loop': 'ldpfuse-py loopback',
-    'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no', 'fusepy-loop': 'fusepy loopback (FUSE)',
+    'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no',
+    'ldp-loop-shared': 'ldpfuse-py loopback, --mode shared', 'fusepy-loop': 'fusepy loopback (FUSE)',
     'libfuse-pt': 'libfuse C passthrough (FUSE)', 'native-tmpfs': 'native (tmpfs)',
-    'ldp-mem': 'ldpfuse-py memory', 'fusepy-mem': 'fusepy memory (FUSE)',
+    'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-shared': 'ldpfuse-py memory, --mode shared',
+    'fusepy-mem': 'fusepy memory (FUSE)',
 }
 
 
@@ -119,17 +121,18 @@ def micro_table(md, configs, present):
     return lines
 
 
-def write(results):
+def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
     md = Medians(results)
     present = set(results.get('configs', {}))
     machine = results.get('machine', {})
     scale = results.get('scale', {})
     out = ['# ldpfuse-py benchmark results', '',
-           'Written by `python3 bench/run.py%s` (bench/README.md says what each workload and '
+           'Written by `python3 bench/run.py%s%s` (bench/README.md says what each workload and '
            'configuration is). Values are medians over interleaved rounds; `xN` is the ratio to the '
            'native directory the configuration stands on (disk for loopbacks, tmpfs for the memory '
            'file systems), higher is better. "spread" is (max - min) / median of the native runs: '
-           'the noise floor of this machine.' % (' --quick' if results.get('quick') else ''), '',
+           'the noise floor of this machine.' % (' --quick' if results.get('quick') else '',
+                                         ' --only ...' if results.get('filtered') else ''), '',
            '## Machine', '']
     for k, v in machine.items():
         out.append('- %s: %s' % (k, v))
@@ -174,8 +177,10 @@ def write(results):
         out.append('| %s on a non-mount path: ns added by the preload | a few ns (<= %.0f) | %s | %s |' % (
             title, NONMOUNT_TARGET_NS, '-' if d is None else '%+.1f ns' % d,
             mark(None if d is None else d <= NONMOUNT_TARGET_NS)))
-    for cfg in ('ldp-loop', 'ldp-mem'):
+    for cfg in ('ldp-loop', 'ldp-mem', 'ldp-loop-shared', 'ldp-mem-shared'):
         v = md.get(cfg, 'firstop.first_op_ms')
+        if v is None and cfg.endswith('-shared'):
+            continue
         out.append('| first operation in a fresh process, %s | < %.0f ms | %s | %s |' % (
             LABELS[cfg], FIRSTOP_TARGET_MS, '-' if v is None else '%.1f ms' % v,
             mark(None if v is None else v < FIRSTOP_TARGET_MS)))
@@ -212,7 +217,7 @@ def write(results):
         out.append('(not run)')
 
     # ---- non-mount and first op
-    nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-mem')
+    nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-shared', 'ldp-mem', 'ldp-mem-shared')
                if md.get(c, NONMOUNT[0][0] + '.ns') is not None]
     out += ['', '## Cost of a call on a non-mount path (ns per call)', '',
             'Each round runs the calls in a process without the preload and, right after, in one '
@@ -263,12 +268,12 @@ def write(results):
             out += ['stdout (last lines):', '', '```', f['stdout'], '```', '']
         if f.get('stderr'):
             out += ['stderr (last lines):', '', '```', f['stderr'], '```', '']
-    with open(RESULTS_MD, 'w') as fh:
+    with open(md_path, 'w') as fh:
         fh.write('\n'.join(out).rstrip() + '\n')
-    plot(md, present)
+    plot(md, present, png_path)
 
 
-def plot(md, present):
+def plot(md, present, png_path=RESULTS_PNG):
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -290,8 +295,9 @@ def plot(md, present):
         print('[bench] no ratios to plot: no results.png')
         return
     fig, axes = plt.subplots(len(panels), 1, figsize=(17, 5.5 * len(panels)), squeeze=False)
-    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'fusepy-loop': '#d62728',
-              'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c', 'fusepy-mem': '#9467bd'}
+    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'ldp-loop-shared': '#17becf',
+              'fusepy-loop': '#d62728', 'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c',
+              'ldp-mem-shared': '#98df8a', 'fusepy-mem': '#9467bd'}
     for ax, (keys, title) in zip(axes[:, 0], panels):
         cfgs = [c for c in series if any(md.ratio(c, k, ref[c]) for k in keys)]
         width = 0.8 / max(1, len(cfgs))
@@ -316,13 +322,15 @@ def plot(md, present):
         ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.0, 1.0))
         ax.grid(axis='y', which='both', alpha=0.3)
     fig.tight_layout()
-    fig.savefig(RESULTS_PNG, dpi=90)
+    fig.savefig(png_path, dpi=90)
     plt.close(fig)
 
 
 if __name__ == '__main__':
     import json
-    from run import RESULTS_JSON
+    from run import RESULTS_JSON, report_paths
     with open(RESULTS_JSON) as f:
-        write(json.load(f))
-    print('wrote', RESULTS_MD, os.path.relpath(RESULTS_PNG, BENCH))
+        results = json.load(f)
+    paths = report_paths(results.get('filtered'))
+    write(results, *paths)
+    print('wrote', *paths)

@@ -39,7 +39,7 @@ MOUNT_BASE = '/tmp/ldpfuse-bench-mnt'
 
 SCALES = {
     'full': dict(rounds=5, duration=0.5, warmup=0.1, large_mb=256, mem_large_mb=64,
-                 firstop_n=20, thesis_rounds=3, fio_runtime=5,
+                 firstop_n=20, thesis_rounds=3, fio_runtime=4,
                  fio=dict(FIO_SQ1_SIZE='1g', FIO_SQ32_SIZE='32m', FIO_CRWR_NRFILES='200000',
                           FIO_CRWR32_NRFILES='6250', FIO_WEB_NRFILES='4000',
                           FIO_FS_NRFILES='200'),
@@ -265,6 +265,7 @@ class Config:
     inprocess = False       # the FS lives in the command's process (ldpfuse embedded)
     thesis = True           # runs the thesis workloads
     nonmount = False        # measures non-mount call costs against native (ldpfuse)
+    in_quick = True         # part of a --quick run unless named with --only
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -360,12 +361,14 @@ class LdpfuseLoopbackShared(LdpfuseLoopback):
     name, label = 'ldp-loop-shared', 'ldpfuse-py loopback --mode shared'
     mode = 'shared'
     nonmount = False
+    in_quick = False
 
 
 class LdpfuseMemoryShared(LdpfuseMemory):
     name, label = 'ldp-mem-shared', 'ldpfuse-py memory --mode shared'
     mode = 'shared'
     nonmount = False
+    in_quick = False
 
 
 class FuseDaemon(Config):
@@ -684,6 +687,13 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
     os.sync()
 
 
+def report_paths(filtered):
+    """A run filtered with --only reports under bench/out, never over the full run's files."""
+    if filtered:
+        return os.path.join(OUT, 'RESULTS.md'), os.path.join(OUT, 'results.png')
+    return RESULTS_MD, RESULTS_PNG
+
+
 def save(ctx):
     with open(RESULTS_JSON, 'w') as f:
         json.dump(ctx.results, f, indent=1)
@@ -770,7 +780,7 @@ def main():
             results = json.load(f)
         sys.path.insert(0, BENCH)
         import report
-        report.write(results)
+        report.write(results, *report_paths(results.get('filtered')))
         return 0
 
     scale = dict(SCALES['quick' if args.quick else 'full'])
@@ -779,6 +789,7 @@ def main():
     if args.thesis_rounds:
         scale['thesis_rounds'] = args.thesis_rounds
     ctx = Context(args, scale)
+    ctx.results['filtered'] = bool(args.only)
 
     only = [w for item in args.only for w in item.split(',') if w]
     cfg_filter = [w for w in only if w in CONFIG_NAMES]
@@ -813,7 +824,10 @@ def main():
         log('ldpfuse-run not found: the ldpfuse-py configurations are skipped '
             '(install with pip install . in %s)' % REPO)
 
-    configs = [c(ctx) for c in CONFIG_CLASSES if not cfg_filter or c.name in cfg_filter]
+    configs = [c(ctx) for c in CONFIG_CLASSES
+               if c.name in cfg_filter or (not cfg_filter and (c.in_quick or not args.quick))]
+    if args.quick and not cfg_filter:
+        log('--quick: the shared-mode configurations are left out (name them in --only to run them)')
     # each configuration's native reference runs too
     refs = {c.native_ref for c in configs}
     configs = [c(ctx) for c in CONFIG_CLASSES
@@ -853,10 +867,13 @@ def main():
     ctx.results['machine'] = machine_info(ctx)
     ctx.results['elapsed_s'] = time.time() - t_start
     save(ctx)
+    stamp = time.strftime('%Y%m%d-%H%M%S', time.gmtime())
+    shutil.copy(RESULTS_JSON, os.path.join(OUT, 'results-%s.json' % stamp))
     sys.path.insert(0, BENCH)
     import report
-    report.write(ctx.results)
-    log('done in %.0fs: %s, %s' % (time.time() - t_start, RESULTS_MD, RESULTS_PNG))
+    md_path, png_path = report_paths(ctx.results['filtered'])
+    report.write(ctx.results, md_path, png_path)
+    log('done in %.0fs: %s, %s' % (time.time() - t_start, md_path, png_path))
     return 0
 
 
