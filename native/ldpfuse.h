@@ -23,11 +23,14 @@
 extern TLS int ldp_guard;
 /* Signals stay blocked while the FS runs: a handler that touches the mount then runs after
  * the call, instead of re-entering locks (ours, the GIL, the FS's own) that the interrupted
- * call holds. */
+ * call holds. A program that never installed a handler has nothing to re-enter: it pays
+ * nothing (two syscalls per FS call otherwise). */
 extern TLS sigset_t ldp_guard_mask;
+extern TLS int ldp_guard_blocked;
+extern int ldp_handlers;    /* the program has installed a signal handler (interpose/signal.c) */
 static inline void guard_enter(void)
 {
-    if (ldp_guard == 0) {
+    if (ldp_guard == 0 && (ldp_guard_blocked = ldp_handlers)) {
         /* block first: a handler between the two steps must still see the guard down */
         sigset_t all;
         sigfillset(&all);
@@ -37,7 +40,7 @@ static inline void guard_enter(void)
 }
 static inline void guard_leave(void)
 {
-    if (--ldp_guard == 0)
+    if (--ldp_guard == 0 && ldp_guard_blocked)
         pthread_sigmask(SIG_SETMASK, &ldp_guard_mask, NULL);
 }
 

@@ -9,6 +9,7 @@
 #include <fts.h>
 #include <ftw.h>
 #include <glob.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>

@@ -159,6 +159,11 @@ REAL_SYM(realpath, char *, (const char *, char *))
 REAL_SYM(__realpath_chk, char *, (const char *, char *, size_t))
 REAL_SYM(canonicalize_file_name, char *, (const char *))
 REAL_SYM(umask, mode_t, (mode_t))
+/* signals */
+REAL_SYM(sigaction, int, (int, const struct sigaction *, struct sigaction *))
+REAL_SYM(signal, __sighandler_t, (int, __sighandler_t))
+REAL_SYM(sysv_signal, __sighandler_t, (int, __sighandler_t))
+REAL_SYM(bsd_signal, __sighandler_t, (int, __sighandler_t))
 /* memory maps */
 REAL_SYM(mmap, void *, (void *, size_t, int, int, int, off_t))
 /* processes */

@@ -7,6 +7,7 @@
 
 TLS int ldp_guard;
 TLS sigset_t ldp_guard_mask;
+TLS int ldp_guard_blocked;
 void process_init(void);
 void backend_destroy(void);
 
