@@ -171,6 +171,7 @@ REAL_SYM(waitpid, pid_t, (pid_t, int *, int))
 REAL_SYM(wait4, pid_t, (pid_t, int *, int, struct rusage *))
 REAL_SYM(waitid, int, (idtype_t, id_t, siginfo_t *, int))
 REAL_SYM(fork, pid_t, (void))
+REAL_SYM(_exit, void, (int))
 REAL_SYM(execve, int, (const char *, char *const[], char *const[]))
 /* fts: walked in interpose/fts.c when a root reaches into a mount */
 REAL_SYM(fts_open, FTS *, (char *const *, int, int (*)(const FTSENT **, const FTSENT **)))

@@ -109,6 +109,16 @@ out:
     guard_leave();
 }
 
+/* At exit in a Python program that never touched the mount by name and has already
+ * finalised its interpreter, the FS cannot be started: whoever opened the inherited cached
+ * fds writes them back on its close (the memfd is shared). */
+int backend_unreachable_at_exit(void)
+{
+    int (*is_init)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    const char *mode = getenv("LDPFUSE_MODE");
+    return backend == NULL && is_init != NULL && !is_init() && !(mode && strcmp(mode, "shared") == 0);
+}
+
 struct backend_ops *backend_get(void)
 {
     pthread_once(&once, load);

@@ -10,6 +10,7 @@ TLS sigset_t ldp_guard_mask;
 TLS int ldp_guard_blocked;
 void process_init(void);
 void backend_destroy(void);
+int backend_unreachable_at_exit(void);
 
 /* A fork while another thread holds one of our locks would leave it held forever in the
  * child: take them around fork. */
@@ -47,10 +48,26 @@ __attribute__((destructor)) static void ldp_fini(void)
 {
     if (ldp_nmounts == 0)
         return;
-    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0) {
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0 && !backend_unreachable_at_exit()) {
         /* destructors run before exit() flushes stdio: flush it into the memfds first */
         fflush(NULL);
         ldp_sync_all();
     }
     backend_destroy();
+}
+
+/* _exit skips destructors, so a process that leaves that way (dash's exit does) would
+ * never write back what it wrote to a cached file: as the kernel keeps a file's dirty
+ * pages past _exit, write them back here. Nothing to do when no cached file is open. */
+void _exit(int status)
+{
+    if (UNLIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0) && !ldp_guard)
+        ldp_sync_all();
+    REAL(_exit)(status);
+    __builtin_unreachable();
+}
+
+void _Exit(int status)
+{
+    _exit(status);
 }
