@@ -141,7 +141,7 @@ int vfs_close(int fd, struct vfile *v);
 int vfs_flush(int fd, struct vfile *v);
 void vfs_renamed(int mnt, const char *from, const char *to);
 void vfs_unlinked(int mnt, const char *path);
-int be_errno(int r);    /* backend result -> libc convention */
+ssize_t be_errno(ssize_t r);    /* backend result -> libc convention */
 int fs_fd(int fd);      /* an fd the FS opened for itself: moved out of the program's way */
 int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
@@ -187,6 +187,23 @@ long vdir_tell(struct vdir *d);
 void vdir_seek(struct vdir *d, long pos);
 int vdir_close(struct vdir *d);
 int vdir_fd(struct vdir *d);
+
+/* ---- FNV-1a over paths: synthetic inode numbers and the attribute cache's slots.
+ * Start from fnv1a_seed(mnt); *end (if not NULL) gets the end of s. */
+static inline uint64_t fnv1a_seed(int mnt)
+{
+    return 1469598103934665603ULL ^ (uint64_t)mnt;
+}
+static inline uint64_t fnv1a(uint64_t h, const char *s, const char **end)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    if (end)
+        *end = s;
+    return h;
+}
 
 /* ---- attribute cache (vfs/attrcache.c) */
 int attrcache_get(int mnt, const char *path, struct stat *st);

@@ -5,29 +5,21 @@
 
 #define SYMLOOP_MAX 40
 
-static uint64_t path_hash(int mnt, const char *path)
-{
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)mnt;
-    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-        h ^= *p;
-        h *= 1099511628211ULL;
-    }
-    return h ? h : 1;
-}
-
 static void fixup(const struct vpath *vp, struct stat *st)
 {
     if (st->st_dev == 0)
         st->st_dev = ldp_mounts[vp->mnt].dev;
-    if (st->st_ino == 0)
-        st->st_ino = path_hash(vp->mnt, vp->path);
+    if (st->st_ino == 0) {
+        uint64_t h = fnv1a(fnv1a_seed(vp->mnt), vp->path, NULL);
+        st->st_ino = h ? h : 1;
+    }
 }
 
-int be_errno(int r)
+ssize_t be_errno(ssize_t r)
 {
     if (r >= 0)
         return r;
-    errno = -r;
+    errno = (int)-r;
     return -1;
 }
 

@@ -48,13 +48,9 @@ static int cache_on(void)
 
 static uint64_t hash_path(int mnt, const char *p, size_t *len)
 {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)mnt;
-    const char *s = p;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    *len = (size_t)(s - p);
+    const char *end;
+    uint64_t h = fnv1a(fnv1a_seed(mnt), p, &end);
+    *len = (size_t)(end - p);
     return h;
 }
 

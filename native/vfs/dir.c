@@ -92,13 +92,7 @@ static int load(struct vdir *d)
 
 static uint64_t name_ino(const struct vfile *v, const char *name)
 {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)v->mnt;
-    const char *parts[3] = { v->path, "/", name };
-    for (int i = 0; i < 3; i++)
-        for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) {
-            h ^= *p;
-            h *= 1099511628211ULL;
-        }
+    uint64_t h = fnv1a(fnv1a(fnv1a(fnv1a_seed(v->mnt), v->path, NULL), "/", NULL), name, NULL);
     return h ? h : 1;
 }
 

@@ -16,7 +16,6 @@
 #define FILL_MAX (16u << 20)
 #define WRITEBACK_CHUNK (1u << 20)
 
-int be_errno(int r);
 mode_t ldp_umask = 022;
 
 void vfile_ref(struct vfile *v)

@@ -8,18 +8,18 @@
  * the attribute cache forgets what it knew, after the call as well as before it. */
 #define BE_RO(call) ({ \
     struct backend_ops *be_ = backend_get(); \
-    int r_; \
+    ssize_t r_; \
     if (be_ == NULL) { \
         r_ = -EIO; \
     } else { \
         guard_enter(); \
-        r_ = (int)be_->call; \
+        r_ = be_->call; \
         guard_leave(); \
     } \
     r_; })
 #define BE(call) ({ \
     attrcache_invalidate(); \
-    int rr_ = BE_RO(call); \
+    ssize_t rr_ = BE_RO(call); \
     attrcache_invalidate(); \
     rr_; })
 
@@ -141,15 +141,7 @@ int vfs_symlink(const char *target, const struct vpath *vp)
 
 ssize_t vfs_readlink(const struct vpath *vp, char *buf, size_t size)
 {
-    struct backend_ops *be = backend_get();
-    if (be == NULL) {
-        errno = EIO;
-        return -1;
-    }
-    guard_enter();
-    int r = be->readlink(vp->mnt, vp->path, buf, size);
-    guard_leave();
-    return be_errno(r);
+    return be_errno(BE_RO(readlink(vp->mnt, vp->path, buf, size)));
 }
 
 int vfs_chmod(const struct vpath *vp0, mode_t mode, int follow_links)
@@ -249,21 +241,8 @@ ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(getxattr)(out, name, val, size);
-    struct backend_ops *be = backend_get();
-    if (be == NULL) {
-        errno = EIO;
-        return -1;
-    }
-    guard_enter();
-    ssize_t n = be->getxattr(vp.mnt, vp.path, name, val, size);
-    guard_leave();
-    if (n < 0) {
-        errno = (int)-n;
-        if (errno == ENOSYS)
-            errno = ENOTSUP;
-        return -1;
-    }
-    return n;
+    ssize_t n = BE_RO(getxattr(vp.mnt, vp.path, name, val, size));
+    return be_errno(n == -ENOSYS ? -ENOTSUP : n);
 }
 
 int vfs_setxattr(const struct vpath *vp0, const char *name, const void *val, size_t size, int flags,
@@ -284,19 +263,7 @@ ssize_t vfs_listxattr(const struct vpath *vp0, char *list, size_t size, int foll
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(listxattr)(out, list, size);
-    struct backend_ops *be = backend_get();
-    if (be == NULL) {
-        errno = EIO;
-        return -1;
-    }
-    guard_enter();
-    ssize_t n = be->listxattr(vp.mnt, vp.path, list, size);
-    guard_leave();
-    if (n < 0) {
-        errno = (int)-n;
-        return -1;
-    }
-    return n;
+    return be_errno(BE_RO(listxattr(vp.mnt, vp.path, list, size)));
 }
 
 int vfs_removexattr(const struct vpath *vp0, const char *name, int follow_links)
