@@ -121,7 +121,6 @@ struct backend_ops {
 struct core_api {
     int abi;
     void (*log)(int level, const char *msg);
-    int nmounts;
     /* open(2) for an fd that will be handed back as a passthrough fd: not moved out of
      * the program's way like the FS's own fds (NULL: plain open) */
     int (*open_passthrough)(const char *path, int flags, mode_t mode);

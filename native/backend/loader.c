@@ -101,7 +101,6 @@ static void load(void)
     }
     static struct core_api c;   /* the backend keeps the pointer */
     c = core;
-    c.nmounts = ldp_nmounts;
     backend = init(&c, host == 1, err, sizeof err);
     if (backend == NULL)
         ldp_log(LOG_ERROR, "the file system could not start: %s", err);

@@ -4,7 +4,7 @@
  * in this process at all, so any program, and a Python host of any version, works.
  *
  * One connection per process, made at the first operation, kept on a high fd number out
- * of the program's way; a forked child makes its own (requests of two processes must not
+ * of the program's way (fs_fd); a forked child makes its own (requests of two processes must not
  * interleave on one socket). Passthrough opens come back as the lower fd itself (SCM_RIGHTS):
  * data still never leaves the kernel. If the server is gone, every call fails with EIO at
  * once.
@@ -14,12 +14,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
-
-#define HIGH_FD 900
 
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int conn_fd = -1;
@@ -61,22 +58,14 @@ static int conn_open(void)
         REAL(close)(fd);
         return -1;
     }
-    struct rlimit rl;
-    int high = HIGH_FD;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)high)
-        high = (int)rl.rlim_cur / 2;
-    int moved = high > fd ? REAL(fcntl)(fd, F_DUPFD_CLOEXEC, high) : -1;
-    if (moved >= 0) {
-        REAL(close)(fd);
-        fd = moved;
-    }
+    fd = fs_fd(fd);             /* out of the program's way, as the FS's own fds */
     conn_fd = fd;
     ldp_private_fd = fd;
     conn_pid = getpid();
     return 0;
 }
 
-static int write_all(int fd, struct iovec *iov, int n, int pass_fd)
+static int write_all(int fd, struct iovec *iov, int n)
 {
     while (n > 0) {
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
@@ -96,7 +85,6 @@ static int write_all(int fd, struct iovec *iov, int n, int pass_fd)
             iov->iov_len -= (size_t)w;
         }
     }
-    (void)pass_fd;
     return 0;
 }
 
@@ -158,7 +146,7 @@ static int64_t xact(struct call *c)
         goto gone;
     c->rq.pid = (uint32_t)conn_pid;
     struct wire_resp resp;
-    if (write_all(conn_fd, iov, 4, -1) < 0 || read_resp(conn_fd, &resp, &c->fd) < 0)
+    if (write_all(conn_fd, iov, 4) < 0 || read_resp(conn_fd, &resp, &c->fd) < 0)
         goto gone;
     size_t len = resp.len;
     if (len > 0) {
