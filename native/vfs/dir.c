@@ -92,7 +92,11 @@ static int load(struct vdir *d)
 
 static uint64_t name_ino(const struct vfile *v, const char *name)
 {
-    uint64_t h = fnv1a(fnv1a(fnv1a(fnv1a_seed(v->mnt), v->path, NULL), "/", NULL), name, NULL);
+    /* the hash of the entry's own path, as stat gives it: "/" + name at the root */
+    uint64_t h = fnv1a_seed(v->mnt);
+    if (strcmp(v->path, "/") != 0)
+        h = fnv1a(h, v->path, NULL);
+    h = fnv1a(fnv1a(h, "/", NULL), name, NULL);
     return h ? h : 1;
 }
 
