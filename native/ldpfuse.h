@@ -129,6 +129,19 @@ int fdtable_max(void);
 void fdtable_fork(int phase);    /* 0: before fork (lock), 1: after, in either process */
 extern int ldp_nvfds;       /* entries in use; 0 = every fd is a plain kernel fd */
 
+/* The program's view of an fd (NULL inside the FS, whose calls are never virtual):
+ * vfd() any entry; vfd_served() one whose metadata the FS serves (a passthrough writer's
+ * are the kernel's, its entry only keeps the attribute cache honest). */
+static inline struct vfile *vfd(int fd)
+{
+    return UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
+}
+static inline struct vfile *vfd_served(int fd)
+{
+    struct vfile *v = vfd(fd);
+    return v && v->kind != VF_WRITER ? v : NULL;
+}
+
 void vfile_ref(struct vfile *v);
 void vfile_unref(struct vfile *v);     /* release to the FS on the last one */
 

@@ -43,8 +43,8 @@ int chdir(const char *path)
 
 int fchdir(int fd)
 {
-    struct vfile *v = ldp_guard ? NULL : fdtable_get(fd);
-    if (LIKELY(v == NULL) || v->kind == VF_WRITER) {
+    struct vfile *v = vfd_served(fd);
+    if (LIKELY(v == NULL)) {
         int r = REAL(fchdir)(fd);
         if (r == 0 && ldp_nmounts && !ldp_guard)
             refresh_real_cwd();

@@ -14,8 +14,8 @@ DIR *opendir(const char *path)
 
 DIR *fdopendir(int fd)
 {
-    struct vfile *v = ldp_guard ? NULL : fdtable_get(fd);
-    if (LIKELY(v == NULL) || v->kind == VF_WRITER)
+    struct vfile *v = vfd_served(fd);
+    if (LIKELY(v == NULL))
         return REAL(fdopendir)(fd);
     return vdir_fdopen(fd, v);
 }

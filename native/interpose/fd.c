@@ -4,11 +4,6 @@
 #include <stdarg.h>
 #include <linux/close_range.h>
 
-static inline struct vfile *vfd(int fd)
-{
-    return UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
-}
-
 extern int ldp_private_fd;
 void shared_fd_lost(int fd);
 

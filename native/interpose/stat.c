@@ -3,13 +3,6 @@
 #include "../ldpfuse.h"
 #include <string.h>
 
-/* a virtual fd whose attributes the FS gives (passthrough writers are the kernel's) */
-static inline struct vfile *vfd(int fd)
-{
-    struct vfile *v = UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
-    return v && v->kind != VF_WRITER ? v : NULL;
-}
-
 /* fstatat's logic for every spelling; real is called when nothing is virtual. */
 static int statat(int dirfd, const char *path, struct stat *st, int flags)
 {
@@ -22,7 +15,7 @@ static int statat(int dirfd, const char *path, struct stat *st, int flags)
                     return vfs_getattr(&vp, 0, st);
             }
         } else {
-            struct vfile *v = vfd(dirfd);
+            struct vfile *v = vfd_served(dirfd);
             if (v)
                 return vfs_fgetattr(dirfd, v, st);
         }
@@ -58,7 +51,7 @@ int lstat64(const char *path, struct stat64 *st)
 }
 int fstat(int fd, struct stat *st)
 {
-    struct vfile *v = vfd(fd);
+    struct vfile *v = vfd_served(fd);
     if (LIKELY(v == NULL))
         return REAL(fstat)(fd, st);
     return vfs_fgetattr(fd, v, st);
@@ -121,7 +114,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
     struct stat st;
     int r;
     if (path && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
-        struct vfile *v = dirfd == AT_FDCWD ? NULL : vfd(dirfd);
+        struct vfile *v = dirfd == AT_FDCWD ? NULL : vfd_served(dirfd);
         if (LIKELY(v == NULL) && !(dirfd == AT_FDCWD && ldp_cwd_virtual && !ldp_guard))
             return REAL(statx)(dirfd, path, flags, mask, stx);
         r = statat(dirfd, path, &st, flags);

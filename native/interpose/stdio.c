@@ -69,7 +69,7 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
     struct vpath vp;
     int mine = vfs_lookup(AT_FDCWD, &path, &vp);
     int oldfd = stream ? fileno(stream) : -1;
-    struct vfile *old = ldp_guard ? NULL : fdtable_get(oldfd);
+    struct vfile *old = vfd(oldfd);
     if (LIKELY(!mine && old == NULL))
         return real(path, mode, stream);
     if (old) {
