@@ -238,6 +238,20 @@ class Workspace:
         build(self.native)
         build(self.lower)
 
+    def start_from(self, build, fs):
+        """Start both runs with build's tree. For the loopback it is made in the
+        native and the lower directory; a file system that starts empty gets it
+        unpacked into $D by the returned script prefix (the native run too, so
+        both sides stay comparable)."""
+        if fs == LOOPBACK:
+            self.populate(build)
+            return ""
+        seed = self.tmp / "seed"
+        seed.mkdir()
+        build(seed)
+        # tar sets modes with chmod; cp -a would go through ACL xattrs.
+        return f'tar cf - -C "{seed}" . | tar xpf - -C "$D"\n'
+
     def write_script(self, name, text):
         path = self.tmp / name
         path.write_text(text)

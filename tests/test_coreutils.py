@@ -50,16 +50,8 @@ def loop(request, ws):
     ws.fs = request.param.get("fs", LOOPBACK)
     ws.mode = request.param.get("mode")
     ws.options = request.param.get("options", {})
-    if ws.fs == LOOPBACK:
-        ws.populate(build_tree)
-        ws.prefix = ""
-    else:
-        seed = ws.tmp / "seed"
-        seed.mkdir()
-        build_tree(seed)
-        # tar sets modes with chmod; cp -a would go through ACL xattrs,
-        # which test_cp_a_then_diff_r_matches_native checks on its own.
-        ws.prefix = f'tar cf - -C "{seed}" . | tar xpf - -C "$D"\n'
+    # (cp -a through ACL xattrs is what test_cp_a_then_diff_r_matches_native checks)
+    ws.prefix = ws.start_from(build_tree, ws.fs)
     return ws
 
 

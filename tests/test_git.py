@@ -36,14 +36,7 @@ def gitws(request, ws):
     need("git")
     ws.fs = request.param.get("fs", LOOPBACK)
     ws.mode = request.param.get("mode")
-    if ws.fs == LOOPBACK:
-        ws.populate(build_tree)
-        ws.prefix = ""
-    else:
-        seed = ws.tmp / "seed"
-        seed.mkdir()
-        build_tree(seed)
-        ws.prefix = f'tar cf - -C "{seed}" . | tar xpf - -C "$D"\n'
+    ws.prefix = ws.start_from(build_tree, ws.fs)
     return ws
 
 
