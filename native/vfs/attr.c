@@ -36,6 +36,9 @@ int vpath_name_too_long(const char *path)
 
 static int getattr_once(const struct vpath *vp, struct stat *st)
 {
+    /* a cached answer was a lookup of this very path that passed the checks below */
+    if (attrcache_get(vp->mnt, vp->path, st))
+        return 0;
     if (UNLIKELY(vpath_name_too_long(vp->path))) {
         errno = ENAMETOOLONG;
         return -1;
@@ -45,8 +48,6 @@ static int getattr_once(const struct vpath *vp, struct stat *st)
         errno = EIO;
         return -1;
     }
-    if (attrcache_get(vp->mnt, vp->path, st))
-        return 0;
     uint64_t gen = attrcache_generation();
     guard_enter();
     int r = be->getattr(vp->mnt, vp->path, NULL, st);
