@@ -11,7 +11,7 @@ Kept small: it is imported in every process that touches a mount.
 import os
 import sys
 
-from .fsspec import SCRIPT_PREFIX, load_class, parse_options
+from .fs_loader import SCRIPT_PREFIX, load_class, parse_options
 from .operations import Operations, FileInfo, Passthrough
 
 __all__ = ["boot", "log_exception", "Passthrough", "FileInfo"]

@@ -15,7 +15,7 @@ import shutil
 import sys
 import sysconfig
 
-from .fsspec import SCRIPT_PREFIX, SpecError, is_script_spec, load_class, parse_options, split_spec
+from .fs_loader import SCRIPT_PREFIX, SpecError, is_script_spec, load_class, parse_options, split_spec
 
 PROG = "ldpfuse-run"
 SEP = "\x1f"

@@ -28,7 +28,7 @@ import errno
 import os
 import sys
 
-from .fsspec import FusepyImports
+from .fs_loader import FusepyImports
 from .operations import (
     ENOTSUP,
     FileInfo,

@@ -66,7 +66,7 @@ def load_pickled(pickle_path: str, module_name: str = "", module_file: str = "")
     if module_name and module_name not in sys.modules and module_file:
         import importlib.util
 
-        from .fsspec import FusepyImports
+        from .fs_loader import FusepyImports
 
         try:
             found = importlib.util.find_spec(module_name)
