@@ -114,12 +114,11 @@ struct vfile {
     uint64_t fh;
     int fh_valid;           /* release/releasedir owed at the last close */
     char *path;             /* FS path; rename of an open file updates it */
-    /* VF_FILE (cached): the fd is a memfd holding the bytes; these record the state at
-     * the last write-back, so that close writes back only what changed. */
-    struct timespec synced_ctime;
-    off_t synced_size;
+    /* VF_FILE (cached): the fd is an open file description of the file's page cache */
+    struct pcache *pc;
+    off_t ra_next;          /* readahead: where the next sequential read would start */
+    size_t ra_win;          /* and the window it would get */
     int unlinked;
-    int mapped;             /* mmap'ed shared and writable: changes leave no ctime trace */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
 };
 struct vfile *fdtable_get(int fd);
@@ -161,7 +160,25 @@ void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
 int vfile_ensure_fh(struct vfile *v);
 int vfs_sync(int fd, struct vfile *v, int datasync);
-int vfs_writeback(int fd, struct vfile *v);
+
+/* ---- the page cache of cached files (vfs/pagecache.c) */
+struct pcache;
+struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, int *fresh);
+struct pcache *pcache_adopt(int fd, const struct vpath *vp);
+void pcache_unref(struct pcache *pc);
+int pcache_new_fd(struct pcache *pc, int flags);
+off_t pcache_size_of(int mnt, const char *path);    /* -1: not cached here */
+void pcache_set_mapped(struct pcache *pc);
+/* make [off, off+len) readable from the fd (to_end: the whole file) */
+int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end);
+/* write through: the FS first, then the cache; positional = pwrite at `at` */
+ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
+int pcache_ftruncate(struct vfile *v, off_t len);
+void pcache_truncated(int mnt, const char *path, off_t len);
+void pcache_renamed(int mnt, const char *from, const char *to);
+void pcache_unlinked(int mnt, const char *path);
+int pcache_sync_untracked(struct vfile *v);
+void pcache_fork(int phase);
 int vfs_access(const struct vpath *vp, int mode, int flags);
 int vfs_mkdir(const struct vpath *vp, mode_t mode);
 int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev);

@@ -18,6 +18,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/sendfile.h>
 #include <unistd.h>
 #include <utime.h>
 

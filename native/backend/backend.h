@@ -114,6 +114,9 @@ struct backend_ops {
     int (*removexattr)(int mnt, const char *path, const char *name);
     /* process exit: the FS's destroy() */
     void (*destroy)(void);
+    /* O_APPEND: write at the FS's end of file, atomically with finding it (*at gets the
+     * offset written at); the shared server does it under one lock for every process */
+    ssize_t (*append)(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at);
 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions

@@ -372,6 +372,17 @@ static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat
 }
 
 /* Copy a bytes-like result into buf; -EIO (logged) for anything else. */
+/* A read() that returns more than asked (a procfs-style file, an FS that ignores offset):
+ * the bytes past size are dropped, and said once per process. */
+static void log_once_read_overrun(const char *path, size_t n, size_t size)
+{
+    static int said;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        return;
+    log_msg(1 /* warning */, "Operations.read(%s) returned %zu bytes for a read of %zu: cut to size "
+            "(said once)", path, n, size);
+}
+
 static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *buf, size_t size, int exact)
 {
     if (r == NULL)
@@ -402,8 +413,11 @@ static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *b
     } else if (exact && n > size) {
         ret = -ERANGE;
     } else {
-        if (n > size)
+        if (n > size) {
+            if (op == s_read)
+                log_once_read_overrun(path, n, size);
             n = size;
+        }
         memcpy(buf, view.buf, n);
         ret = (ssize_t)n;
     }
@@ -591,6 +605,17 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
     }
     GIL_LEAVE(g);
     return ret;
+}
+
+/* O_APPEND: the FS's size is the end (the VFS core holds the file's lock around this) */
+static ssize_t be_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
+{
+    struct stat st;
+    int r = be_getattr(mnt, path, &fh, &st);
+    if (r < 0)
+        return r;
+    *at = st.st_size;
+    return be_write(mnt, path, buf, size, st.st_size, fh);
 }
 
 static int be_statfs(int mnt, const char *path, struct statvfs *sv)
@@ -879,7 +904,7 @@ static struct backend_ops ops = {
     .opendir = be_opendir, .readdir = be_readdir, .releasedir = be_releasedir,
     .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
     .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
-    .destroy = be_destroy,
+    .destroy = be_destroy, .append = be_append,
 };
 
 /* ---- start-up */

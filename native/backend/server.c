@@ -153,6 +153,16 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
         break;
     }
     case W_WRITE: r = ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, rq->fh); break;
+    case W_APPEND: {
+        /* one lock for every client's appends, whatever the class's threading */
+        static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;
+        off_t at = 0;
+        pthread_mutex_lock(&append_lock);
+        r = ops->append(mnt, path, data, rq->data_len, rq->fh, &at);
+        pthread_mutex_unlock(&append_lock);
+        fh = (uint64_t)at;
+        break;
+    }
     case W_STATFS:
         r = ops->statfs(mnt, path, (struct statvfs *)small);
         if (r >= 0) { out = small; out_len = sizeof(struct statvfs); }

@@ -312,6 +312,18 @@ static ssize_t sh_write(int mnt, const char *path, const char *buf, size_t size,
     return (ssize_t)xact(&c);
 }
 
+static ssize_t sh_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
+{
+    CALL(W_APPEND, mnt, path);
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    c.data = buf;
+    c.data_len = size;
+    int64_t r = xact(&c);
+    *at = (off_t)c.fh;
+    return (ssize_t)r;
+}
+
 static int sh_statfs(int mnt, const char *path, struct statvfs *sv)
 {
     CALL(W_STATFS, mnt, path);
@@ -420,7 +432,7 @@ static struct backend_ops shared_ops = {
     .opendir = sh_opendir, .readdir = sh_readdir, .releasedir = sh_releasedir,
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
-    .destroy = NULL,
+    .destroy = NULL, .append = sh_append,
 };
 
 static void atfork_child(void)

@@ -21,6 +21,7 @@ enum wire_op {
     W_LINK, W_CHMOD, W_CHOWN, W_TRUNCATE, W_OPEN, W_CREATE, W_READ, W_WRITE, W_STATFS,
     W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
     W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR,
+    W_APPEND,       /* write at the end; the response's fh is the offset written at */
 };
 
 struct wire_req {

@@ -18,9 +18,11 @@ static void fork_prepare(void)
 {
     attrcache_fork(0);
     fdtable_fork(0);
+    pcache_fork(0);
 }
 static void fork_after(void)
 {
+    pcache_fork(1);
     fdtable_fork(1);
     attrcache_fork(1);
 }

@@ -1,6 +1,9 @@
-/* stdio on virtual files. The FILE is glibc's own over the virtual fd (a memfd or the
+/* stdio on virtual files. The FILE is glibc's own over the virtual fd (a cache memfd or the
  * lower file), so every stdio function works unchanged; only opening and closing need us
- * (glibc's fopen/fclose open and close internally, past every wrapper). */
+ * (glibc's fopen/fclose open and close internally, past every wrapper). glibc's stdio
+ * reads and writes past the read/write wrappers too: a cached file is filled whole when a
+ * stream is opened on it, and what stdio writes reaches the FS at fflush-by-close, fsync
+ * and exit (vfs/pagecache.c: pcache_sync_untracked). */
 #include "../ldpfuse.h"
 #include <stdio_ext.h>
 #include <string.h>
@@ -34,6 +37,13 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
     int fd = vfs_open(vp, flags, 0666);
     if (fd < 0)
         return NULL;
+    struct vfile *v = fdtable_get(fd);
+    if (v && v->kind == VF_FILE && v->pc && pcache_fill(v, 0, 0, 1) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
     char fmode[4] = { mode[0], 0, 0, 0 };
     if (strchr(mode, '+'))
         fmode[1] = '+';
@@ -44,6 +54,16 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
         errno = e;
     }
     return f;
+}
+
+FILE *fdopen(int fd, const char *mode)
+{
+    struct vfile *v = vfd(fd);
+    if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL)
+        return REAL(fdopen)(fd, mode);
+    if (pcache_fill(v, 0, 0, 1) < 0)
+        return NULL;
+    return REAL(fdopen)(fd, mode);
 }
 
 FILE *fopen(const char *path, const char *mode)
@@ -119,6 +139,23 @@ FILE *freopen(const char *path, const char *mode, FILE *stream)
 FILE *freopen64(const char *path, const char *mode, FILE *stream)
 {
     return vfreopen(REAL(freopen64), path, mode, stream);
+}
+
+/* What stdio wrote reaches the FS at fflush, so that a full FS is an error of fflush
+ * (bash's echo checks it), not a silent loss. */
+int fflush(FILE *f)
+{
+    int r = REAL(fflush)(f);
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
+        return r;
+    struct vfile *v = fdtable_get(fileno(f));
+    if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL)
+        return r;
+    if (pcache_sync_untracked(v) < 0) {
+        f->_flags |= _IO_ERR_SEEN;
+        return EOF;
+    }
+    return r;
 }
 
 int fclose(FILE *f)

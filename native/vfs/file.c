@@ -2,9 +2,9 @@
  * Opening and closing files in a mount. Every virtual fd is a real kernel fd:
  *  - passthrough: the FS returned a lower fd (ldpfuse_py.Passthrough); that fd is the
  *    caller's fd and nothing of ours stands between the program and the kernel;
- *  - cached: a memfd holding the file's bytes, filled through read() at open and written
- *    back through write()/truncate() when any duplicate is closed or fsync'ed (open-to-close
- *    consistency). stdio, mmap, sendfile and exec work on it because the kernel serves them;
+ *  - cached: an open file description of the file's page cache, a memfd filled lazily by
+ *    range through the FS's read() and written through by range (vfs/pagecache.c). stdio,
+ *    mmap, sendfile and exec work on it because the kernel serves them;
  *  - directories and O_PATH opens: an O_PATH fd standing in, with the table saying what it is.
  */
 #include "../ldpfuse.h"
@@ -12,9 +12,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-
-#define FILL_MAX (16u << 20)
-#define WRITEBACK_CHUNK (1u << 20)
 
 mode_t ldp_umask = 022;
 
@@ -40,6 +37,8 @@ void vfile_unref(struct vfile *v)
             be->releasedir(v->mnt, v->path, v->fh);
         guard_leave();
     }
+    if (v->pc)
+        pcache_unref(v->pc);
     free(v->path);
     free(v);
 }
@@ -124,181 +123,41 @@ static void release_fh(const struct vpath *vp, int flags, uint64_t fh)
     guard_leave();
 }
 
-/* Copy the file's bytes into the memfd through the FS's read(). */
-static int fill(int mfd, const struct vpath *vp, uint64_t fh, off_t size_hint)
+/* A cached file: a new open file description of the file's page cache (one per file in
+ * this process: writes through one fd are seen through the others at once, and
+ * flock/fcntl locks between them conflict as they should). */
+static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t size, int size_known)
 {
-    struct backend_ops *be = backend_get();
-    size_t chunk = (size_t)size_hint + 4096;
-    if (chunk < 65536)
-        chunk = 65536;
-    if (chunk > FILL_MAX)
-        chunk = FILL_MAX;
-    char *buf = malloc(chunk);
-    if (buf == NULL) {
-        errno = ENOMEM;
+    int fresh;
+    struct pcache *pc = pcache_open(vp, size, size_known, &fresh);
+    int fd = pc ? pcache_new_fd(pc, flags) : -1;
+    struct vfile *v = fd >= 0 ? vfile_new(VF_FILE, vp, flags, fh, 1) : NULL;
+    if (v == NULL) {
+        int e = errno;
+        if (fd >= 0)
+            REAL(close)(fd);
+        if (pc)
+            pcache_unref(pc);
+        release_fh(vp, flags, fh);
+        errno = e;
         return -1;
     }
-    off_t off = 0;
-    for (;;) {
-        guard_enter();
-        ssize_t n = be->read(vp->mnt, vp->path, buf, chunk, off, fh);
-        guard_leave();
-        if (n < 0) {
-            free(buf);
-            errno = (int)-n;
-            return -1;
-        }
-        if (n == 0)
-            break;
-        for (ssize_t done = 0; done < n;) {
-            ssize_t w = pwrite(mfd, buf + done, (size_t)(n - done), off + done);
-            if (w < 0) {
-                free(buf);
-                return -1;
-            }
-            done += w;
-        }
-        off += n;
-        if ((size_t)n < chunk)
-            break;              /* a short read is the end of the file, as in FUSE */
-    }
-    free(buf);
-    return 0;
-}
-
-static void mark_synced(int fd, struct vfile *v)
-{
-    struct stat k;
-    if (REAL(fstat)(fd, &k) == 0) {
-        v->synced_ctime = k.st_ctim;
-        v->synced_size = k.st_size;
-    }
-}
-
-static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t size, int fill_it)
-{
-    char name[250];
-    snprintf(name, sizeof name, "ldpfuse:%.240s", vp->path);
-    int fd = memfd_create(name, MFD_CLOEXEC);
-    if (fd < 0)
-        goto fail;
-    if (fill_it && fill(fd, vp, fh, size) < 0) {
-        /* a write-only handle may not read (EBADF from a lower fd): as FUSE's writeback
-         * cache does, read the old bytes through a read-only open of our own */
-        if (errno != EBADF && errno != EACCES && errno != EPERM)
-            goto fail;
-        struct backend_ops *be = backend_get();
-        struct open_result ro = { .passthrough_fd = -1 };
-        guard_enter();
-        int r = be->open(vp->mnt, vp->path, O_RDONLY, &ro);
-        guard_leave();
-        if (r < 0) {
-            errno = -r;
-            goto fail;
-        }
-        if (ro.passthrough_fd >= 0) {
-            r = -EIO;
-            REAL(close)(ro.passthrough_fd);
-        } else {
-            r = fill(fd, vp, ro.fh, size) < 0 ? -errno : 0;
-            release_fh(vp, O_RDONLY, ro.fh);
-        }
-        if (r < 0) {
-            errno = -r;
-            goto fail;
-        }
-    }
-    int acc = flags & O_ACCMODE;
-    if (acc != O_RDWR || (flags & O_APPEND)) {
-        /* a new open file description of the same memfd, with the caller's access mode */
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-        int nfd = REAL(open)(proc, acc | (flags & O_APPEND) | O_CLOEXEC);
-        if (nfd >= 0) {
-            if (REAL(dup3)(nfd, fd, flags & O_CLOEXEC) < 0) {
-                REAL(close)(nfd);
-                goto fail;
-            }
-            REAL(close)(nfd);
-        } else if (flags & O_APPEND) {
-            REAL(fcntl)(fd, F_SETFL, O_APPEND);
-        }
-    }
-    if (!(flags & O_CLOEXEC))
-        REAL(fcntl)(fd, F_SETFD, 0);
-    struct vfile *v = vfile_new(VF_FILE, vp, flags, fh, 1);
-    if (v == NULL)
-        goto fail;
-    mark_synced(fd, v);
+    v->pc = pc;
     fdtable_set(fd, v);
     return fd;
-fail:;
-    int e = errno;
-    if (fd >= 0)
-        REAL(close)(fd);
-    release_fh(vp, flags, fh);
-    errno = e;
-    return -1;
 }
 
-static int cached_fd_of(const struct vpath *vp);
-
-/* stat(path) of a file this process holds open cached: its size is the memfd's, writes
- * not yet written back included (natively a write is visible to stat at once). */
+/* stat(path) of a file this process holds open cached: its size is the cache's (a write
+ * through another fd may be newer than the attribute cache). */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st)
 {
     if (!S_ISREG(st->st_mode) || __atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0)
         return;
-    int fd = cached_fd_of(vp);
-    struct stat k;
-    if (fd >= 0 && REAL(fstat)(fd, &k) == 0) {
-        st->st_size = k.st_size;
-        st->st_blocks = (k.st_size + 511) / 512;
+    off_t size = pcache_size_of(vp->mnt, vp->path);
+    if (size >= 0) {
+        st->st_size = size;
+        st->st_blocks = (size + 511) / 512;
     }
-}
-
-/* An fd of this process whose memfd already holds this file (one memfd per file and
- * process, as one page cache per inode: writes through one fd are seen through the others,
- * and flock/fcntl locks between them conflict as they should). */
-static int cached_fd_of(const struct vpath *vp)
-{
-    for (int fd = 0; fd <= fdtable_max(); fd++) {
-        struct vfile *v = fdtable_get(fd);
-        if (v && v->kind == VF_FILE && !v->unlinked && v->mnt == vp->mnt && strcmp(v->path, vp->path) == 0)
-            return fd;
-    }
-    return -1;
-}
-
-/* A new open file description of a memfd we hold, with the caller's access mode. */
-static int reopen_cached(int have, const struct vpath *vp, int flags, uint64_t fh, int trunc)
-{
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", have);
-    int fd = REAL(open)(proc, (flags & (O_ACCMODE | O_APPEND | O_CLOEXEC | O_NONBLOCK)));
-    if (fd < 0) {
-        release_fh(vp, flags, fh);
-        return -1;
-    }
-    if (trunc)
-        ftruncate(fd, 0);
-    struct vfile *v = vfile_new(VF_FILE, vp, flags, fh, 1);
-    if (v == NULL) {
-        REAL(close)(fd);
-        release_fh(vp, flags, fh);
-        errno = ENOMEM;
-        return -1;
-    }
-    struct vfile *o = fdtable_get(have);
-    if (o) {
-        v->synced_ctime = o->synced_ctime;
-        v->synced_size = o->synced_size;
-        v->mapped = o->mapped;
-    }
-    if (trunc)
-        v->synced_size = -1;    /* the FS was truncated too; make the next close write */
-    fdtable_set(fd, v);
-    return fd;
 }
 
 /*
@@ -451,7 +310,6 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
     if (res.passthrough_fd >= 0)
         return open_passthrough(&vp, res.passthrough_fd, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
-    int have = exists ? cached_fd_of(&vp) : -1;
     if (trunc) {
         guard_enter();
         r = be->truncate(vp.mnt, vp.path, 0, &res.fh);
@@ -460,83 +318,18 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
             release_fh(&vp, flags, res.fh);
             return be_errno(r);
         }
+        pcache_truncated(vp.mnt, vp.path, 0);
     }
-    if (have >= 0)
-        return reopen_cached(have, &vp, flags, res.fh, trunc);
-    return open_cached(&vp, flags, res.fh, exists ? st.st_size : 0, exists && !trunc);
+    return open_cached(&vp, flags, res.fh, exists && !trunc ? st.st_size : 0, !exists || trunc);
 }
 
-/* Write the memfd's bytes back through the FS if they changed since the last write-back.
- * A change is seen in the memfd's ctime (tmpfs timestamps are fine-grained once queried). */
-int vfs_writeback(int fd, struct vfile *v)
-{
-    /* a read-only open never writes back, even when another fd changed the shared memfd:
-     * that fd's close does */
-    if (v->kind != VF_FILE || v->unlinked || (v->flags & O_ACCMODE) == O_RDONLY)
-        return 0;
-    struct stat k;
-    if (REAL(fstat)(fd, &k) < 0)
-        return -1;
-    if (!v->mapped && k.st_ctim.tv_sec == v->synced_ctime.tv_sec &&
-        k.st_ctim.tv_nsec == v->synced_ctime.tv_nsec && k.st_size == v->synced_size)
-        return 0;
-    if (vfile_ensure_fh(v) < 0)
-        return -1;
-    struct backend_ops *be = backend_get();
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    int rfd = REAL(open)(proc, O_RDONLY | O_CLOEXEC);
-    if (rfd < 0)
-        return -1;
-    int ret = 0;
-    if (k.st_size < v->synced_size) {
-        guard_enter();
-        int r = be->truncate(v->mnt, v->path, k.st_size, &v->fh);
-        guard_leave();
-        if (r < 0) {
-            ret = be_errno(r);
-            goto out;
-        }
-    }
-    char *buf = malloc(WRITEBACK_CHUNK);
-    if (buf == NULL) {
-        errno = ENOMEM;
-        ret = -1;
-        goto out;
-    }
-    for (off_t off = 0; off < k.st_size;) {
-        ssize_t n = pread(rfd, buf, WRITEBACK_CHUNK, off);
-        if (n <= 0)
-            break;
-        for (ssize_t done = 0; done < n;) {
-            guard_enter();
-            ssize_t w = be->write(v->mnt, v->path, buf + done, (size_t)(n - done), off + done, v->fh);
-            guard_leave();
-            if (w <= 0) {
-                errno = w < 0 ? (int)-w : EIO;
-                ret = -1;
-                free(buf);
-                goto out;
-            }
-            done += w;
-        }
-        off += n;
-    }
-    free(buf);
-    v->synced_ctime = k.st_ctim;
-    v->synced_size = k.st_size;
-out:
-    attrcache_invalidate();
-    REAL(close)(rfd);
-    return ret;
-}
-
-/* What close() of one duplicate does: write back, flush; the last one releases. */
+/* What close() of one duplicate does: flush (the data is already in the FS, but for stores
+ * through a shared mapping); the last one releases. */
 int vfs_flush(int fd, struct vfile *v)
 {
     if (v->kind != VF_FILE)
         return 0;
-    int ret = vfs_writeback(fd, v);
+    int ret = pcache_sync_untracked(v);
     int e = errno;
     struct backend_ops *be = backend_get();
     if (be && v->fh_valid) {
@@ -567,7 +360,7 @@ int vfs_sync(int fd, struct vfile *v, int datasync)
 {
     if (v->kind != VF_FILE)
         return 0;
-    if (vfs_writeback(fd, v) < 0 || vfile_ensure_fh(v) < 0)
+    if (pcache_sync_untracked(v) < 0 || vfile_ensure_fh(v) < 0)
         return -1;
     struct backend_ops *be = backend_get();
     guard_enter();
@@ -583,8 +376,12 @@ void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
     struct vfile *v = vfile_new(kind, vp, flags, 0, 0);
     if (v == NULL)
         return;
-    if (kind == VF_FILE)
-        mark_synced(fd, v);
+    if (kind == VF_FILE && (v->pc = pcache_adopt(fd, vp)) == NULL) {
+        ldp_log(LOG_WARNING, "inherited fd %d (%s): no cache of it here", fd, vp->path);
+        free(v->path);
+        free(v);
+        return;
+    }
     if (kind == VF_WRITER)
         __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     fdtable_set(fd, v);
@@ -608,7 +405,7 @@ int vfile_ensure_fh(struct vfile *v)
         struct open_result res = { .passthrough_fd = -1 };
         r = be->open(v->mnt, v->path, v->flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY), &res);
         if (r == 0 && res.passthrough_fd >= 0)
-            REAL(close)(res.passthrough_fd);    /* the bytes live in our memfd */
+            REAL(close)(res.passthrough_fd);    /* the fd is our cache's */
         v->fh = res.fh;
     }
     guard_leave();
@@ -636,6 +433,7 @@ void vfs_renamed(int mnt, const char *from, const char *to)
         v->path = np;
         free(old);      /* racy only against a concurrent op on the same open file */
     }
+    pcache_renamed(mnt, from, to);
 }
 
 void vfs_unlinked(int mnt, const char *path)
@@ -645,9 +443,10 @@ void vfs_unlinked(int mnt, const char *path)
         if (v && v->mnt == mnt && strcmp(v->path, path) == 0)
             v->unlinked = 1;
     }
+    pcache_unlinked(mnt, path);
 }
 
-/* At exit, and before exec: nothing written to a cached file may be lost. */
+/* At exit, and before exec: stores through shared mappings reach the FS. */
 void ldp_sync_all(void)
 {
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
@@ -655,6 +454,6 @@ void ldp_sync_all(void)
     for (int fd = 0; fd <= fdtable_max(); fd++) {
         struct vfile *v = fdtable_get(fd);
         if (v && v->kind == VF_FILE)
-            vfs_writeback(fd, v);
+            pcache_sync_untracked(v);
     }
 }

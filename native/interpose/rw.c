@@ -1,0 +1,384 @@
+/*
+ * The read and write family on cached files (vfs/pagecache.c). A read makes sure the range
+ * it will touch is in the page cache, then lets the kernel serve it from the memfd; a write
+ * goes to the FS first, at the fd's offset, and returns the FS's answer. Every other fd
+ * (passthrough files included) goes straight to the kernel.
+ */
+#include "../ldpfuse.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define COPY_CHUNK (1u << 20)       /* sendfile/copy_file_range/splice: per call at most */
+
+static inline struct vfile *cached(int fd)
+{
+    struct vfile *v = vfd(fd);
+    return UNLIKELY(v != NULL) && v->kind == VF_FILE && v->pc ? v : NULL;
+}
+
+/* Before the kernel reads n bytes at off (-1: the fd's offset) of a cached fd. */
+static int before_read(int fd, struct vfile *v, off_t off, size_t n)
+{
+    if ((v->flags & O_ACCMODE) == O_WRONLY)
+        return 0;       /* the kernel says EBADF */
+    if (off < 0 && (off = REAL(lseek)(fd, 0, SEEK_CUR)) < 0)
+        return 0;
+    return pcache_fill(v, off, n, 0);
+}
+
+static size_t iov_len(const struct iovec *iov, int cnt)
+{
+    size_t n = 0;
+    for (int i = 0; i < cnt && iov; i++)
+        n += iov[i].iov_len;
+    return n;
+}
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || before_read(fd, v, -1, n) == 0)
+        return REAL(read)(fd, buf, n);
+    return -1;
+}
+
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || before_read(fd, v, -1, n) == 0)
+        return REAL(__read_chk)(fd, buf, n, buflen);
+    return -1;
+}
+
+ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
+        return REAL(pread)(fd, buf, n, off);
+    return -1;
+}
+
+ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
+        return REAL(pread64)(fd, buf, n, off);
+    return -1;
+}
+
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
+        return REAL(__pread_chk)(fd, buf, n, off, buflen);
+    return -1;
+}
+
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
+        return REAL(__pread64_chk)(fd, buf, n, off, buflen);
+    return -1;
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || before_read(fd, v, -1, iov_len(iov, cnt)) == 0)
+        return REAL(readv)(fd, iov, cnt);
+    return -1;
+}
+
+ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
+        return REAL(preadv)(fd, iov, cnt, off);
+    return -1;
+}
+
+ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
+        return REAL(preadv64)(fd, iov, cnt, off);
+    return -1;
+}
+
+ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
+        return REAL(preadv2)(fd, iov, cnt, off, flags);
+    return -1;
+}
+
+ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL) || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
+        return REAL(preadv64v2)(fd, iov, cnt, off, flags);
+    return -1;
+}
+
+/* ---- writes */
+
+static ssize_t cached_write(int fd, struct vfile *v, const void *buf, size_t n, off_t off, int positional)
+{
+    if ((v->flags & O_ACCMODE) == O_RDONLY) {
+        errno = EBADF;
+        return -1;
+    }
+    if (positional && off < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n == 0)
+        return 0;
+    return pcache_write(v, fd, buf, n, off, positional);
+}
+
+static ssize_t cached_writev(int fd, struct vfile *v, const struct iovec *iov, int cnt, off_t off,
+                             int positional)
+{
+    if (cnt < 0 || cnt > IOV_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t n = iov_len(iov, cnt);
+    char *buf = malloc(n ? n : 1);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t at = 0;
+    for (int i = 0; i < cnt; i++) {
+        memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    ssize_t r = cached_write(fd, v, buf, n, off, positional);
+    int e = errno;
+    free(buf);
+    errno = e;
+    return r;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(write)(fd, buf, n);
+    return cached_write(fd, v, buf, n, 0, 0);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(pwrite)(fd, buf, n, off);
+    return cached_write(fd, v, buf, n, off, 1);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(pwrite64)(fd, buf, n, off);
+    return cached_write(fd, v, buf, n, off, 1);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(writev)(fd, iov, cnt);
+    return cached_writev(fd, v, iov, cnt, 0, 0);
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(pwritev)(fd, iov, cnt, off);
+    return cached_writev(fd, v, iov, cnt, off, 1);
+}
+
+ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(pwritev64)(fd, iov, cnt, off);
+    return cached_writev(fd, v, iov, cnt, off, 1);
+}
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(pwritev2)(fd, iov, cnt, off, flags);
+    return cached_writev(fd, v, iov, cnt, off, off != -1);
+}
+
+ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(pwritev64v2)(fd, iov, cnt, off, flags);
+    return cached_writev(fd, v, iov, cnt, off, off != -1);
+}
+
+/* ---- seeking and size */
+
+/* SEEK_DATA/SEEK_HOLE would show the cache's unfilled ranges: the file has no holes. */
+static off_t cached_seek(int fd, off_t off, int whence)
+{
+    struct stat k;
+    if (REAL(fstat)(fd, &k) < 0)
+        return -1;
+    if (off < 0 || off >= k.st_size) {
+        errno = ENXIO;
+        return -1;
+    }
+    return REAL(lseek)(fd, whence == SEEK_DATA ? off : k.st_size, SEEK_SET);
+}
+
+off_t lseek(int fd, off_t off, int whence)
+{
+    if (LIKELY(whence != SEEK_DATA && whence != SEEK_HOLE) || cached(fd) == NULL)
+        return REAL(lseek)(fd, off, whence);
+    return cached_seek(fd, off, whence);
+}
+
+off64_t lseek64(int fd, off64_t off, int whence)
+{
+    if (LIKELY(whence != SEEK_DATA && whence != SEEK_HOLE) || cached(fd) == NULL)
+        return REAL(lseek64)(fd, off, whence);
+    return cached_seek(fd, off, whence);
+}
+
+static int cached_ftruncate(struct vfile *v, off_t len)
+{
+    if ((v->flags & O_ACCMODE) == O_RDONLY || len < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    return pcache_ftruncate(v, len);
+}
+
+int ftruncate(int fd, off_t len)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(ftruncate)(fd, len);
+    return cached_ftruncate(v, len);
+}
+
+int ftruncate64(int fd, off64_t len)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(ftruncate64)(fd, len);
+    return cached_ftruncate(v, len);
+}
+
+/* fallocate on a cached file: the FS has no such call; growing the file is a truncate. */
+int fallocate(int fd, int mode, off_t off, off_t len)
+{
+    struct vfile *v = cached(fd);
+    if (LIKELY(v == NULL))
+        return REAL(fallocate)(fd, mode, off, len);
+    if (mode & ~FALLOC_FL_KEEP_SIZE) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    struct stat k;
+    if (REAL(fstat)(fd, &k) < 0)
+        return -1;
+    if ((mode & FALLOC_FL_KEEP_SIZE) || off + len <= k.st_size)
+        return 0;
+    return cached_ftruncate(v, off + len);
+}
+
+/* ---- copies between fds: a cached source is filled for the span copied (at most
+ * COPY_CHUNK per call: the caller loops on a short count); a cached destination is
+ * written through, so the copy goes through a buffer. */
+
+static ssize_t copy_through(int in, off64_t *in_off, int out, struct vfile *vout, off64_t *out_off, size_t len)
+{
+    if (len > COPY_CHUNK)
+        len = COPY_CHUNK;
+    char *buf = malloc(len ? len : 1);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t n = in_off ? pread64(in, buf, len, *in_off) : read(in, buf, len);
+    ssize_t w = n;
+    if (n > 0) {
+        w = cached_write(out, vout, buf, (size_t)n, out_off ? *out_off : 0, out_off != NULL);
+        if (w > 0 && in_off)
+            *in_off += w;
+        else if (w >= 0 && w < n && !in_off)
+            REAL(lseek)(in, w - n, SEEK_CUR);   /* give back what was not written */
+        if (w > 0 && out_off)
+            *out_off += w;
+    }
+    int e = errno;
+    free(buf);
+    errno = e;
+    return w;
+}
+
+static int before_copy(int in, struct vfile *vin, const off64_t *in_off, size_t *len)
+{
+    if (*len > COPY_CHUNK)
+        *len = COPY_CHUNK;
+    return before_read(in, vin, in_off ? (off_t)*in_off : -1, *len);
+}
+
+ssize_t copy_file_range(int in, off64_t *in_off, int out, off64_t *out_off, size_t len, unsigned flags)
+{
+    struct vfile *vin = cached(in), *vout = cached(out);
+    if (LIKELY(vin == NULL && vout == NULL))
+        return REAL(copy_file_range)(in, in_off, out, out_off, len, flags);
+    if (vout)
+        return copy_through(in, in_off, out, vout, out_off, len);
+    if (before_copy(in, vin, in_off, &len) < 0)
+        return -1;
+    return REAL(copy_file_range)(in, in_off, out, out_off, len, flags);
+}
+
+ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+    struct vfile *vin = cached(in), *vout = cached(out);
+    if (LIKELY(vin == NULL && vout == NULL))
+        return REAL(sendfile)(out, in, off, count);
+    off64_t o = off ? *off : 0;
+    if (vout) {
+        ssize_t r = copy_through(in, off ? &o : NULL, out, vout, NULL, count);
+        if (off)
+            *off = (off_t)o;
+        return r;
+    }
+    if (before_copy(in, vin, off ? &o : NULL, &count) < 0)
+        return -1;
+    return REAL(sendfile)(out, in, off, count);
+}
+
+ssize_t sendfile64(int out, int in, off64_t *off, size_t count)
+{
+    return sendfile(out, in, (off_t *)off, count);
+}
+
+ssize_t splice(int in, off64_t *in_off, int out, off64_t *out_off, size_t len, unsigned flags)
+{
+    struct vfile *vin = cached(in), *vout = cached(out);
+    if (LIKELY(vin == NULL && vout == NULL))
+        return REAL(splice)(in, in_off, out, out_off, len, flags);
+    if (vout)
+        return copy_through(in, in_off, out, vout, out_off, len);
+    if (before_copy(in, vin, in_off, &len) < 0)
+        return -1;
+    return REAL(splice)(in, in_off, out, out_off, len, flags);
+}

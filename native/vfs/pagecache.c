@@ -1,0 +1,650 @@
+/*
+ * The page cache of files the FS serves itself (not passthrough): one memfd per file per
+ * process, shared by every fd of this process on the file (and, through fork and exec, by
+ * the children that inherit it), as the kernel keeps one page cache per inode.
+ *
+ * The memfd is sized to the file at open and filled lazily, by range. Which ranges are
+ * filled is kept by the memfd itself: tmpfs reports unwritten pages as holes
+ * (lseek SEEK_HOLE/SEEK_DATA), so a hole is "not yet read from the FS" and data is "read
+ * or written". Every process that holds the memfd sees the same state, with no shared
+ * memory of ours. With shmem transparent huge pages on, holes are 2 MiB-grained: fills are
+ * then aligned to that granule.
+ *
+ * Readers (the read-family wrappers, mmap, stdio's fopen) call pcache_fill() for the
+ * range they will touch, then let the kernel serve it. Writers (pcache_write) pass the
+ * bytes to the FS first, at the right offset, and keep in the memfd only what the FS took:
+ * errors (ENOSPC) reach the program at write(), and nothing waits for close.
+ *
+ * Locks: `table_lock` guards the table and reference counts; each entry's `lock` orders
+ * fills, writes and truncations of that file (a fill must never put old bytes over a
+ * newer write).
+ */
+#include "../ldpfuse.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define RA_MIN (128u << 10)         /* first readahead window */
+#define RA_MAX (4u << 20)           /* largest window on sequential access */
+#define FS_CHUNK (1u << 20)         /* one FS read() at most */
+#define GROW_MAX (1ull << 30)       /* what a size-0 (procfs-style) file may grow to */
+
+struct pcache {
+    struct pcache *next;
+    int refs;                   /* vfiles pointing here; under table_lock */
+    int mnt;
+    char *path;                 /* under table_lock (rename) */
+    int mfd;                    /* our own O_RDWR description of the memfd */
+    int unlinked;
+    int size_unknown;           /* the FS said st_size 0: read until it gives nothing */
+    int mapped;                 /* mapped shared and writable: stores bypass write() */
+    struct timespec known_mtime;    /* the memfd after our last fill or write: a change */
+    off_t known_size;               /* since then came from past the wrappers (stdio) */
+    pthread_mutex_t lock;
+};
+
+static struct pcache *table;
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t granule;          /* what a hole is made of: a page, or a huge page */
+
+static size_t hole_granule(void)
+{
+    if (granule)
+        return granule;
+    size_t g = 4096;
+    int fd = REAL(open)("/sys/kernel/mm/transparent_hugepage/shmem_enabled", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[160];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        REAL(close)(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        /* the selected value is in brackets; never/deny/advise keep memfds on small pages */
+        char *sel = strchr(buf, '[');
+        if (sel && strncmp(sel, "[never]", 7) && strncmp(sel, "[deny]", 6) && strncmp(sel, "[advise]", 8))
+            g = 2u << 20;
+    }
+    __atomic_store_n(&granule, g, __ATOMIC_RELAXED);
+    return g;
+}
+
+static void table_enter(void)
+{
+    guard_enter();
+    pthread_mutex_lock(&table_lock);
+}
+
+static void table_leave(void)
+{
+    pthread_mutex_unlock(&table_lock);
+    guard_leave();
+}
+
+static void entry_lock(struct pcache *pc)
+{
+    guard_enter();
+    pthread_mutex_lock(&pc->lock);
+}
+
+static void entry_unlock(struct pcache *pc)
+{
+    pthread_mutex_unlock(&pc->lock);
+    guard_leave();
+}
+
+/* The memfd as our own fills and writes left it (under the entry's lock). */
+static void note_known(struct pcache *pc)
+{
+    struct stat k;
+    if (REAL(fstat)(pc->mfd, &k) == 0) {
+        pc->known_mtime = k.st_mtim;
+        pc->known_size = k.st_size;
+    }
+}
+
+static struct pcache *find(int mnt, const char *path)
+{
+    for (struct pcache *pc = table; pc; pc = pc->next)
+        if (pc->mnt == mnt && !pc->unlinked && strcmp(pc->path, path) == 0)
+            return pc;
+    return NULL;
+}
+
+static struct pcache *entry_new(int mnt, const char *path, int mfd)
+{
+    struct pcache *pc = calloc(1, sizeof *pc);
+    if (pc == NULL || (pc->path = strdup(path)) == NULL) {
+        free(pc);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pc->refs = 1;
+    pc->mnt = mnt;
+    pc->mfd = mfd;
+    pthread_mutex_init(&pc->lock, NULL);
+    pc->next = table;
+    table = pc;
+    return pc;
+}
+
+struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, int *fresh)
+{
+    table_enter();
+    struct pcache *pc = find(vp->mnt, vp->path);
+    if (pc) {
+        pc->refs++;
+        table_leave();
+        *fresh = 0;
+        return pc;
+    }
+    char name[250];
+    snprintf(name, sizeof name, "ldpfuse:%.240s", vp->path);
+    int mfd = memfd_create(name, MFD_CLOEXEC);
+    if (mfd >= 0)
+        mfd = fs_fd(mfd);
+    if (mfd < 0 || REAL(ftruncate)(mfd, size) < 0 || (pc = entry_new(vp->mnt, vp->path, mfd)) == NULL) {
+        int e = errno;
+        if (mfd >= 0)
+            REAL(close)(mfd);
+        table_leave();
+        errno = e;
+        return NULL;
+    }
+    pc->size_unknown = size == 0 && !size_known;
+    note_known(pc);
+    table_leave();
+    *fresh = 1;
+    return pc;
+}
+
+/* An fd inherited through exec: this process's entry for the file is that memfd. */
+struct pcache *pcache_adopt(int fd, const struct vpath *vp)
+{
+    table_enter();
+    struct pcache *pc = find(vp->mnt, vp->path);
+    if (pc) {
+        pc->refs++;
+        table_leave();
+        return pc;
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int mfd = REAL(open)(proc, O_RDWR | O_CLOEXEC);
+    if (mfd >= 0)
+        mfd = fs_fd(mfd);
+    pc = mfd >= 0 ? entry_new(vp->mnt, vp->path, mfd) : NULL;
+    if (pc == NULL && mfd >= 0)
+        REAL(close)(mfd);
+    if (pc)
+        note_known(pc);
+    table_leave();
+    return pc;
+}
+
+void pcache_ref(struct pcache *pc)
+{
+    table_enter();
+    pc->refs++;
+    table_leave();
+}
+
+void pcache_unref(struct pcache *pc)
+{
+    table_enter();
+    if (--pc->refs > 0) {
+        table_leave();
+        return;
+    }
+    for (struct pcache **p = &table; *p; p = &(*p)->next)
+        if (*p == pc) {
+            *p = pc->next;
+            break;
+        }
+    table_leave();
+    REAL(close)(pc->mfd);
+    pthread_mutex_destroy(&pc->lock);
+    free(pc->path);
+    free(pc);
+}
+
+/* A new open file description of the cache with the caller's access mode and flags. */
+int pcache_new_fd(struct pcache *pc, int flags)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", pc->mfd);
+    return REAL(open)(proc, flags & (O_ACCMODE | O_APPEND | O_CLOEXEC | O_NONBLOCK));
+}
+
+off_t pcache_size(struct pcache *pc)
+{
+    struct stat k;
+    return REAL(fstat)(pc->mfd, &k) == 0 ? k.st_size : -1;
+}
+
+off_t pcache_size_of(int mnt, const char *path)
+{
+    table_enter();
+    struct pcache *pc = find(mnt, path);
+    off_t size = pc ? pcache_size(pc) : -1;
+    table_leave();
+    return size;
+}
+
+void pcache_set_mapped(struct pcache *pc)
+{
+    __atomic_store_n(&pc->mapped, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- filling */
+
+/* Read [off, end) from the FS into the memfd. Returns the bytes stored; fewer than asked
+ * means the FS's end of file (a short read ends the file, as in FUSE). */
+static ssize_t fetch(struct pcache *pc, struct vfile *v, off_t off, off_t end, char *buf)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL || vfile_ensure_fh(v) < 0)
+        return -EIO;
+    uint64_t fh = v->fh;
+    int own_fh = 0;
+    off_t pos = off;
+    ssize_t err = 0;
+    while (pos < end) {
+        size_t want = (size_t)(end - pos) < FS_CHUNK ? (size_t)(end - pos) : FS_CHUNK;
+        guard_enter();
+        ssize_t n = be->read(pc->mnt, v->path, buf, want, pos, fh);
+        guard_leave();
+        if ((n == -EBADF || n == -EACCES || n == -EPERM) && !own_fh && (v->flags & O_ACCMODE) == O_WRONLY) {
+            /* a write-only handle may not read: as FUSE's writeback cache does, read the
+             * old bytes through a read-only open of our own */
+            struct open_result ro = { .passthrough_fd = -1 };
+            guard_enter();
+            int r = be->open(pc->mnt, v->path, O_RDONLY, &ro);
+            guard_leave();
+            if (r < 0) {
+                err = r;
+                break;
+            }
+            if (ro.passthrough_fd >= 0)
+                REAL(close)(ro.passthrough_fd);     /* a passthrough answer: no use here */
+            fh = ro.fh;
+            own_fh = 1;
+            continue;
+        }
+        if (n < 0) {
+            err = n;
+            break;
+        }
+        if ((size_t)n > want) {
+            ldp_log(LOG_WARNING, "read(%s) returned more bytes than asked (%zd > %zu): cut", v->path, n, want);
+            n = (ssize_t)want;
+        }
+        ssize_t done = 0;
+        while (done < n) {
+            ssize_t w = REAL(pwrite)(pc->mfd, buf + done, (size_t)(n - done), pos + done);
+            if (w < 0)
+                break;
+            done += w;
+        }
+        if (done < n) {
+            err = -errno;
+            break;
+        }
+        pos += n;
+        if ((size_t)n < want)
+            break;
+    }
+    if (own_fh) {
+        guard_enter();
+        be->release(pc->mnt, v->path, O_RDONLY, fh);
+        guard_leave();
+    }
+    return err < 0 ? err : pos - off;
+}
+
+/* The window to read ahead of a read at off of len bytes through v: grows on sequential
+ * access, as the kernel's does, and starts small again after a seek. */
+static size_t ra_window(struct vfile *v, off_t off, size_t len)
+{
+    if (v == NULL)
+        return 0;
+    size_t win = v->ra_win;
+    if (off != v->ra_next || win == 0)
+        win = RA_MIN;
+    else if (win < RA_MAX)
+        win *= 2;
+    v->ra_win = win;
+    v->ra_next = off + (off_t)len;
+    return win;
+}
+
+/* The file's end, after asking the FS when a read reaches the cache's end: a file that
+ * grew (another process appended) or whose size was unknown (procfs style, st_size 0). */
+static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t want, char *buf)
+{
+    struct stat st;
+    struct backend_ops *be = backend_get();
+    int have = attrcache_get(pc->mnt, v->path, &st);
+    if (!have && be) {
+        guard_enter();
+        have = be->getattr(pc->mnt, v->path, v->fh_valid ? &v->fh : NULL, &st) == 0;
+        guard_leave();
+    }
+    if (have && S_ISREG(st.st_mode) && st.st_size > size) {
+        REAL(ftruncate)(pc->mfd, st.st_size);
+        return st.st_size;
+    }
+    if (!pc->size_unknown || (unsigned long long)size >= GROW_MAX)
+        return size;
+    if (want > FS_CHUNK)
+        want = FS_CHUNK;
+    ssize_t n = fetch(pc, v, size, size + (off_t)want, buf);
+    return n > 0 ? size + n : size;
+}
+
+/* Read the holes of [off, end) from the FS, each with up to ra bytes after it, in whole
+ * granules, never past the next filled range or the file's end. */
+static int fill_range(struct pcache *pc, struct vfile *v, off_t off, off_t end, size_t ra, off_t size,
+                      char **buf)
+{
+    size_t g = hole_granule();
+    if (end > size)
+        end = size;
+    off_t pos = off - (off_t)((size_t)off % g);
+    while (pos < end) {
+        off_t h = REAL(lseek)(pc->mfd, pos, SEEK_HOLE);
+        if (h < 0 || h >= end)
+            break;
+        off_t d = REAL(lseek)(pc->mfd, h, SEEK_DATA);
+        if (d < 0 || d > size)
+            d = size;
+        off_t stop = end + (off_t)ra;
+        if (stop % (off_t)g)
+            stop += (off_t)g - stop % (off_t)g;
+        if (stop > d)
+            stop = d;
+        if (*buf == NULL && (*buf = malloc(FS_CHUNK)) == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        ssize_t n = fetch(pc, v, h, stop, *buf);
+        if (n < 0) {
+            errno = (int)-n;
+            return -1;
+        }
+        if (h + n < stop) {
+            /* the FS's file ends here: so does the cache */
+            REAL(ftruncate)(pc->mfd, h + n);
+            break;
+        }
+        pos = stop;
+    }
+    return 0;
+}
+
+static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len, int to_end)
+{
+    char *buf = NULL;
+    off_t size = pcache_size(pc);
+    if (size < 0)
+        return -1;
+    off_t end = to_end ? size : off + (off_t)len;
+    size_t ra = to_end ? 0 : ra_window(v, off, len);
+    if (end >= size && !to_end) {
+        if ((buf = malloc(FS_CHUNK)) == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        size = grow_at_end(pc, v, size, len + ra, buf);
+    }
+    int r = fill_range(pc, v, off, end, ra, size, &buf);
+    if (r == 0 && to_end && pc->size_unknown && v) {
+        /* procfs style: the whole file is what read() gives until it gives nothing */
+        if (buf == NULL && (buf = malloc(FS_CHUNK)) == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        for (;;) {
+            off_t grown = grow_at_end(pc, v, size, FS_CHUNK, buf);
+            if (grown <= size)
+                break;
+            size = grown;
+        }
+    }
+    int e = errno;
+    free(buf);
+    errno = e;
+    return r;
+}
+
+/* Make [off, off+len) of the file readable from the memfd (len 0 with to_end: all of it). */
+int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
+{
+    struct pcache *pc = v->pc;
+    entry_lock(pc);
+    int r = fill_locked(pc, v, off, len, to_end);
+    int e = errno;
+    note_known(pc);
+    entry_unlock(pc);
+    errno = e;
+    return r;
+}
+
+/* ---- writing */
+
+/* Fill the granule around off if it is a hole inside the file: a write into part of it
+ * would otherwise make the rest look filled with zeros. */
+static int fill_edge(struct pcache *pc, struct vfile *v, off_t off, off_t size)
+{
+    size_t g = hole_granule();
+    off_t start = off - (off_t)((size_t)off % g);
+    if (start >= size || start == off)
+        return 0;
+    char *buf = NULL;
+    int r = fill_range(pc, v, start, start + (off_t)g, 0, size, &buf);
+    int e = errno;
+    free(buf);
+    errno = e;
+    return r;
+}
+
+ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional)
+{
+    struct pcache *pc = v->pc;
+    struct backend_ops *be = backend_get();
+    if (be == NULL || vfile_ensure_fh(v) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    entry_lock(pc);
+    ssize_t ret = -1;
+    off_t size = pcache_size(pc);
+    int append = !positional && (v->flags & O_APPEND);
+    if (!positional && !append)
+        at = REAL(lseek)(fd, 0, SEEK_CUR);
+    if (size < 0 || at < 0)
+        goto out;
+    ssize_t n;
+    if (append) {
+        /* the FS decides where the end is (other processes append too) */
+        if (fill_edge(pc, v, size, size) < 0)
+            goto out;
+        guard_enter();
+        n = be->append(pc->mnt, v->path, buf, len, v->fh, &at);
+        guard_leave();
+    } else {
+        if (fill_edge(pc, v, at < size ? at : size, size) < 0 ||
+            fill_edge(pc, v, at + (off_t)len, size) < 0)
+            goto out;
+        guard_enter();
+        n = be->write(pc->mnt, v->path, buf, len, at, v->fh);
+        guard_leave();
+    }
+    if (n < 0) {
+        errno = (int)-n;
+        goto out;
+    }
+    for (ssize_t done = 0; done < n;) {
+        ssize_t w = REAL(pwrite)(pc->mfd, (const char *)buf + done, (size_t)(n - done), at + done);
+        if (w < 0)
+            goto out;
+        done += w;
+    }
+    if (!positional)
+        REAL(lseek)(fd, at + n, SEEK_SET);
+    ret = n;
+out:;
+    int e = errno;
+    note_known(pc);
+    entry_unlock(pc);
+    attrcache_invalidate();
+    errno = e;
+    return ret;
+}
+
+/* ---- size and names */
+
+/* ftruncate on a cached fd: the FS first, then the cache (which then holds, after close). */
+int pcache_ftruncate(struct vfile *v, off_t len)
+{
+    struct pcache *pc = v->pc;
+    struct backend_ops *be = backend_get();
+    if (be == NULL || vfile_ensure_fh(v) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    entry_lock(pc);
+    guard_enter();
+    int r = be->truncate(pc->mnt, v->path, len, &v->fh);
+    guard_leave();
+    if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
+        r = -errno;
+    note_known(pc);
+    entry_unlock(pc);
+    attrcache_invalidate();
+    return (int)be_errno(r);
+}
+
+/* truncate(path) or O_TRUNC went to the FS: the cache of the file follows. */
+void pcache_truncated(int mnt, const char *path, off_t len)
+{
+    table_enter();
+    struct pcache *pc = find(mnt, path);
+    if (pc)
+        pc->refs++;
+    table_leave();
+    if (pc == NULL)
+        return;
+    entry_lock(pc);
+    REAL(ftruncate)(pc->mfd, len);
+    note_known(pc);
+    entry_unlock(pc);
+    pcache_unref(pc);
+}
+
+void pcache_renamed(int mnt, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    table_enter();
+    for (struct pcache *pc = table; pc; pc = pc->next) {
+        if (pc->mnt != mnt || strncmp(pc->path, from, fl) != 0 || (pc->path[fl] != '\0' && pc->path[fl] != '/'))
+            continue;
+        char *np = malloc(strlen(to) + strlen(pc->path + fl) + 1);
+        if (np == NULL)
+            continue;
+        strcpy(np, to);
+        strcat(np, pc->path + fl);
+        free(pc->path);
+        pc->path = np;
+    }
+    /* a file renamed over another: the old one's cache no longer has a name */
+    table_leave();
+}
+
+void pcache_unlinked(int mnt, const char *path)
+{
+    table_enter();
+    struct pcache *pc = find(mnt, path);
+    if (pc)
+        pc->unlinked = 1;
+    table_leave();
+}
+
+/* Bytes that reached the memfd past the write wrappers (stores through a shared writable
+ * mapping; glibc's stdio, whose internal write() no wrapper sees; a child that runs
+ * without the interposer) are passed to the FS here, at flush, fsync, close and exit:
+ * every filled range, as the cache cannot tell which of them changed. Returns 0 or -1. */
+int pcache_sync_untracked(struct vfile *v)
+{
+    struct pcache *pc = v->pc;
+    if (pc == NULL || pc->unlinked || (v->flags & O_ACCMODE) == O_RDONLY)
+        return 0;
+    struct stat k;
+    if (!__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
+        (REAL(fstat)(pc->mfd, &k) < 0 || (k.st_size == pc->known_size &&
+         k.st_mtim.tv_sec == pc->known_mtime.tv_sec && k.st_mtim.tv_nsec == pc->known_mtime.tv_nsec)))
+        return 0;
+    struct backend_ops *be = backend_get();
+    if (be == NULL || vfile_ensure_fh(v) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    char *buf = malloc(FS_CHUNK);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    entry_lock(pc);
+    int ret = 0;
+    off_t size = pcache_size(pc);
+    if (size < pc->known_size) {
+        guard_enter();
+        int r = be->truncate(pc->mnt, v->path, size, &v->fh);
+        guard_leave();
+        if (r < 0) {
+            errno = -r;
+            ret = -1;
+        }
+    }
+    for (off_t pos = 0; pos < size && ret == 0;) {
+        off_t d = REAL(lseek)(pc->mfd, pos, SEEK_DATA);
+        if (d < 0)
+            break;
+        off_t h = REAL(lseek)(pc->mfd, d, SEEK_HOLE);
+        if (h < 0 || h > size)
+            h = size;
+        for (pos = d; pos < h;) {
+            size_t want = (size_t)(h - pos) < FS_CHUNK ? (size_t)(h - pos) : FS_CHUNK;
+            ssize_t n = REAL(pread)(pc->mfd, buf, want, pos);
+            if (n <= 0) {
+                pos = h;
+                break;
+            }
+            guard_enter();
+            ssize_t w = be->write(pc->mnt, v->path, buf, (size_t)n, pos, v->fh);
+            guard_leave();
+            if (w <= 0) {
+                errno = w < 0 ? (int)-w : EIO;
+                ret = -1;
+                break;
+            }
+            pos += w;
+        }
+    }
+    int e = errno;
+    if (ret == 0)
+        note_known(pc);
+    entry_unlock(pc);
+    free(buf);
+    attrcache_invalidate();
+    errno = e;
+    return ret;
+}
+
+/* fork: no other thread may hold the table's lock at the instant of the fork. (An entry's
+ * lock is held only around FS calls, which fork_prepare's other locks already order.) */
+void pcache_fork(int phase)
+{
+    if (phase == 0)
+        pthread_mutex_lock(&table_lock);
+    else
+        pthread_mutex_unlock(&table_lock);
+}
