@@ -252,5 +252,6 @@ extern mode_t ldp_umask;
 
 /* process-wide init (constructor) and exit (destructor) */
 void ldp_sync_all(void);
+void ldp_before_exec(int every_fd);
 
 #endif

@@ -46,6 +46,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
     if (vn)
         vfs_flush(newfd, vn);   /* dup2 closes newfd: that is a close() */
+    if (newfd == 0 && vo && vo->kind == VF_FILE && vo->pc)
+        pcache_fill(vo, 0, 0, 1);   /* stdin: glibc's stdio reads it past every wrapper */
     int r = use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
     if (r < 0)
         return r;

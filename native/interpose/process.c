@@ -165,13 +165,18 @@ int execve(const char *path, char *const argv[], char *const envp[])
         return REAL(execve)(path, argv, envp);
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
-    ldp_sync_all();
+    ldp_before_exec(0);
     struct vpath vp;
     int r;
     if (vfs_lookup(AT_FDCWD, &path, &vp)) {
         /* a program stored in the mount: exec the kernel fd that stands for it (a script
          * is run by the kernel as /dev/fd/N, so the fd must survive the exec) */
         int fd = vfs_open(&vp, O_RDONLY, 0);
+        struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
+        if (v && v->kind == VF_FILE && v->pc && pcache_fill(v, 0, 0, 1) < 0) {
+            close(fd);
+            fd = -1;
+        }
         if (fd < 0) {
             r = -1;
         } else {
@@ -310,7 +315,10 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 {
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
-    ldp_sync_all();
+    ldp_before_exec(0);
+    struct vfile *v = vfd(fd);
+    if (v && v->kind == VF_FILE && v->pc)
+        pcache_fill(v, 0, 0, 1);
     int r = exec_fd(fd, argv, env);
     if (env != envp) {
         int e = errno;
@@ -334,7 +342,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         return (*slot)(pid, path, fa, attr, argv, envp);
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
-    ldp_sync_all();
+    ldp_before_exec(fa != NULL);
     int r = (*slot)(pid, path, fa, attr, argv, env);
     if (env != envp)
         free(env);

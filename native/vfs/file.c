@@ -143,6 +143,8 @@ static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t siz
         return -1;
     }
     v->pc = pc;
+    if ((flags & O_APPEND) && size > 0 && (flags & O_ACCMODE) != O_RDONLY)
+        pcache_fill(v, size - 1, 1, 0);     /* stdio appends past the wrappers, into this page */
     fdtable_set(fd, v);
     return fd;
 }
@@ -382,6 +384,8 @@ void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
         free(v);
         return;
     }
+    if (kind == VF_FILE && fd == 0)
+        pcache_fill(v, 0, 0, 1);    /* stdin: glibc's stdio reads it past every wrapper */
     if (kind == VF_WRITER)
         __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     fdtable_set(fd, v);
@@ -455,5 +459,24 @@ void ldp_sync_all(void)
         struct vfile *v = fdtable_get(fd);
         if (v && v->kind == VF_FILE)
             pcache_sync_untracked(v);
+    }
+}
+
+/* Before exec (and posix_spawn, whose file actions may dup2 any fd of ours onto a number
+ * the child keeps): what the new image inherits is filled whole. The new image may run
+ * without the interposer (static, setuid, LD_PRELOAD dropped) or read through stdio, and
+ * then must not read the cache's unfilled holes as zeros. */
+void ldp_before_exec(int every_fd)
+{
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
+        return;
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v == NULL || v->kind != VF_FILE || v->pc == NULL)
+            continue;
+        pcache_sync_untracked(v);
+        int fdflags = REAL(fcntl)(fd, F_GETFD);
+        if (fdflags >= 0 && (every_fd || !(fdflags & FD_CLOEXEC)) && (v->flags & O_ACCMODE) != O_WRONLY)
+            pcache_fill(v, 0, 0, 1);
     }
 }
