@@ -105,6 +105,9 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
         int fd = vfs_open(&vp, flags, 0666);
         if (fd < 0)
             return NULL;
+        struct vfile *nv = fdtable_get(fd);
+        if (nv && nv->kind == VF_FILE && nv->pc)
+            pcache_fill(nv, 0, 0, 1);   /* stdio reads past the wrappers */
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
         keep = fdtable_take(fd);

@@ -595,7 +595,7 @@ int pcache_sync_untracked(struct vfile *v)
     entry_lock(pc);
     int ret = 0;
     off_t size = pcache_size(pc);
-    if (size < pc->known_size) {
+    if (size != pc->known_size) {
         guard_enter();
         int r = be->truncate(pc->mnt, v->path, size, &v->fh);
         guard_leave();
