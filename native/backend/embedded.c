@@ -607,15 +607,52 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
     return ret;
 }
 
-/* O_APPEND: the FS's size is the end (the VFS core holds the file's lock around this) */
+/* O_APPEND: the FS's size is the end. The VFS core holds the file's lock between this
+ * process's threads; other processes running their own instance of the FS (a loopback
+ * over one lower directory) are kept out by an OFD lock on one byte, chosen by the path,
+ * of a lock file of this user. */
+static int append_lock_fd = -1;
+static pthread_mutex_t append_lock_init = PTHREAD_MUTEX_INITIALIZER;
+
+static int append_lock(const char *path, int type)
+{
+    if (__atomic_load_n(&append_lock_fd, __ATOMIC_ACQUIRE) < 0) {
+        pthread_mutex_lock(&append_lock_init);
+        if (append_lock_fd < 0) {
+            char name[64];
+            snprintf(name, sizeof name, "/tmp/.ldpfuse-append-%u", (unsigned)geteuid());
+            int fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+            int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 600) : -1;
+            if (fd >= 0)
+                close(fd);
+            __atomic_store_n(&append_lock_fd, high, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&append_lock_init);
+    }
+    if (append_lock_fd < 0)
+        return -1;
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *s = path; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    struct flock fl = { .l_type = (short)type, .l_whence = SEEK_SET, .l_start = (off_t)(h % (1u << 30)), .l_len = 1 };
+    while (fcntl(append_lock_fd, F_OFD_SETLKW, &fl) < 0)
+        if (errno != EINTR)
+            return -1;
+    return 0;
+}
+
 static ssize_t be_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
 {
+    int locked = append_lock(path, F_WRLCK) == 0;
     struct stat st;
-    int r = be_getattr(mnt, path, &fh, &st);
-    if (r < 0)
-        return r;
-    *at = st.st_size;
-    return be_write(mnt, path, buf, size, st.st_size, fh);
+    ssize_t r = be_getattr(mnt, path, &fh, &st);
+    if (r == 0) {
+        *at = st.st_size;
+        r = be_write(mnt, path, buf, size, st.st_size, fh);
+    }
+    if (locked)
+        append_lock(path, F_UNLCK);
+    return r;
 }
 
 static int be_statfs(int mnt, const char *path, struct statvfs *sv)

@@ -144,16 +144,55 @@ FILE *freopen64(const char *path, const char *mode, FILE *stream)
     return vfreopen(REAL(freopen64), path, mode, stream);
 }
 
+/* A stream's pending output, written by us through write() (the FS first, O_APPEND
+ * atomic) rather than by glibc's internal write, which would reach the memfd only.
+ * Only a plain write buffer is taken: anything else is left to glibc (and then to
+ * pcache_sync_untracked). Returns 0, or -1 with errno (the bytes are dropped, as the FS
+ * refused them). */
+static int flush_through(FILE *f, int fd)
+{
+    int ret = 0;
+    flockfile(f);
+    if (f->_IO_write_ptr > f->_IO_write_base && f->_IO_write_base == f->_IO_buf_base &&
+        f->_IO_read_ptr == f->_IO_read_end) {
+        const char *p = f->_IO_write_base;
+        size_t n = (size_t)(f->_IO_write_ptr - f->_IO_write_base);
+        while (n > 0) {
+            ssize_t w = write(fd, p, n);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                if (w == 0)
+                    errno = EIO;
+                ret = -1;
+                break;
+            }
+            p += w;
+            n -= (size_t)w;
+        }
+        f->_IO_write_ptr = f->_IO_write_base;
+        f->_offset = -1;            /* glibc's cached position: unknown, ask the kernel */
+    }
+    funlockfile(f);
+    return ret;
+}
+
 /* What stdio wrote reaches the FS at fflush, so that a full FS is an error of fflush
- * (bash's echo checks it), not a silent loss. */
+ * (bash's echo checks it), not a silent loss, and appends from many processes stay
+ * whole. */
 int fflush(FILE *f)
 {
-    int r = REAL(fflush)(f);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
-        return r;
-    struct vfile *v = fdtable_get(fileno(f));
-    if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL)
-        return r;
+        return REAL(fflush)(f);
+    int fd = fileno(f);
+    struct vfile *v = fdtable_get(fd);
+    if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL || (v->flags & O_ACCMODE) == O_RDONLY)
+        return REAL(fflush)(f);
+    if (flush_through(f, fd) < 0) {
+        f->_flags |= _IO_ERR_SEEN;
+        return EOF;
+    }
+    int r = REAL(fflush)(f);
     if (pcache_sync_untracked(v) < 0) {
         f->_flags |= _IO_ERR_SEEN;
         return EOF;

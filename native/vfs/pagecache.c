@@ -572,6 +572,41 @@ void pcache_unlinked(int mnt, const char *path)
  * mapping; glibc's stdio, whose internal write() no wrapper sees; a child that runs
  * without the interposer) are passed to the FS here, at flush, fsync, close and exit:
  * every filled range, as the cache cannot tell which of them changed. Returns 0 or -1. */
+/* An O_APPEND fd grew past the wrappers (bash's line-buffered stdout: glibc writes each
+ * line itself): the new bytes are the end of the memfd; they are appended at the FS's end
+ * (atomic with other processes' appends), and if that is not where this cache put them,
+ * the range is dropped from the cache, to be read again from the FS. */
+static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *buf)
+{
+    struct backend_ops *be = backend_get();
+    off_t from = pc->known_size;
+    while (from < size) {
+        size_t want = (size_t)(size - from) < FS_CHUNK ? (size_t)(size - from) : FS_CHUNK;
+        ssize_t n = REAL(pread)(pc->mfd, buf, want, from);
+        if (n <= 0)
+            break;
+        off_t at = from;
+        guard_enter();
+        ssize_t w = be->append(pc->mnt, v->path, buf, (size_t)n, v->fh, &at);
+        guard_leave();
+        if (w < (ssize_t)n) {
+            /* the FS kept less than was written: the cache must not say otherwise */
+            REAL(ftruncate)(pc->mfd, from + (w > 0 ? w : 0));
+            errno = w < 0 ? (int)-w : ENOSPC;
+            return -1;
+        }
+        if (at != from) {
+            /* whole granules only: a punched part of one would read as zeros */
+            off_t g = (off_t)hole_granule(), lo = from - from % g, hi = size + (g - size % g) % g;
+            REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
+            if (at + n > size)
+                REAL(ftruncate)(pc->mfd, at + n);
+        }
+        from += n;
+    }
+    return 0;
+}
+
 int pcache_sync_untracked(struct vfile *v)
 {
     struct pcache *pc = v->pc;
@@ -595,6 +630,10 @@ int pcache_sync_untracked(struct vfile *v)
     entry_lock(pc);
     int ret = 0;
     off_t size = pcache_size(pc);
+    if ((v->flags & O_APPEND) && size > pc->known_size && !pc->mapped) {
+        ret = sync_appended(pc, v, size, buf);
+        goto done;
+    }
     if (size != pc->known_size) {
         guard_enter();
         int r = be->truncate(pc->mnt, v->path, size, &v->fh);
@@ -629,6 +668,7 @@ int pcache_sync_untracked(struct vfile *v)
             pos += w;
         }
     }
+done:;
     int e = errno;
     if (ret == 0)
         note_known(pc);
