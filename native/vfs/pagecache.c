@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/xattr.h>
 
 #define RA_MIN (128u << 10)         /* first readahead window */
 #define RA_MAX (4u << 20)           /* largest window on sequential access */
@@ -40,6 +41,7 @@ struct pcache {
     int mapped;                 /* mapped shared and writable: stores bypass write() */
     struct timespec known_mtime;    /* the memfd after our last fill or write: a change */
     off_t known_size;               /* since then came from past the wrappers (stdio) */
+    int no_xattr;                   /* the memfd takes no user xattr: known is ours only */
     pthread_mutex_t lock;
 };
 
@@ -92,12 +94,33 @@ static void entry_unlock(struct pcache *pc)
 }
 
 /* The memfd as our own fills and writes left it (under the entry's lock). */
+/* The known state is kept on the memfd too (a user xattr, tmpfs >= 6.6), so that every
+ * process holding it agrees on what has reached the FS: a child that passed its stdio
+ * output on must not have its parent pass it on again. */
+#define KNOWN_XATTR "user.ldpfuse.known"
+struct known {
+    int64_t size, sec, nsec;
+};
+
 static void note_known(struct pcache *pc)
 {
     struct stat k;
     if (REAL(fstat)(pc->mfd, &k) == 0) {
         pc->known_mtime = k.st_mtim;
         pc->known_size = k.st_size;
+        struct known kn = { k.st_size, k.st_mtim.tv_sec, k.st_mtim.tv_nsec };
+        if (!pc->no_xattr && REAL(fsetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn, 0) < 0)
+            pc->no_xattr = 1;
+    }
+}
+
+static void load_known(struct pcache *pc)
+{
+    struct known kn;
+    if (!pc->no_xattr && REAL(fgetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn) == (ssize_t)sizeof kn) {
+        pc->known_size = (off_t)kn.size;
+        pc->known_mtime.tv_sec = (time_t)kn.sec;
+        pc->known_mtime.tv_nsec = (long)kn.nsec;
     }
 }
 
@@ -175,7 +198,7 @@ struct pcache *pcache_adopt(int fd, const struct vpath *vp)
     if (pc == NULL && mfd >= 0)
         REAL(close)(mfd);
     if (pc)
-        note_known(pc);
+        load_known(pc);
     table_leave();
     return pc;
 }
@@ -613,6 +636,7 @@ int pcache_sync_untracked(struct vfile *v)
     if (pc == NULL || pc->unlinked || (v->flags & O_ACCMODE) == O_RDONLY)
         return 0;
     struct stat k;
+    load_known(pc);
     if (!__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
         (REAL(fstat)(pc->mfd, &k) < 0 || (k.st_size == pc->known_size &&
          k.st_mtim.tv_sec == pc->known_mtime.tv_sec && k.st_mtim.tv_nsec == pc->known_mtime.tv_nsec)))
