@@ -121,10 +121,7 @@ def test_cd_into_mount_subdir_is_inherited_by_children(pws):
     """)
 
 
-def test_concurrent_append_from_two_processes_loses_nothing(pws, request):
-    xfail_on_cached_path(request, pws, (
-        "with passthrough=no, each process appends to its own cached copy: two "
-        "appenders of 300 lines each end with fewer than 600 (598 seen)"))
+def test_concurrent_append_from_two_processes_loses_nothing(pws):
     sh(pws, """
         writer() { for i in $(seq 1 300); do echo "$1 $i" >> "$D/log"; done; }
         writer a &
@@ -319,11 +316,7 @@ print("shared lines", len(lines), len(set(lines)))
 '''
 
 
-def test_python_threads_doing_io_at_once_match_native(pws, request):
-    xfail_on_cached_path(request, pws, (
-        "with passthrough=no, 8 threads appending 50 lines each to one file "
-        "through their own O_APPEND opens ended with 350 lines, not 400 (seen "
-        "in --mode shared): each open's cached copy is written back over the others"))
+def test_python_threads_doing_io_at_once_match_native(pws):
     pws.compare_py(PY_THREADS, check_tree=False, options=pws.options)
 
 

@@ -82,7 +82,7 @@ class IgnoresOffset(Computed):
 class ProcStyle(Operations):
     """/status says st_size 0 but holds 10000 bytes, as files in /proc do."""
 
-    DATA = b"".join(b"line %05d\n" for i in range(1000))
+    DATA = b"".join(b"line %05d\n" % i for i in range(1000))
 
     def getattr(self, path, fh=None):
         if path == "/":

@@ -1,0 +1,223 @@
+"""The page cache of files the FS serves itself (docs/cache.md): filled lazily by
+range, written through to the FS at write(), bounded against lying read()s, shared by
+every thread of a process.
+
+Most tests run a file system fixture (tests/fs_fixtures/computed.py) whose bytes are
+computed, so a 2 GiB file costs nothing to serve and every range can be checked."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FS_FIXTURES, LOOPBACK, MEMORY, need, run_ldp, run_native
+
+sys.path.insert(0, str(FS_FIXTURES))
+from computed import PATTERN, ProcStyle, expected  # noqa: E402
+
+COMPUTED = f"{FS_FIXTURES / 'computed.py'}"
+BIG = 2 << 30
+THREADS_SOURCE = Path(__file__).resolve().parent / "programs" / "cache_threads.c"
+
+
+def ldp(ws, cls, cmd, **kw):
+    return run_ldp(f"{COMPUTED}:{cls}", [], cmd, ws.mnt, cwd=ws.tmp,
+                   env=ws.env(ws.mnt, ws.ldp_out), **kw)
+
+
+PARTIAL_READS = r'''
+import os, random, sys
+sys.path.insert(0, sys.argv[1])
+from computed import expected
+D, BIG = os.environ["D"], 2 << 30
+fd = os.open(f"{D}/big", os.O_RDONLY)
+random.seed(7)
+for _ in range(100):
+    off = random.randrange(BIG - 5000)
+    n = random.choice([1, 64, 4096])
+    assert os.pread(fd, n, off) == expected(off, n, BIG), (off, n)
+os.lseek(fd, BIG - 100, os.SEEK_SET)
+assert os.read(fd, 4096) == expected(BIG - 100, 100, BIG)
+assert os.read(fd, 4096) == b""
+os.close(fd)
+with open(f"{D}/big", "rb") as f:     # Python's buffered reader: read() and readinto()
+    assert f.read(100) == expected(0, 100, BIG)
+    f.seek(1 << 30)
+    assert f.read(10) == expected(1 << 30, 10, BIG)
+calls, fetched = map(int, open(f"{D}/reads").read().split())
+print("fetched MiB", fetched >> 20)
+assert fetched < 64 << 20, f"{fetched} bytes read from the FS for ~400 KiB asked"
+print("ok")
+'''
+
+
+def test_partial_reads_of_a_2gib_file_fetch_only_the_ranges_read(ws):
+    probe = ws.write_script("probe.py", PARTIAL_READS)
+    r = ldp(ws, "Computed", [sys.executable, probe, FS_FIXTURES], timeout=60)
+    assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.describe()
+
+
+@pytest.mark.parametrize("cmd,offset", [("head -c 100", 0), ("tail -c 100", BIG - 100)],
+                         ids=["head", "tail"])
+def test_head_and_tail_of_a_2gib_file_give_its_bytes(ws, cmd, offset):
+    r = ldp(ws, "Computed", ["sh", "-c", f'{cmd} "$D/big" | od -An -tx1'], timeout=60)
+    want = run_native(["od", "-An", "-tx1"], input=expected(offset, 100, BIG))
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == want.stdout, r.describe()
+
+
+def test_a_read_that_returns_more_than_asked_is_cut_and_logged(ws):
+    size = 3 << 20
+    r = ldp(ws, "Liar", ["sh", "-c", 'cat "$D/big" | md5sum; head -c 10 "$D/small" | od -An -tx1'],
+            options={"size": size}, timeout=60)
+    want = run_native(["md5sum"], input=expected(0, size, size))
+    assert r.returncode == 0, r.describe()
+    assert r.stdout.splitlines()[0] == want.stdout.strip(), r.describe()
+    assert "returned" in r.stderr and "read(/" in r.stderr, r.describe()
+
+
+def test_a_read_that_ignores_offset_ends_at_the_files_size(ws):
+    size = 1 << 20
+    r = ldp(ws, "IgnoresOffset", ["sh", "-c", 'cat "$D/big" | wc -c'],
+            options={"size": size}, timeout=60)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout.strip() == str(size), r.describe()
+
+
+def test_a_file_with_st_size_0_is_read_to_the_fs_end(ws):
+    probe = ws.write_script("probe.py", 'import os\n'
+                            'print(len(open(os.environ["D"] + "/status", "rb").read()))\n')
+    r = ldp(ws, "ProcStyle", ["sh", "-c", f'cat "$D/status" | md5sum; wc -l < "$D/status"; '
+                                          f'head -n 2 "$D/status"; "{sys.executable}" {probe}'])
+    want = run_native(["md5sum"], input=ProcStyle.DATA)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout.splitlines() == [want.stdout.strip(), "1000", "line 00000", "line 00001",
+                                     str(len(ProcStyle.DATA))], r.describe()
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_echo_into_a_full_fs_fails_at_write(ws, shell):
+    need(shell)
+    r = ldp(ws, "Full", [shell, "-c", 'echo hi > "$D/f"'])
+    assert r.returncode != 0, r.describe()
+    assert "No space left on device" in r.stderr or "I/O error" in r.stderr, r.describe()
+
+
+def test_python_write_on_a_full_fs_raises_enospc(ws):
+    probe = ws.write_script("probe.py", r'''
+import errno, os
+fd = os.open(os.environ["D"] + "/f", os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    os.write(fd, b"hello")
+    print("write succeeded")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+os.close(fd)
+''')
+    r = ldp(ws, "Full", [sys.executable, probe])
+    assert r.returncode == 0 and r.stdout == "ENOSPC\n", r.describe()
+
+
+APPENDS = """
+for w in 1 2 3 4; do
+    ( for i in $(seq 1 50); do echo "$w $i" >> "$D/log"; done ) &
+done
+wait
+wc -l < "$D/log"
+for w in 1 2 3 4; do grep -c "^$w " "$D/log"; done
+sort -n -k1 -k2 "$D/log" | md5sum
+"""
+
+# The memory example keeps its files in one process: only --mode shared gives the
+# four writers one file. The loopback shares its lower directory in either mode.
+APPEND_CASES = [(MEMORY, {}, "shared"), (LOOPBACK, {"passthrough": "no"}, None)]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_appends_from_four_shell_processes_keep_every_line(ws, shell, fs, options, mode):
+    need(shell)
+    ws.compare([shell, "-c", APPENDS], fs=fs, options=options, mode=mode, check_tree=False)
+
+
+CACHED = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, "shared")]
+CACHED_IDS = ["no-passthrough", "memory-shared"]
+
+
+@pytest.mark.parametrize("fs,options,mode", CACHED, ids=CACHED_IDS)
+def test_tar_x_keeps_mtimes_of_written_files(ws, fs, options, mode):
+    need("tar")
+    seed = ws.tmp / "seed"
+    seed.mkdir()
+    for i in range(3):
+        (seed / f"f{i}").write_bytes(PATTERN[: 1000 * (i + 1)])
+    run_native(["touch", "-d", "2001-02-03 04:05:06", *(seed / f"f{i}" for i in range(3))])
+    archive = ws.tmp / "a.tar"
+    r = run_native(["tar", "cf", archive, "-C", seed, "."])
+    assert r.returncode == 0, r.describe()
+    ws.compare(["sh", "-c", f'tar xf {archive} -C "$D" && stat -c "%Y %s %n" "$D"/f*'],
+               fs=fs, options=options, mode=mode, check_tree=False)
+
+
+@pytest.mark.parametrize("fs,options,mode", CACHED, ids=CACHED_IDS)
+def test_truncate_and_metadata_of_an_open_file_hold_after_close(ws, fs, options, mode):
+    ws.compare(["sh", "-c", """
+        printf 0123456789 > "$D/t"
+        exec 3>>"$D/t"
+        truncate -s 4 "$D/t"
+        echo x >&3
+        chmod 600 "$D/t"
+        touch -d '2002-03-04 05:06:07' "$D/t"
+        exec 3>&-
+        cat "$D/t"; stat -c '%s %a %Y' "$D/t"
+        exec 4<>"$D/t"
+        truncate -s 2 "$D/t"
+        exec 4>&-
+        cat "$D/t"; echo; stat -c '%s' "$D/t"
+    """], fs=fs, options=options, mode=mode, check_tree=False)
+
+
+PYTHON_IO = r'''
+import mmap, os
+D = os.environ["D"]
+fd = os.open(f"{D}/p", os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"abcdefgh" * 1000)
+os.pwrite(fd, b"XY", 4094)              # across a page boundary
+os.ftruncate(fd, 6000)
+print(os.pread(fd, 8, 4090), os.fstat(fd).st_size)
+os.writev(fd, [b"one", b"two"])
+os.lseek(fd, 0, os.SEEK_SET)
+print(os.read(fd, 8), os.lseek(fd, 0, os.SEEK_DATA), os.lseek(fd, 0, os.SEEK_HOLE))
+m = mmap.mmap(fd, 6006)
+m[0:4] = b"MMAP"
+m.close()
+os.close(fd)
+with open(f"{D}/p", "rb") as f:
+    data = f.read()
+print(len(data), data[:8], data[4090:4098], data[-6:])
+with open(f"{D}/q", "w") as f:            # stdio-style buffered text through Python
+    f.write("line\n" * 3000)
+print(os.path.getsize(f"{D}/q"), open(f"{D}/q").read().count("\n"))
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", CACHED, ids=CACHED_IDS)
+def test_fd_level_writes_reads_and_mmap_of_a_cached_file_match_native(ws, fs, options, mode):
+    ws.compare_py(PYTHON_IO, fs=fs, options=options, mode=mode)
+
+
+@pytest.fixture(scope="module")
+def cache_threads(tmp_path_factory):
+    need("gcc")
+    exe = tmp_path_factory.mktemp("bin") / "cache_threads"
+    r = run_native(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, THREADS_SOURCE])
+    assert r.returncode == 0, r.describe()
+    return exe
+
+
+@pytest.mark.parametrize("fs,options,mode", CACHED, ids=CACHED_IDS)
+def test_threads_opening_renaming_and_closing_cached_files_see_their_own_bytes(
+        ws, cache_threads, fs, options, mode):
+    native, _ = ws.compare(["sh", "-c", f'exec {cache_threads} "$D"'],
+                           fs=fs, options=options, mode=mode, check_tree=False)
+    assert native.stdout == "ok\n"
