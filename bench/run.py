@@ -3,7 +3,7 @@
 
     python3 bench/run.py                 full run (about 20 minutes on 2 cores)
     python3 bench/run.py --quick         short run (about 3 minutes), for a first look
-    python3 bench/run.py --only micro    only the micro-benchmarks (or: thesis, a
+    python3 bench/run.py --only micro    only the micro-benchmarks (or: thesis, cache, a
                                          workload name, or a configuration name)
     python3 bench/run.py --report-only   rewrite RESULTS.md/results.png from bench/out/results.json
 
@@ -466,7 +466,7 @@ class Context:
         self.tmpfs = os.path.abspath(args.tmpfs_dir)
         self.outside = os.path.join(self.lower, 'outside')
         self.ldpfuse_run = find_ldpfuse_run(args.ldpfuse_run)
-        self.results = {'micro': [], 'thesis': [], 'nonmount': [], 'failures': [], 'skipped': {},
+        self.results = {'micro': [], 'thesis': [], 'nonmount': [], 'cache': [], 'failures': [], 'skipped': {},
                         'configs': {}, 'scale': scale, 'quick': args.quick}
 
 
@@ -687,6 +687,72 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
     os.sync()
 
 
+# ---------------------------------------------------------------- the page cache (docs/cache.md)
+
+# Whole commands, timed from the outside (ldpfuse-run's start included), on the computed
+# FS of tests/fs_fixtures/computed.py: the same command on its 2 GiB file and on its
+# 4 KiB file, in both modes. Goal (issue 9): 2 GiB within x5 of 4 KiB plus 20 ms.
+COMPUTED = os.path.join(REPO, 'tests', 'fs_fixtures', 'computed.py')
+CACHE_READS = [
+    ('head', 'head -c 100 FILE', 'head -c 100'),
+    ('tail', 'tail -c 100 FILE', 'tail -c 100'),
+    ('pread', '%s -c "import os,random\nfd=os.open(\'FILE\',0)\nn=os.fstat(fd).st_size\n'
+              'random.seed(1)\nfor _ in range(50): os.pread(fd,4096,random.randrange(max(1,n-4095)))"'
+     % sys.executable, 'python: 50 random 4 KiB preads'),
+]
+APPENDERS = (1, 4, 8)       # processes, 50 `echo >> f` each
+CACHE_KEYS = ['cache-' + r[0] for r in CACHE_READS] + ['appends:%d' % n for n in APPENDERS]
+
+
+def timed(cmd, timeout=300):
+    t0 = time.time()
+    rc, out, err = run_cmd(cmd, timeout)
+    return time.time() - t0, rc, out, err
+
+
+def cache_round(ctx, rnd, keys):
+    """One interleaved round of the cache workloads."""
+    mnt = os.path.join(MOUNT_BASE, 'cache')
+    runner = [ctx.ldpfuse_run, '--mountpoint', mnt,
+              '--log-file', os.path.join(OUT, 'ldpfuse-cache.log')]
+    for mode in ('embedded', 'shared'):
+        for name, shell, _ in CACHE_READS:
+            if 'cache-' + name not in keys:
+                continue
+            for fname in ('big', 'small'):
+                cmd = runner + ['--mode', mode, COMPUTED + ':Computed', '--', 'sh', '-c',
+                                shell.replace('FILE', mnt + '/' + fname) + ' > /dev/null']
+                secs, rc, out, err = timed(cmd)
+                if rc != 0:
+                    record_failure(ctx, Native(ctx), 'cache %s %s %s' % (name, mode, fname), cmd, rc, out, err)
+                    continue
+                ctx.results['cache'].append(dict(workload='cache-' + name, mode=mode, file=fname,
+                                                 round=rnd, seconds=secs))
+    memory = os.path.join(REPO, 'examples', 'memory.py') + ':Memory'
+    loopback = os.path.join(REPO, 'examples', 'loopback.py') + ':Loopback'
+    for n in APPENDERS:
+        if 'appends:%d' % n not in keys:
+            continue
+        script = ('for w in $(seq %d); do (for i in $(seq 50); do echo "$w $i" >> "$D/log"; done) & done; '
+                  'wait; wc -l < "$D/log"' % n)
+        lowdir = os.path.join(ctx.tmpfs, 'appends')
+        for where in ('native', 'memory-shared', 'loopback-nopt'):
+            shutil.rmtree(lowdir, ignore_errors=True)
+            os.makedirs(lowdir)
+            if where == 'native':
+                cmd = ['env', 'D=' + lowdir, 'sh', '-c', script]
+            elif where == 'memory-shared':
+                cmd = ['env', 'D=' + mnt] + runner + ['--mode', 'shared', memory, '--', 'sh', '-c', script]
+            else:
+                cmd = ['env', 'D=' + mnt] + runner + ['-o', 'passthrough=no', loopback, lowdir,
+                                                      '--', 'sh', '-c', script]
+            secs, rc, out, err = timed(cmd)
+            lines = int(out.split()[-1]) if rc == 0 and out.split() else -1
+            ctx.results['cache'].append(dict(workload='appends:%d' % n, mode=where, file='',
+                                             round=rnd, seconds=secs, lines=lines, want=50 * n))
+    save(ctx)
+
+
 def report_paths(filtered):
     """A run filtered with --only reports under bench/out, never over the full run's files."""
     if filtered:
@@ -795,7 +861,8 @@ def main():
     cfg_filter = [w for w in only if w in CONFIG_NAMES]
     wl_filter = [w for w in only if w not in CONFIG_NAMES]
     for w in wl_filter:
-        known = {'micro', 'thesis', 'nonmount', 'firstop'} | set(THESIS_KEYS) | set(MICRO_KEYS) \
+        known = {'micro', 'thesis', 'nonmount', 'firstop', 'cache'} | set(THESIS_KEYS) | set(MICRO_KEYS) \
+            | set(CACHE_KEYS) | {'cache-' + r[0] for r in CACHE_READS} | {'appends'} \
             | {k.split(':')[0] for k in MICRO_KEYS}
         if w not in known:
             ap.error('unknown --only item %r' % w)
@@ -805,10 +872,14 @@ def main():
             return True
         if name in wl_filter:
             return True
-        group = 'thesis' if name in THESIS_KEYS else 'micro'
+        group = 'thesis' if name in THESIS_KEYS else 'cache' if name in CACHE_KEYS else 'micro'
         return group in wl_filter or (':' in name and name.split(':')[0] in wl_filter)
     ctx.want = want
     micro_keys = [k for k in MICRO_KEYS if want(k)]
+    cache_keys = [k for k in CACHE_KEYS if want(k)]
+    if wl_filter and not any(w in ('cache', 'appends') or w in CACHE_KEYS or w.startswith('cache-')
+                             for w in wl_filter):
+        cache_keys = []
     thesis_items = [t for t in THESIS if want(t[0])]
 
     ensure_dependencies(not args.no_install)
@@ -852,6 +923,11 @@ def main():
                 for cfg in nm_cfgs:
                     nonmount_round(ctx, cfg, rnd)
                 save(ctx)
+        if cache_keys and ctx.ldpfuse_run:
+            os.makedirs(ctx.tmpfs, exist_ok=True)
+            for rnd in range(1, scale['rounds'] + 1):
+                cache_round(ctx, rnd, cache_keys)
+                log('cache round %d done' % rnd)
         thesis_cfgs = [c for c in ready if c.thesis]
         if thesis_items and thesis_cfgs:
             prepare_thesis(ctx)
