@@ -339,7 +339,7 @@ static size_t ra_window(struct vfile *v, off_t off, size_t len)
     return win;
 }
 
-/* The file's end, after asking the FS when a read reaches the cache's end: a file that
+/* The file's end, after asking the FS when a read starts at the cache's end: a file that
  * grew (another process appended) or whose size was unknown (procfs style, st_size 0). */
 static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t want, char *buf)
 {
@@ -411,7 +411,7 @@ static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len
         return -1;
     off_t end = to_end ? size : off + (off_t)len;
     size_t ra = to_end ? 0 : ra_window(v, off, len);
-    if (end >= size && !to_end) {
+    if (!to_end && (off >= size || (pc->size_unknown && end > size))) {
         if ((buf = malloc(FS_CHUNK)) == NULL) {
             errno = ENOMEM;
             return -1;
