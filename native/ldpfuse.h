@@ -163,6 +163,7 @@ int vfs_sync(int fd, struct vfile *v, int datasync);
 
 /* ---- the page cache of cached files (vfs/pagecache.c) */
 struct pcache;
+/* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created, 2 truncated */
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, int *fresh);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
@@ -179,6 +180,7 @@ void pcache_renamed(int mnt, const char *from, const char *to);
 void pcache_unlinked(int mnt, const char *path);
 int pcache_sync_untracked(struct vfile *v);
 void pcache_fork(int phase);
+void pcache_fork_child(void);     /* in a forked child, before pcache_fork(1) */
 int vfs_access(const struct vpath *vp, int mode, int flags);
 int vfs_mkdir(const struct vpath *vp, mode_t mode);
 int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev);
@@ -253,5 +255,6 @@ extern mode_t ldp_umask;
 /* process-wide init (constructor) and exit (destructor) */
 void ldp_sync_all(void);
 void ldp_before_exec(int every_fd);
+void stdio_fd_changed(int fd, int cached);   /* fd 1 became (or stopped being) a cached file */
 
 #endif

@@ -117,6 +117,11 @@ struct backend_ops {
     /* O_APPEND: write at the FS's end of file, atomically with finding it (*at gets the
      * offset written at); the shared server does it under one lock for every process */
     ssize_t (*append)(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at);
+    /* The page cache of a file, owned by the backend for every process (the shared server;
+     * NULL in the embedded mode): *fd gets an O_RDWR fd of its memfd, created sized `size`
+     * if there was none (*fresh = 1). Every cache_open is paired with one cache_close. */
+    int (*cache_open)(int mnt, const char *path, off_t size, int *fd, int *fresh);
+    void (*cache_close)(int mnt, const char *path);
 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions

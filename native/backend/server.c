@@ -20,12 +20,114 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
                                                   size_t errsize);
 
 static struct backend_ops *ops;
+
+/* ---- the page caches of cached files, one memfd per file for every client (docs/cache.md):
+ * clients fill and write them themselves; the server only hands them out and keeps each
+ * alive while a client holds it. */
+struct scache {
+    struct scache *next;
+    int mnt, refs, mfd;
+    char *path;
+};
+static struct scache *scaches;
+static pthread_mutex_t scache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct scache **scache_find(int mnt, const char *path)
+{
+    struct scache **p = &scaches;
+    for (; *p; p = &(*p)->next)
+        if ((*p)->mnt == mnt && strcmp((*p)->path, path) == 0)
+            break;
+    return p;
+}
+
+static void scache_drop(struct scache **p)
+{
+    struct scache *s = *p;
+    *p = s->next;
+    close(s->mfd);
+    free(s->path);
+    free(s);
+}
+
+/* An fd of the file's memfd (a new open file description) for a client; -errno. */
+static int scache_open(int mnt, const char *path, off_t size, int *fresh)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache **p = scache_find(mnt, path), *s = *p;
+    *fresh = 0;
+    if (s == NULL) {
+        char name[250];
+        snprintf(name, sizeof name, "ldpfuse:%.240s", path);
+        int mfd = memfd_create(name, MFD_CLOEXEC);
+        s = mfd >= 0 ? calloc(1, sizeof *s) : NULL;
+        if (s == NULL || (s->path = strdup(path)) == NULL || ftruncate(mfd, size) < 0) {
+            int e = errno ? errno : ENOMEM;
+            if (mfd >= 0)
+                close(mfd);
+            if (s)
+                free(s->path);
+            free(s);
+            pthread_mutex_unlock(&scache_lock);
+            return -e;
+        }
+        s->mnt = mnt;
+        s->mfd = mfd;
+        s->next = scaches;
+        scaches = s;
+        *fresh = 1;
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->mfd);
+    int fd = open(proc, O_RDWR | O_CLOEXEC);
+    int r = fd >= 0 ? fd : -errno;
+    if (fd >= 0)
+        s->refs++;
+    else if (s->refs == 0)
+        scache_drop(scache_find(mnt, path));
+    pthread_mutex_unlock(&scache_lock);
+    return r;
+}
+
+static void scache_close(int mnt, const char *path)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache **p = scache_find(mnt, path);
+    if (*p && --(*p)->refs <= 0)
+        scache_drop(p);
+    pthread_mutex_unlock(&scache_lock);
+}
+
+/* A name that went away (unlink, rename over it) takes its cache with it: the clients that
+ * hold it keep their fds; the next open of the name gets a new one. A renamed file's
+ * cache follows it. */
+static void scache_renamed(int mnt, const char *from, const char *to)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache **p = scache_find(mnt, to);
+    if (*p)
+        scache_drop(p);
+    size_t fl = from ? strlen(from) : 0;
+    for (struct scache *s = scaches; from && s; s = s->next) {
+        if (s->mnt != mnt || strncmp(s->path, from, fl) != 0 || (s->path[fl] != '\0' && s->path[fl] != '/'))
+            continue;
+        char *np = malloc(strlen(to) + strlen(s->path + fl) + 1);
+        if (np == NULL)
+            continue;
+        strcpy(np, to);
+        strcat(np, s->path + fl);
+        free(s->path);
+        s->path = np;
+    }
+    pthread_mutex_unlock(&scache_lock);
+}
 static __thread const struct wire_req *current;     /* the request being answered */
 static pthread_mutex_t fs_lock = PTHREAD_MUTEX_INITIALIZER;
 static int serialise = 1;
@@ -135,10 +237,18 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
     }
     case W_MKNOD: r = ops->mknod(mnt, path, (mode_t)rq->a, (dev_t)rq->b); break;
     case W_MKDIR: r = ops->mkdir(mnt, path, (mode_t)rq->a); break;
-    case W_UNLINK: r = ops->unlink(mnt, path); break;
+    case W_UNLINK:
+        r = ops->unlink(mnt, path);
+        if (r == 0)
+            scache_renamed(mnt, NULL, path);
+        break;
     case W_RMDIR: r = ops->rmdir(mnt, path); break;
     case W_SYMLINK: r = ops->symlink(mnt, path, path2); break;
-    case W_RENAME: r = ops->rename(mnt, path, path2); break;
+    case W_RENAME:
+        r = ops->rename(mnt, path, path2);
+        if (r == 0)
+            scache_renamed(mnt, path, path2);
+        break;
     case W_LINK: r = ops->link(mnt, path, path2); break;
     case W_CHMOD: r = ops->chmod(mnt, path, (mode_t)rq->a); break;
     case W_CHOWN: r = ops->chown(mnt, path, (uid_t)rq->a, (gid_t)rq->b); break;
@@ -153,6 +263,17 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
         break;
     }
     case W_WRITE: r = ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, rq->fh); break;
+    case W_CACHE_OPEN: {
+        int fresh;
+        r = scache_open(mnt, path, (off_t)rq->a, &fresh);
+        if (r >= 0) {
+            pass_fd = (int)r;
+            fh = (uint64_t)fresh;
+            r = 0;
+        }
+        break;
+    }
+    case W_CACHE_CLOSE: scache_close(mnt, path); r = 0; break;
     case W_APPEND: {
         /* one lock for every client's appends, whatever the class's threading */
         static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;

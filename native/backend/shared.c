@@ -422,6 +422,27 @@ static int sh_removexattr(int mnt, const char *path, const char *name)
     return simple(W_REMOVEXATTR, mnt, path, name, 0, 0, NULL);
 }
 
+static int sh_cache_open(int mnt, const char *path, off_t size, int *fd, int *fresh)
+{
+    CALL(W_CACHE_OPEN, mnt, path);
+    c.rq.a = size;
+    int64_t r = xact(&c);
+    if (r < 0 || c.fd < 0) {
+        if (c.fd >= 0)
+            REAL(close)(c.fd);
+        return r < 0 ? (int)r : -EIO;
+    }
+    *fd = c.fd;
+    *fresh = c.fh != 0;
+    return 0;
+}
+
+static void sh_cache_close(int mnt, const char *path)
+{
+    CALL(W_CACHE_CLOSE, mnt, path);
+    xact(&c);
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -432,7 +453,7 @@ static struct backend_ops shared_ops = {
     .opendir = sh_opendir, .readdir = sh_readdir, .releasedir = sh_releasedir,
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
-    .destroy = NULL, .append = sh_append,
+    .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
 };
 
 static void atfork_child(void)

@@ -22,6 +22,9 @@ enum wire_op {
     W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
     W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR,
     W_APPEND,       /* write at the end; the response's fh is the offset written at */
+    W_CACHE_OPEN,   /* the file's page cache: an O_RDWR fd of the server's memfd rides
+                       along; a = st_size for a new one; the response's fh is 1 if new */
+    W_CACHE_CLOSE,  /* a process let go of the file's page cache */
 };
 
 struct wire_req {

@@ -44,6 +44,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
     if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
+    if (vn && newfd == 1 && stdout)
+        fflush(stdout);         /* what it holds is the old file's */
     if (vn)
         vfs_flush(newfd, vn);   /* dup2 closes newfd: that is a close() */
     if (newfd == 0 && vo && vo->kind == VF_FILE && vo->pc)
@@ -55,7 +57,12 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
         fdtable_take(newfd);
         vfile_unref(vn);
     }
-    return track_dup(oldfd, r);
+    r = track_dup(oldfd, r);
+    if (newfd == 1) {
+        struct vfile *v1 = fdtable_get(1);
+        stdio_fd_changed(1, v1 && v1->kind == VF_FILE && (v1->flags & O_ACCMODE) != O_RDONLY);
+    }
+    return r;
 }
 
 int dup2(int oldfd, int newfd)

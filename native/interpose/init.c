@@ -20,6 +20,12 @@ static void fork_prepare(void)
     fdtable_fork(0);
     pcache_fork(0);
 }
+static void fork_after(void);
+static void fork_child(void)
+{
+    pcache_fork_child();
+    fork_after();
+}
 static void fork_after(void)
 {
     pcache_fork(1);
@@ -43,7 +49,7 @@ __attribute__((constructor)) static void ldp_init(void)
     ldp_umask = m;
     cwd_init();
     process_init();
-    pthread_atfork(fork_prepare, fork_after, fork_after);
+    pthread_atfork(fork_prepare, fork_after, fork_child);
 }
 
 __attribute__((destructor)) static void ldp_fini(void)

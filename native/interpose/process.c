@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/mman.h>
 
 extern char **environ;
 static void adopt_fds(void);
@@ -159,6 +160,32 @@ static int exec_fd(int fd, char *const argv[], char *const envp[])
     return (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
 }
 
+/* A cached file is a page cache other processes (the shared server) hold open for
+ * writing, and the kernel will not exec a file open for writing (ETXTBSY): exec a copy. */
+static int exec_copy(int fd, char *const argv[], char *const envp[])
+{
+    int copy = memfd_create("ldpfuse-exec", 0);
+    if (copy < 0) {
+        errno = ETXTBSY;
+        return -1;
+    }
+    char buf[65536];
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = REAL(pread)(fd, buf, sizeof buf, off);
+        if (n <= 0)
+            break;
+        if (REAL(write)(copy, buf, (size_t)n) != n)
+            break;
+        off += n;
+    }
+    int r = exec_fd(copy, argv, envp);
+    int e = errno;
+    REAL(close)(copy);
+    errno = e;
+    return r;
+}
+
 int execve(const char *path, char *const argv[], char *const envp[])
 {
     if (ldp_nmounts == 0 || ldp_guard)
@@ -181,6 +208,8 @@ int execve(const char *path, char *const argv[], char *const envp[])
             r = -1;
         } else {
             r = exec_fd(fd, argv, env);
+            if (r < 0 && errno == ETXTBSY)
+                r = exec_copy(fd, argv, env);
             int e = errno;
             close(fd);
             errno = e;

@@ -177,13 +177,72 @@ static int flush_through(FILE *f, int fd)
     return ret;
 }
 
+/*
+ * The program's stdout on a cached file. A line-buffered stdout (bash sets it, and
+ * flushes after each builtin) would have glibc write every line itself, past the
+ * wrappers; made fully buffered, as stdout on a file natively is, its lines reach the FS
+ * through fflush -> write() (O_APPEND then atomic with other processes' appends). The old
+ * mode comes back when fd 1 leaves the file.
+ */
+/* glibc's flag for a line-buffered stream (libio.h, internal but stable since 2.0) */
+#ifndef _IO_LINE_BUF
+#define _IO_LINE_BUF 0x0200
+#endif
+static int stdout_was_line_buffered;
+
+void stdio_fd_changed(int fd, int cached)
+{
+    if (fd != 1 || stdout == NULL)
+        return;
+    if (cached && (stdout->_flags & _IO_LINE_BUF)) {
+        stdout->_flags &= ~_IO_LINE_BUF;
+        stdout_was_line_buffered = 1;
+    } else if (!cached && stdout_was_line_buffered) {
+        stdout->_flags |= _IO_LINE_BUF;
+        stdout_was_line_buffered = 0;
+    }
+}
+
+static int stdout_is_cached(FILE *f)
+{
+    if (f != stdout || ldp_guard || __atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0)
+        return 0;
+    struct vfile *v = fdtable_get(1);
+    return v && v->kind == VF_FILE && (v->flags & O_ACCMODE) != O_RDONLY;
+}
+
+/* bash asks for a line-buffered stdout at start: on a cached file it stays fully
+ * buffered (see stdio_fd_changed), and gets line buffering back if fd 1 changes. */
+int setvbuf(FILE *f, char *buf, int mode, size_t size)
+{
+    if (UNLIKELY(mode == _IOLBF) && stdout_is_cached(f)) {
+        stdout_was_line_buffered = 1;
+        mode = _IOFBF;
+    }
+    return REAL(setvbuf)(f, buf, mode, size);
+}
+
+void setlinebuf(FILE *f)
+{
+    if (UNLIKELY(stdout_is_cached(f))) {
+        stdout_was_line_buffered = 1;
+        return;
+    }
+    REAL(setlinebuf)(f);
+}
+
 /* What stdio wrote reaches the FS at fflush, so that a full FS is an error of fflush
  * (bash's echo checks it), not a silent loss, and appends from many processes stay
  * whole. */
 int fflush(FILE *f)
 {
-    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard)
         return REAL(fflush)(f);
+    if (f == NULL) {
+        /* every stream: ours first (stdout and stderr are the ones a program keeps) */
+        int r1 = fflush(stdout), r2 = fflush(stderr), r3 = REAL(fflush)(NULL);
+        return r1 | r2 | r3;
+    }
     int fd = fileno(f);
     struct vfile *v = fdtable_get(fd);
     if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL || (v->flags & O_ACCMODE) == O_RDONLY)

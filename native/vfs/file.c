@@ -322,7 +322,8 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         }
         pcache_truncated(vp.mnt, vp.path, 0);
     }
-    return open_cached(&vp, flags, res.fh, exists && !trunc ? st.st_size : 0, !exists || trunc);
+    /* size_known: 1 created (empty, unless another process got there first), 2 truncated */
+    return open_cached(&vp, flags, res.fh, exists && !trunc ? st.st_size : 0, trunc ? 2 : !exists);
 }
 
 /* What close() of one duplicate does: flush (the data is already in the FS, but for stores

@@ -39,9 +39,12 @@ struct pcache {
     int unlinked;
     int size_unknown;           /* the FS said st_size 0: read until it gives nothing */
     int mapped;                 /* mapped shared and writable: stores bypass write() */
+    int backend_ref;            /* the backend (shared server) holds the memfd for us */
     struct timespec known_mtime;    /* the memfd after our last fill or write: a change */
     off_t known_size;               /* since then came from past the wrappers (stdio) */
     int no_xattr;                   /* the memfd takes no user xattr: known is ours only */
+    int untracked;                  /* changed past the wrappers before one of our own
+                                     * writes moved `known` on: still owed to the FS */
     pthread_mutex_t lock;
 };
 
@@ -81,14 +84,32 @@ static void table_leave(void)
     guard_leave();
 }
 
+/* An entry's lock: a mutex between this process's threads, and an OFD lock on a byte no
+ * program locks (2^62) of the memfd between the processes that share it (the shared
+ * server's clients, a parent and its children). */
+#define LOCK_BYTE (1LL << 62)
+
+static void ofd_lock(struct pcache *pc, short type)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = LOCK_BYTE, .l_len = 1 };
+    while (REAL(fcntl)(pc->mfd, F_OFD_SETLKW, &fl) < 0 && errno == EINTR)
+        ;
+}
+
 static void entry_lock(struct pcache *pc)
 {
     guard_enter();
     pthread_mutex_lock(&pc->lock);
+    int e = errno;
+    ofd_lock(pc, F_WRLCK);
+    errno = e;
 }
 
 static void entry_unlock(struct pcache *pc)
 {
+    int e = errno;
+    ofd_lock(pc, F_UNLCK);
+    errno = e;
     pthread_mutex_unlock(&pc->lock);
     guard_leave();
 }
@@ -98,6 +119,7 @@ static void entry_unlock(struct pcache *pc)
  * process holding it agrees on what has reached the FS: a child that passed its stdio
  * output on must not have its parent pass it on again. */
 #define KNOWN_XATTR "user.ldpfuse.known"
+static void load_known(struct pcache *pc);
 struct known {
     int64_t size, sec, nsec;
 };
@@ -112,6 +134,17 @@ static void note_known(struct pcache *pc)
         if (!pc->no_xattr && REAL(fsetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn, 0) < 0)
             pc->no_xattr = 1;
     }
+}
+
+/* Before our own fill, write or truncation moves `known` on: was the memfd changed past
+ * the wrappers since (stdio's internal write)? Then that is still owed to the FS. */
+static void check_untracked(struct pcache *pc)
+{
+    struct stat k;
+    load_known(pc);
+    if (REAL(fstat)(pc->mfd, &k) == 0 && (k.st_size != pc->known_size ||
+        k.st_mtim.tv_sec != pc->known_mtime.tv_sec || k.st_mtim.tv_nsec != pc->known_mtime.tv_nsec))
+        pc->untracked = 1;
 }
 
 static void load_known(struct pcache *pc)
@@ -159,21 +192,46 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
         *fresh = 0;
         return pc;
     }
-    char name[250];
-    snprintf(name, sizeof name, "ldpfuse:%.240s", vp->path);
-    int mfd = memfd_create(name, MFD_CLOEXEC);
+    /* the shared server's memfd, shared with every process of the mount, or our own */
+    struct backend_ops *be = backend_get();
+    int mfd = -1, server_fresh = 1, r = -1;
+    if (be && be->cache_open) {
+        guard_enter();
+        r = be->cache_open(vp->mnt, vp->path, size, &mfd, &server_fresh);
+        guard_leave();
+        if (r == 0 && !server_fresh && size_known == 2)
+            REAL(ftruncate)(mfd, 0);        /* truncated by this open (O_TRUNC) */
+    }
+    if (r < 0) {
+        char name[250];
+        snprintf(name, sizeof name, "ldpfuse:%.240s", vp->path);
+        mfd = memfd_create(name, MFD_CLOEXEC);
+        if (mfd >= 0 && REAL(ftruncate)(mfd, size) < 0) {
+            REAL(close)(mfd);
+            mfd = -1;
+        }
+    }
     if (mfd >= 0)
         mfd = fs_fd(mfd);
-    if (mfd < 0 || REAL(ftruncate)(mfd, size) < 0 || (pc = entry_new(vp->mnt, vp->path, mfd)) == NULL) {
+    if (mfd < 0 || (pc = entry_new(vp->mnt, vp->path, mfd)) == NULL) {
         int e = errno;
         if (mfd >= 0)
             REAL(close)(mfd);
+        if (r == 0) {
+            guard_enter();
+            be->cache_close(vp->mnt, vp->path);
+            guard_leave();
+        }
         table_leave();
         errno = e;
         return NULL;
     }
+    pc->backend_ref = r == 0;
     pc->size_unknown = size == 0 && !size_known;
-    note_known(pc);
+    if (server_fresh)
+        note_known(pc);
+    else
+        load_known(pc);
     table_leave();
     *fresh = 1;
     return pc;
@@ -224,6 +282,12 @@ void pcache_unref(struct pcache *pc)
         }
     table_leave();
     REAL(close)(pc->mfd);
+    struct backend_ops *be = backend_get();
+    if (pc->backend_ref && !pc->unlinked && be && be->cache_close) {
+        guard_enter();
+        be->cache_close(pc->mnt, pc->path);
+        guard_leave();
+    }
     pthread_mutex_destroy(&pc->lock);
     free(pc->path);
     free(pc);
@@ -443,6 +507,7 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
 {
     struct pcache *pc = v->pc;
     entry_lock(pc);
+    check_untracked(pc);
     int r = fill_locked(pc, v, off, len, to_end);
     int e = errno;
     note_known(pc);
@@ -478,6 +543,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         return -1;
     }
     entry_lock(pc);
+    check_untracked(pc);
     ssize_t ret = -1;
     off_t size = pcache_size(pc);
     int append = !positional && (v->flags & O_APPEND);
@@ -535,6 +601,7 @@ int pcache_ftruncate(struct vfile *v, off_t len)
         return -1;
     }
     entry_lock(pc);
+    check_untracked(pc);
     guard_enter();
     int r = be->truncate(pc->mnt, v->path, len, &v->fh);
     guard_leave();
@@ -557,6 +624,7 @@ void pcache_truncated(int mnt, const char *path, off_t len)
     if (pc == NULL)
         return;
     entry_lock(pc);
+    check_untracked(pc);
     REAL(ftruncate)(pc->mfd, len);
     note_known(pc);
     entry_unlock(pc);
@@ -637,7 +705,7 @@ int pcache_sync_untracked(struct vfile *v)
         return 0;
     struct stat k;
     load_known(pc);
-    if (!__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
+    if (!__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) && !pc->untracked &&
         (REAL(fstat)(pc->mfd, &k) < 0 || (k.st_size == pc->known_size &&
          k.st_mtim.tv_sec == pc->known_mtime.tv_sec && k.st_mtim.tv_nsec == pc->known_mtime.tv_nsec)))
         return 0;
@@ -694,8 +762,10 @@ int pcache_sync_untracked(struct vfile *v)
     }
 done:;
     int e = errno;
-    if (ret == 0)
+    if (ret == 0) {
         note_known(pc);
+        pc->untracked = 0;
+    }
     entry_unlock(pc);
     free(buf);
     attrcache_invalidate();
@@ -711,4 +781,22 @@ void pcache_fork(int phase)
         pthread_mutex_lock(&table_lock);
     else
         pthread_mutex_unlock(&table_lock);
+}
+
+/* In a forked child: the parent's references to the server's caches are the parent's,
+ * and the OFD lock must tell the two processes apart, so each entry gets a description of
+ * its own. */
+void pcache_fork_child(void)
+{
+    for (struct pcache *pc = table; pc; pc = pc->next) {
+        pc->backend_ref = 0;
+        pthread_mutex_init(&pc->lock, NULL);
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", pc->mfd);
+        int fd = REAL(open)(proc, O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+            REAL(dup3)(fd, pc->mfd, O_CLOEXEC);
+            REAL(close)(fd);
+        }
+    }
 }
