@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from conftest import MEMORY, need
+from conftest import LDP_MODE, MEMORY, need
 
 ROWS = 1000
 
@@ -136,20 +136,21 @@ CONCURRENT = """
 """
 
 
-CACHED_IS_PER_PROCESS = pytest.mark.xfail(
-    strict=False, reason="with passthrough=no each process has its own cached copy "
-    "of the file (open-to-close consistency): concurrent sqlite3 writers get "
-    "'disk I/O error (10)' and rows are lost (issue 4, item 5)")
-
-
-@pytest.mark.parametrize("options", [{}, pytest.param({"passthrough": "no"},
-                                                      marks=CACHED_IS_PER_PROCESS)],
-                         ids=["passthrough", "no-passthrough"])
+@pytest.mark.parametrize("options", [{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
 @pytest.mark.parametrize("journal", ["delete", "wal"])
-def test_sqlite_concurrent_writers_lose_nothing(ws, journal, options):
+def test_sqlite_concurrent_writers_lose_nothing(ws, journal, options, request):
     """Three sqlite3 processes insert at once, each row its own transaction:
     the locks (fcntl on the database file) must serialise them."""
     need("sqlite3")
+    if options and (LDP_MODE != "shared" or journal == "delete"):
+        # --mode shared: one page cache per file for every process (docs/cache.md)
+        request.applymarker(pytest.mark.xfail(strict=False, reason=(
+            "with passthrough=no in the embedded mode each process has its own cache of the "
+            "file, and its byte-range locks are its own: concurrent sqlite3 writers get "
+            "'disk I/O error (10)'" if LDP_MODE != "shared" else
+            "with passthrough=no in --mode shared, rollback-journal mode loses rows in some "
+            "runs (2 of 5 here): the journal is created, written and unlinked by three "
+            "processes at once, each unlink leaving the next opener a fresh cache")))
     ws.compare_sh(f"""
         sqlite3 "$D/c.db" 'PRAGMA journal_mode={journal};' > /dev/null
     """ + CONCURRENT, options=options,

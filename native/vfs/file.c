@@ -290,6 +290,15 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         guard_enter();
         r = be->open(vp.mnt, vp.path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
         guard_leave();
+        if (r == -ENOENT && (flags & O_CREAT)) {
+            /* another process removed it since we looked (sqlite's journal): O_CREAT
+             * makes it again, as the kernel would */
+            attrcache_invalidate();
+            exists = 0;
+            guard_enter();
+            r = be->create(vp.mnt, vp.path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
+            guard_leave();
+        }
         if (r < 0)
             return be_errno(r);
     } else {
