@@ -506,6 +506,15 @@ static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
 {
     struct pcache *pc = v->pc;
+    if (!to_end && len > 0 && off >= 0) {
+        /* already filled (the common case): no lock, one lseek */
+        off_t h = REAL(lseek)(pc->mfd, off, SEEK_HOLE);
+        if (h >= off + (off_t)len) {
+            if (off == v->ra_next)
+                v->ra_next = off + (off_t)len;     /* still sequential for the next fill */
+            return 0;
+        }
+    }
     entry_lock(pc);
     check_untracked(pc);
     int r = fill_locked(pc, v, off, len, to_end);
@@ -721,6 +730,12 @@ int pcache_sync_untracked(struct vfile *v)
     }
     entry_lock(pc);
     int ret = 0;
+    /* again under the lock: another process may have been between its write and noting
+     * it when we looked */
+    load_known(pc);
+    if (!pc->mapped && !pc->untracked && REAL(fstat)(pc->mfd, &k) == 0 && k.st_size == pc->known_size &&
+        k.st_mtim.tv_sec == pc->known_mtime.tv_sec && k.st_mtim.tv_nsec == pc->known_mtime.tv_nsec)
+        goto done;
     off_t size = pcache_size(pc);
     if ((v->flags & O_APPEND) && size > pc->known_size && !pc->mapped) {
         ret = sync_appended(pc, v, size, buf);
