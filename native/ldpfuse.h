@@ -118,6 +118,8 @@ struct vfile {
     struct pcache *pc;
     off_t ra_next;          /* readahead: where the next sequential read would start */
     size_t ra_win;          /* and the window it would get */
+    off_t filled_lo, filled_hi; /* a range of the cache seen filled, while filled_gen */
+    unsigned filled_gen;        /* is the cache's generation (holes made since: +1) */
     int unlinked;
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
 };

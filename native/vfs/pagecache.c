@@ -40,6 +40,7 @@ struct pcache {
     int size_unknown;           /* the FS said st_size 0: read until it gives nothing */
     int mapped;                 /* mapped shared and writable: stores bypass write() */
     int backend_ref;            /* the backend (shared server) holds the memfd for us */
+    unsigned gen;               /* +1 whenever this process makes holes (truncate, punch) */
     struct timespec known_mtime;    /* the memfd after our last fill or write: a change */
     off_t known_size;               /* since then came from past the wrappers (stdio) */
     int no_xattr;                   /* the memfd takes no user xattr: known is ours only */
@@ -459,6 +460,7 @@ static int fill_range(struct pcache *pc, struct vfile *v, off_t off, off_t end, 
         }
         if (h + n < stop) {
             /* the FS's file ends here: so does the cache */
+            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
             REAL(ftruncate)(pc->mfd, h + n);
             break;
         }
@@ -507,11 +509,28 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
 {
     struct pcache *pc = v->pc;
     if (!to_end && len > 0 && off >= 0) {
-        /* already filled (the common case): no lock, one lseek */
-        off_t h = REAL(lseek)(pc->mfd, off, SEEK_HOLE);
-        if (h >= off + (off_t)len) {
+        /* already filled (the common case): no lock. SEEK_HOLE costs the distance to the
+         * next hole, so what it said is kept for the next reads of this open file. */
+        unsigned gen = __atomic_load_n(&pc->gen, __ATOMIC_ACQUIRE);
+        off_t end = off + (off_t)len;
+        int filled = v->filled_gen == gen && off >= v->filled_lo && end <= v->filled_hi;
+        if (!filled && len <= 4096) {
+            /* two pages at most: SEEK_DATA at a filled page answers at once */
+            filled = REAL(lseek)(pc->mfd, off, SEEK_DATA) == off &&
+                     ((off ^ (end - 1)) < 4096 || REAL(lseek)(pc->mfd, end - 1, SEEK_DATA) == end - 1);
+        }
+        if (!filled) {
+            off_t h = REAL(lseek)(pc->mfd, off, SEEK_HOLE);
+            if (h >= end) {
+                v->filled_lo = off;
+                v->filled_hi = h;
+                v->filled_gen = gen;
+                filled = 1;
+            }
+        }
+        if (filled) {
             if (off == v->ra_next)
-                v->ra_next = off + (off_t)len;     /* still sequential for the next fill */
+                v->ra_next = end;      /* still sequential for the next fill */
             return 0;
         }
     }
@@ -614,6 +633,7 @@ int pcache_ftruncate(struct vfile *v, off_t len)
     guard_enter();
     int r = be->truncate(pc->mnt, v->path, len, &v->fh);
     guard_leave();
+    __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
     if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
         r = -errno;
     note_known(pc);
@@ -634,6 +654,7 @@ void pcache_truncated(int mnt, const char *path, off_t len)
         return;
     entry_lock(pc);
     check_untracked(pc);
+    __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
     REAL(ftruncate)(pc->mfd, len);
     note_known(pc);
     entry_unlock(pc);
@@ -691,6 +712,7 @@ static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *b
         guard_leave();
         if (w < (ssize_t)n) {
             /* the FS kept less than was written: the cache must not say otherwise */
+            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
             REAL(ftruncate)(pc->mfd, from + (w > 0 ? w : 0));
             errno = w < 0 ? (int)-w : ENOSPC;
             return -1;
@@ -698,6 +720,7 @@ static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *b
         if (at != from) {
             /* whole granules only: a punched part of one would read as zeros */
             off_t g = (off_t)hole_granule(), lo = from - from % g, hi = size + (g - size % g) % g;
+            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
             REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
             if (at + n > size)
                 REAL(ftruncate)(pc->mfd, at + n);
