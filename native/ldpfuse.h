@@ -112,7 +112,8 @@ struct vfile {
     int mnt;
     int flags;              /* open flags */
     uint64_t fh;
-    int fh_valid;           /* release/releasedir owed at the last close */
+    int fh_valid;           /* 1: release/releasedir owed at the last close; 2: a handle
+                             * inherited through fork (usable, the parent releases it) */
     char *path;             /* FS path; rename of an open file updates it */
     /* VF_FILE (cached): the fd is an open file description of the file's page cache */
     struct pcache *pc;

@@ -221,3 +221,39 @@ def test_threads_opening_renaming_and_closing_cached_files_see_their_own_bytes(
     native, _ = ws.compare(["sh", "-c", f'exec {cache_threads} "$D"'],
                            fs=fs, options=options, mode=mode, check_tree=False)
     assert native.stdout == "ok\n"
+
+
+COHERENCE = r'''
+import os, subprocess, sys
+D = os.environ["D"]
+with open(f"{D}/shared", "wb") as f:
+    f.write(b"old bytes\n" * 1000)
+fd = os.open(f"{D}/shared", os.O_RDWR)
+print(os.pread(fd, 10, 5000))                      # this process now holds those pages
+subprocess.run([sys.executable, "-c", f"""
+import os
+fd = os.open({D!r} + "/shared", os.O_WRONLY)
+os.pwrite(fd, b"NEW BYTES\\n", 5000)
+os.close(fd)
+"""], check=True)
+print(os.pread(fd, 10, 5000))                      # another process's write, seen at once
+import mmap
+m = mmap.mmap(fd, 10000)
+subprocess.run([sys.executable, "-c", f"""
+import os, mmap
+fd = os.open({D!r} + "/shared", os.O_RDWR)
+m = mmap.mmap(fd, 10000)
+m[0:6] = b"MAPPED"
+m.close()
+os.close(fd)
+"""], check=True)
+print(m[0:10])                                     # MAP_SHARED is coherent between processes
+m.close()
+os.close(fd)
+'''
+
+
+@pytest.mark.parametrize("fs,options", [(MEMORY, {}), (LOOPBACK, {"passthrough": "no"})],
+                         ids=["memory", "no-passthrough"])
+def test_shared_mode_processes_see_each_others_writes_and_mappings_at_once(ws, fs, options):
+    ws.compare_py(COHERENCE, fs=fs, options=options, mode="shared", check_tree=False)

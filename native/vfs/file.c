@@ -29,7 +29,7 @@ void vfile_unref(struct vfile *v)
         __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     }
     struct backend_ops *be = backend_get();
-    if (be && v->fh_valid) {
+    if (be && v->fh_valid == 1) {       /* 2: inherited through fork, the parent's */
         guard_enter();
         if (v->kind == VF_FILE)
             be->release(v->mnt, v->path, v->flags, v->fh);

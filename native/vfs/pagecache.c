@@ -826,6 +826,13 @@ void pcache_fork(int phase)
  * its own. */
 void pcache_fork_child(void)
 {
+    /* the FS handles of open files are the parent's to release (FUSE releases when the
+     * last process lets go); the child may still use them */
+    for (int fd = 0; fd <= fdtable_max(); fd++) {
+        struct vfile *v = fdtable_get(fd);
+        if (v && v->fh_valid == 1)
+            v->fh_valid = 2;
+    }
     for (struct pcache *pc = table; pc; pc = pc->next) {
         pc->backend_ref = 0;
         pthread_mutex_init(&pc->lock, NULL);
