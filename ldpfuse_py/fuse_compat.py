@@ -451,6 +451,8 @@ class FusepyOps:
         fh = self._next_fh
         self._next_fh += 1
         self._fis[fh] = fi
+        if fi.direct_io or fi.keep_cache:
+            return FileInfo(fi.flags, fh, bool(fi.direct_io), bool(fi.keep_cache))
         return fh
 
     def _op_open(self, path: str, flags: int) -> Any:

@@ -136,18 +136,23 @@ class FileInfo:
       ``O_TRUNC``, ``O_RDWR``, ... are all in it.
     - ``fh``: the file handle; ``create`` may set it instead of returning it
       (fusepy's ``raw_fi`` convention).
-    - ``direct_io``: set to True to have every read and write of this file
-      call the file system at the offset asked (FUSE's ``direct_io``).
-    - ``keep_cache``: set to True to keep cached data from a previous open.
+    - ``direct_io``: set to True to have every read of this file call the file
+      system at the offset and size asked, past the page cache (FUSE's
+      ``direct_io``: live files, procfs style, streams); see docs/cache.md.
+    - ``keep_cache``: FUSE's flag to keep cached data from a previous open.
+
+    ``open`` may also return a FileInfo (``return FileInfo(fh=h, direct_io=True)``)
+    to set these flags for the file it opens.
     """
 
     __slots__ = ("flags", "fh", "direct_io", "keep_cache")
 
-    def __init__(self, flags: int = 0) -> None:
+    def __init__(self, flags: int = 0, fh: int = 0, direct_io: bool = False,
+                 keep_cache: bool = False) -> None:
         self.flags = flags
-        self.fh = 0
-        self.direct_io = False
-        self.keep_cache = False
+        self.fh = fh
+        self.direct_io = direct_io
+        self.keep_cache = keep_cache
 
     def __repr__(self) -> str:
         return (

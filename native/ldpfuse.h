@@ -122,6 +122,7 @@ struct vfile {
     off_t filled_lo, filled_hi; /* a range of the cache seen filled, while filled_gen */
     unsigned filled_gen;        /* is the cache's generation (holes made since: +1) */
     int unlinked;
+    int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
 };
 struct vfile *fdtable_get(int fd);
@@ -182,6 +183,8 @@ void pcache_truncated(int mnt, const char *path, off_t len);
 void pcache_renamed(int mnt, const char *from, const char *to);
 void pcache_unlinked(int mnt, const char *path);
 int pcache_sync_untracked(struct vfile *v);
+/* direct_io: read through the FS at off (-1: the fd's offset, which then moves) */
+ssize_t direct_read(struct vfile *v, int fd, void *buf, size_t len, off_t off);
 void pcache_fork(int phase);
 void pcache_fork_child(void);     /* in a forked child, before pcache_fork(1) */
 int vfs_access(const struct vpath *vp, int mode, int flags);

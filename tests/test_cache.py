@@ -257,3 +257,36 @@ os.close(fd)
                          ids=["memory", "no-passthrough"])
 def test_shared_mode_processes_see_each_others_writes_and_mappings_at_once(ws, fs, options):
     ws.compare_py(COHERENCE, fs=fs, options=options, mode="shared", check_tree=False)
+
+
+LIVE_PROBE = r'''
+import os
+D = os.environ["D"]
+fd = os.open(f"{D}/clock", os.O_RDONLY)
+first = os.read(fd, 100)
+os.lseek(fd, 0, os.SEEK_SET)
+second = os.read(fd, 100)
+print(first.decode().strip(), second.decode().strip(), os.pread(fd, 100, 0).decode().strip())
+os.close(fd)
+with open(f"{D}/endless", "rb") as f:
+    print(len(f.read(300000)))
+fd = os.open(f"{D}/log", os.O_WRONLY)
+os.write(fd, b"abc")
+os.pwrite(fd, b"XY", 1)
+os.write(fd, b"def")
+os.close(fd)
+print(open(f"{D}/log", "rb").read().decode(), open(f"{D}/writes").read().split())
+'''
+
+
+def test_direct_io_files_are_read_from_the_fs_at_every_read(ws):
+    probe = ws.write_script("probe.py", LIVE_PROBE)
+    r = ldp(ws, "Live", ["sh", "-c", f'"{sys.executable}" {probe}; cat "$D/clock"; cat "$D/clock"; '
+                                     f'sed -n 1p "$D/clock"; head -c 5000000 "$D/endless" | wc -c'],
+            timeout=60)
+    assert r.returncode == 0, r.describe()
+    lines = r.stdout.splitlines()
+    ticks = lines[0].split(" ")[1::2] + [t.split(" ")[1] for t in lines[3:6]]
+    assert len(set(ticks)) == 6 and all(t.isdigit() for t in ticks), r.describe()
+    assert lines[1:3] == ["300000", "aXYdef ['0', '3', '1', '2', '3', '3']"], r.describe()
+    assert lines[6:] == ["5000000"], r.describe()

@@ -24,7 +24,10 @@
 struct open_result {
     int passthrough_fd;     /* >= 0: serve the file from this kernel fd (now ours) */
     uint64_t fh;            /* the FS's handle, passed back to read/write/flush/release */
+    unsigned open_flags;    /* OPEN_*: what the FS set in its FileInfo */
 };
+#define OPEN_DIRECT_IO  1u  /* reads go to the FS at the offset asked, past the page cache */
+#define OPEN_KEEP_CACHE 2u  /* the page cache may outlive the last close */
 
 /* One directory entry as readdir produced it. */
 struct dirent_rec {

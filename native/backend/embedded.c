@@ -78,7 +78,7 @@ static int op_index(PyObject *op)
 #define KEYS(X) X(st_mode) X(st_ino) X(st_dev) X(st_nlink) X(st_uid) X(st_gid) X(st_rdev) \
     X(st_size) X(st_blksize) X(st_blocks) X(st_atime) X(st_mtime) X(st_ctime) \
     X(f_bsize) X(f_frsize) X(f_blocks) X(f_bfree) X(f_bavail) X(f_files) X(f_ffree) \
-    X(f_favail) X(f_fsid) X(f_flag) X(f_namemax) X(fd) X(fh)
+    X(f_favail) X(f_fsid) X(f_flag) X(f_namemax) X(fd) X(fh) X(direct_io) X(keep_cache)
 #define DECL(n) static PyObject *k_##n;
 KEYS(DECL)
 #undef DECL
@@ -494,14 +494,41 @@ static int be_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
     return STATUS(mnt, s_truncate, path, 1, PyLong_FromLongLong(len));
 }
 
+/* The cache flags a FileInfo carries (FUSE's fuse_file_info.direct_io, keep_cache). */
+static unsigned open_flags_of(PyObject *fi)
+{
+    unsigned f = 0;
+    PyObject *d = PyObject_GetAttr(fi, k_direct_io), *k = PyObject_GetAttr(fi, k_keep_cache);
+    if (d && PyObject_IsTrue(d) == 1)
+        f |= OPEN_DIRECT_IO;
+    if (k && PyObject_IsTrue(k) == 1)
+        f |= OPEN_KEEP_CACHE;
+    Py_XDECREF(d);
+    Py_XDECREF(k);
+    PyErr_Clear();
+    return f;
+}
+
 static int open_result_of(PyObject *op, const char *path, PyObject *r, struct open_result *res)
 {
     res->passthrough_fd = -1;
     res->fh = 0;
+    res->open_flags = 0;
     if (r == NULL)
         return fail(op, path);
     int ret = 0;
-    if (PyLong_Check(r)) {
+    if (PyObject_TypeCheck(r, (PyTypeObject *)fileinfo_type)) {
+        /* a FileInfo: its handle, and how its data is to be cached */
+        PyObject *fh = PyObject_GetAttr(r, k_fh);
+        if (fh && PyLong_Check(fh)) {
+            res->fh = PyLong_AsUnsignedLongLongMask(fh);
+            res->open_flags = open_flags_of(r);
+        } else {
+            ret = wrong_type(op, path, r, "a FileInfo with an int fh");
+        }
+        Py_XDECREF(fh);
+        PyErr_Clear();
+    } else if (PyLong_Check(r)) {
         long long v = PyLong_AsLongLong(r);
         if (v < 0)
             ret = v < -4095 ? -EIO : (int)v;
@@ -562,6 +589,8 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
         Py_XDECREF(fh);
         PyErr_Clear();
     }
+    if (ret == 0 && n == 2 && res->passthrough_fd < 0)
+        res->open_flags |= open_flags_of(extra[1]);     /* create(path, mode, fi) set them */
     Py_XDECREF(extra[0]);
     Py_XDECREF(extra[1]);
     GIL_LEAVE(g);

@@ -260,6 +260,8 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
                              : ops->create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
         fh = res.fh;
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
+        if (r >= 0)
+            r = res.open_flags;     /* the result of a successful open: its OPEN_* flags */
         break;
     }
     case W_WRITE: r = ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, rq->fh); break;

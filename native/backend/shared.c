@@ -273,11 +273,15 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
     int64_t r = xact(&c);
     res->passthrough_fd = c.fd;
     res->fh = c.fh;
+    res->open_flags = 0;
     if (r < 0 && c.fd >= 0) {
         REAL(close)(c.fd);
         res->passthrough_fd = -1;
     }
-    return (int)r;
+    if (r < 0)
+        return (int)r;
+    res->open_flags = (unsigned)r;      /* the server answers an open with its OPEN_* flags */
+    return 0;
 }
 static int sh_open(int mnt, const char *path, int flags, struct open_result *res)
 {

@@ -6,7 +6,8 @@
  *
  * request:  struct wire_req, then path, path2, data (their lengths in the header)
  * response: struct wire_resp, then data; an open/create that chose passthrough sends the
- *           lower fd along with the header (SCM_RIGHTS).
+ *           lower fd along with the header (SCM_RIGHTS); a successful open/create's result
+ *           is its OPEN_* flags (backend.h).
  */
 #ifndef LDPFUSE_WIRE_H
 #define LDPFUSE_WIRE_H

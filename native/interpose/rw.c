@@ -1,7 +1,9 @@
 /*
  * The read and write family on cached files (vfs/pagecache.c). A read makes sure the range
  * it will touch is in the page cache, then lets the kernel serve it from the memfd; a write
- * goes to the FS first, at the fd's offset, and returns the FS's answer. Every other fd
+ * goes to the FS first, at the fd's offset, and returns the FS's answer. A direct_io file
+ * (the FS's FileInfo.direct_io) is read from the FS itself, at the offset asked, past the
+ * cache, as FUSE does for live files. Every other fd
  * (passthrough files included) goes straight to the kernel.
  */
 #include "../ldpfuse.h"
@@ -34,9 +36,36 @@ static size_t iov_len(const struct iovec *iov, int cnt)
     return n;
 }
 
+/* direct_io: the FS reads into one buffer, scattered over the vector after. */
+static ssize_t direct_readv(struct vfile *v, int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    if (cnt < 0 || cnt > IOV_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t n = iov_len(iov, cnt);
+    char *buf = malloc(n ? n : 1);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t r = direct_read(v, fd, buf, n, off);
+    int e = errno;
+    for (size_t at = 0, i = 0; r > 0 && at < (size_t)r; i++) {
+        size_t part = iov[i].iov_len < (size_t)r - at ? iov[i].iov_len : (size_t)r - at;
+        memcpy(iov[i].iov_base, buf + at, part);
+        at += part;
+    }
+    free(buf);
+    errno = e;
+    return r;
+}
+
 ssize_t read(int fd, void *buf, size_t n)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io))
+        return direct_read(v, fd, buf, n, -1);
     if (LIKELY(v == NULL) || before_read(fd, v, -1, n) == 0)
         return REAL(read)(fd, buf, n);
     return -1;
@@ -45,6 +74,8 @@ ssize_t read(int fd, void *buf, size_t n)
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && n <= buflen)
+        return direct_read(v, fd, buf, n, -1);
     if (LIKELY(v == NULL) || before_read(fd, v, -1, n) == 0)
         return REAL(__read_chk)(fd, buf, n, buflen);
     return -1;
@@ -53,6 +84,8 @@ ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
+        return direct_read(v, fd, buf, n, off);
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(pread)(fd, buf, n, off);
     return -1;
@@ -61,6 +94,8 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
 ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
+        return direct_read(v, fd, buf, n, off);
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(pread64)(fd, buf, n, off);
     return -1;
@@ -69,6 +104,8 @@ ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
 ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= 0 && n <= buflen)
+        return direct_read(v, fd, buf, n, off);
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(__pread_chk)(fd, buf, n, off, buflen);
     return -1;
@@ -77,6 +114,8 @@ ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
 ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= 0 && n <= buflen)
+        return direct_read(v, fd, buf, n, off);
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(__pread64_chk)(fd, buf, n, off, buflen);
     return -1;
@@ -85,6 +124,8 @@ ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
 ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io))
+        return direct_readv(v, fd, iov, cnt, -1);
     if (LIKELY(v == NULL) || before_read(fd, v, -1, iov_len(iov, cnt)) == 0)
         return REAL(readv)(fd, iov, cnt);
     return -1;
@@ -93,6 +134,8 @@ ssize_t readv(int fd, const struct iovec *iov, int cnt)
 ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
+        return direct_readv(v, fd, iov, cnt, off);
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
         return REAL(preadv)(fd, iov, cnt, off);
     return -1;
@@ -101,6 +144,8 @@ ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
+        return direct_readv(v, fd, iov, cnt, off);
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
         return REAL(preadv64)(fd, iov, cnt, off);
     return -1;
@@ -109,6 +154,8 @@ ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
 ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= -1)
+        return direct_readv(v, fd, iov, cnt, off);
     if (LIKELY(v == NULL) || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
         return REAL(preadv2)(fd, iov, cnt, off, flags);
     return -1;
@@ -117,6 +164,8 @@ ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
 {
     struct vfile *v = cached(fd);
+    if (UNLIKELY(v != NULL && v->direct_io) && off >= -1)
+        return direct_readv(v, fd, iov, cnt, off);
     if (LIKELY(v == NULL) || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
         return REAL(preadv64v2)(fd, iov, cnt, off, flags);
     return -1;

@@ -29,6 +29,38 @@ static int mode_flags(const char *mode, int *flags)
     return 0;
 }
 
+/* A direct_io file: a stream whose reads and writes are the fd's read()/write() (glibc's
+ * would go to the memfd past the wrappers, and filling a live file whole never ends).
+ * fileno() of it is -1, as of any cookie stream. */
+static ssize_t direct_stream_read(void *c, char *buf, size_t n)
+{
+    return read((int)(intptr_t)c, buf, n);
+}
+static ssize_t direct_stream_write(void *c, const char *buf, size_t n)
+{
+    ssize_t r = write((int)(intptr_t)c, buf, n);
+    return r < 0 ? 0 : r;       /* fopencookie: 0 is the error */
+}
+static int direct_stream_seek(void *c, off64_t *pos, int whence)
+{
+    off64_t r = lseek64((int)(intptr_t)c, *pos, whence);
+    if (r < 0)
+        return -1;
+    *pos = r;
+    return 0;
+}
+static int direct_stream_close(void *c)
+{
+    return close((int)(intptr_t)c);
+}
+
+static FILE *direct_stream(int fd, const char *mode)
+{
+    cookie_io_functions_t io = { direct_stream_read, direct_stream_write, direct_stream_seek,
+                                 direct_stream_close };
+    return fopencookie((void *)(intptr_t)fd, mode, io);
+}
+
 static FILE *vfopen(const struct vpath *vp, const char *mode)
 {
     int flags;
@@ -38,6 +70,15 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
     if (fd < 0)
         return NULL;
     struct vfile *v = fdtable_get(fd);
+    if (v && v->kind == VF_FILE && v->direct_io) {
+        FILE *f = direct_stream(fd, mode);
+        if (f == NULL) {
+            int e = errno;
+            close(fd);
+            errno = e;
+        }
+        return f;
+    }
     if (v && v->kind == VF_FILE && v->pc && pcache_fill(v, 0, 0, 1) < 0) {
         int e = errno;
         close(fd);
@@ -61,6 +102,8 @@ FILE *fdopen(int fd, const char *mode)
     struct vfile *v = vfd(fd);
     if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL)
         return REAL(fdopen)(fd, mode);
+    if (v->direct_io)
+        return direct_stream(fd, mode);
     if (pcache_fill(v, 0, 0, 1) < 0)
         return NULL;
     return REAL(fdopen)(fd, mode);

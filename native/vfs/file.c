@@ -126,8 +126,10 @@ static void release_fh(const struct vpath *vp, int flags, uint64_t fh)
 /* A cached file: a new open file description of the file's page cache (one per file in
  * this process: writes through one fd are seen through the others at once, and
  * flock/fcntl locks between them conflict as they should). */
-static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t size, int size_known)
+static int open_cached(const struct vpath *vp, int flags, const struct open_result *res, off_t size,
+                       int size_known)
 {
+    uint64_t fh = res->fh;
     int fresh;
     struct pcache *pc = pcache_open(vp, size, size_known, &fresh);
     int fd = pc ? pcache_new_fd(pc, flags) : -1;
@@ -143,6 +145,7 @@ static int open_cached(const struct vpath *vp, int flags, uint64_t fh, off_t siz
         return -1;
     }
     v->pc = pc;
+    v->direct_io = (res->open_flags & OPEN_DIRECT_IO) != 0;
     if ((flags & O_APPEND) && size > 0 && (flags & O_ACCMODE) != O_RDONLY)
         pcache_fill(v, size - 1, 1, 0);     /* stdio appends past the wrappers, into this page */
     fdtable_set(fd, v);
@@ -332,7 +335,7 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         pcache_truncated(vp.mnt, vp.path, 0);
     }
     /* size_known: 1 created (empty, unless another process got there first), 2 truncated */
-    return open_cached(&vp, flags, res.fh, exists && !trunc ? st.st_size : 0, trunc ? 2 : !exists);
+    return open_cached(&vp, flags, &res, exists && !trunc ? st.st_size : 0, trunc ? 2 : !exists);
 }
 
 /* What close() of one duplicate does: flush (the data is already in the FS, but for stores

@@ -562,6 +562,77 @@ static int fill_edge(struct pcache *pc, struct vfile *v, off_t off, off_t size)
     return r;
 }
 
+/* Is the granule at off a hole (never filled) of the memfd? */
+static int is_hole(struct pcache *pc, off_t off)
+{
+    int e = errno;
+    off_t d = REAL(lseek)(pc->mfd, off, SEEK_DATA);
+    errno = e;
+    return d != off;
+}
+
+/* A direct_io write reached the FS: keep the cache true for the other opens of the file
+ * without reading anything from the FS (a live file's read may consume data). Granules
+ * the write covers take its bytes; a partly covered one inside the old end takes them
+ * only if it was filled already, else it stays a hole, to be read when someone asks. */
+static void direct_wrote(struct pcache *pc, const char *buf, off_t at, off_t n, off_t size)
+{
+    off_t g = (off_t)hole_granule(), lo = at, hi = at + n;
+    off_t gl = at - at % g, gr = hi - hi % g;
+    if (gl < at && gl < size && is_hole(pc, gl))
+        lo = gl + g;
+    if (gr < hi && hi < size && gr >= lo && is_hole(pc, gr))
+        hi = gr;
+    for (off_t done = lo; done < hi;) {
+        ssize_t w = REAL(pwrite)(pc->mfd, buf + (done - at), (size_t)(hi - done), done);
+        if (w <= 0)
+            break;
+        done += w;
+    }
+    if (at + n > size)
+        REAL(ftruncate)(pc->mfd, at + n);
+}
+
+ssize_t direct_read(struct vfile *v, int fd, void *buf, size_t len, off_t off)
+{
+    if ((v->flags & O_ACCMODE) == O_WRONLY) {
+        errno = EBADF;
+        return -1;
+    }
+    struct backend_ops *be = backend_get();
+    if (be == NULL || vfile_ensure_fh(v) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    int positional = off >= 0;
+    if (!positional && (off = REAL(lseek)(fd, 0, SEEK_CUR)) < 0)
+        return -1;
+    size_t done = 0;
+    while (done < len) {
+        /* as FUSE splits a direct read into requests and stops at a short one */
+        size_t want = len - done < FS_CHUNK ? len - done : FS_CHUNK;
+        guard_enter();
+        ssize_t n = be->read(v->mnt, v->path, (char *)buf + done, want, off + (off_t)done, v->fh);
+        guard_leave();
+        if (n < 0) {
+            if (done > 0)
+                break;
+            errno = (int)-n;
+            return -1;
+        }
+        if ((size_t)n > want) {
+            ldp_log(LOG_WARNING, "read(%s) returned more bytes than asked (%zd > %zu): cut", v->path, n, want);
+            n = (ssize_t)want;
+        }
+        done += (size_t)n;
+        if ((size_t)n < want)
+            break;
+    }
+    if (!positional)
+        REAL(lseek)(fd, off + (off_t)done, SEEK_SET);
+    return (ssize_t)done;
+}
+
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional)
 {
     struct pcache *pc = v->pc;
@@ -580,6 +651,21 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     if (size < 0 || at < 0)
         goto out;
     ssize_t n;
+    if (v->direct_io) {
+        guard_enter();
+        n = append ? be->append(pc->mnt, v->path, buf, len, v->fh, &at)
+                   : be->write(pc->mnt, v->path, buf, len, at, v->fh);
+        guard_leave();
+        if (n < 0) {
+            errno = (int)-n;
+            goto out;
+        }
+        direct_wrote(pc, buf, at, n, size);
+        if (!positional)
+            REAL(lseek)(fd, at + n, SEEK_SET);
+        ret = n;
+        goto out;
+    }
     if (append) {
         /* the FS decides where the end is (other processes append too) */
         if (fill_edge(pc, v, size, size) < 0)

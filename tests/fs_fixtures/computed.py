@@ -8,13 +8,15 @@ bytes they returned), so a test can tell a partial read from a whole-file copy.
 
 ``Liar`` answers every read with more bytes than asked; ``IgnoresOffset`` answers every
 read from offset 0; ``ProcStyle`` reports ``st_size`` 0 for a file that holds 10000
-bytes; ``Full`` refuses every write with ENOSPC.
+bytes; ``Full`` refuses every write with ENOSPC; ``Live`` serves files opened with
+``direct_io`` whose bytes change at every read, or never end.
 """
 
 import errno
 import stat
+import time
 
-from ldpfuse_py import FuseOSError, Operations
+from ldpfuse_py import FileInfo, FuseOSError, Operations
 
 PATTERN = bytes(range(256)) * 16 + b"ldpfuse computed file\n"
 
@@ -132,3 +134,58 @@ class Full(Operations):
 
     def write(self, path, data, offset, fh):
         raise FuseOSError(errno.ENOSPC)
+
+
+class Live(Operations):
+    """Files opened with ``direct_io``, as live files are: ``/clock`` (st_size 0) reads
+    ``tick N``, N a new nanosecond clock value at each read at offset 0; ``/endless`` (st_size 0) never
+    ends (every read gives all it is asked); ``/log`` keeps what is written to it, each
+    write as it came, and ``/writes`` lists the (offset, size) of every write it got."""
+
+    def __init__(self):
+        self.tick = b""
+        self.log = bytearray()
+        self.writes = []
+
+    def getattr(self, path, fh=None):
+        if path == "/":
+            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2)
+        if path in ("/clock", "/endless"):
+            return dict(st_mode=stat.S_IFREG | 0o444, st_nlink=1, st_size=0)
+        if path == "/log":
+            return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=len(self.log))
+        if path == "/writes":
+            return dict(st_mode=stat.S_IFREG | 0o444, st_nlink=1, st_size=len(self._writes()))
+        raise FuseOSError(errno.ENOENT)
+
+    def _writes(self):
+        return "".join(f"{o} {n}\n" for o, n in self.writes).encode()
+
+    def readdir(self, path, fh):
+        return [".", "..", "clock", "endless", "log", "writes"]
+
+    def open(self, path, flags):
+        if path == "/writes":
+            return 0
+        return FileInfo(flags, fh=7, direct_io=True)
+
+    def truncate(self, path, length, fh=None):
+        del self.log[length:]
+        return 0
+
+    def read(self, path, size, offset, fh):
+        if path == "/clock":
+            if offset == 0:
+                self.tick = f"tick {time.monotonic_ns()}\n".encode()
+            return self.tick[offset:offset + size]
+        if path == "/endless":
+            return b"y" * size
+        if path == "/writes":
+            return self._writes()[offset:offset + size]
+        return bytes(self.log[offset:offset + size])
+
+    def write(self, path, data, offset, fh):
+        assert fh == 7, fh
+        self.writes.append((offset, len(data)))
+        self.log[offset:offset + len(data)] = data
+        return len(data)
