@@ -61,7 +61,7 @@ static int later(const struct timespec *a, const struct timespec *b)
 
 int attrcache_get(int mnt, const char *path, struct stat *st)
 {
-    if (!cache_on() || slots == NULL)
+    if (!cache_on() || __atomic_load_n(&slots, __ATOMIC_ACQUIRE) == NULL)
         return 0;
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
@@ -75,7 +75,7 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
     holding = 1;
     pthread_mutex_lock(&lock);
     struct slot *s = &slots[h & (SLOTS - 1)];
-    if (s->gen == generation && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
+    if (s->gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE) && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
         memcmp(s->path, path, len + 1) == 0) {
         *st = s->st;
         hit = 1;
@@ -100,11 +100,11 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
     holding = 1;
     pthread_mutex_lock(&lock);
     if (slots == NULL)
-        slots = calloc(SLOTS, sizeof *slots);
+        __atomic_store_n(&slots, calloc(SLOTS, sizeof *slots), __ATOMIC_RELEASE);
     /* a change that happened during the FS call makes this answer possibly stale */
-    if (slots && gen_before == generation) {
+    if (slots && gen_before == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
         struct slot *s = &slots[h & (SLOTS - 1)];
-        s->gen = generation;
+        s->gen = gen_before;
         s->hash = h;
         s->mnt = mnt;
         s->st = *st;

@@ -42,7 +42,7 @@ void fdtable_set(int fd, struct vfile *v)
         __atomic_sub_fetch(&ldp_nvfds, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&c[fd & (CHUNK - 1)], v, __ATOMIC_RELEASE);
     if (fd > max_fd)
-        max_fd = fd;
+        __atomic_store_n(&max_fd, fd, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
     guard_leave();
 }
@@ -66,7 +66,7 @@ struct vfile *fdtable_take(int fd)
 
 int fdtable_max(void)
 {
-    return max_fd;
+    return __atomic_load_n(&max_fd, __ATOMIC_ACQUIRE);
 }
 
 /* fork: no other thread may hold the table's lock at the instant of the fork */

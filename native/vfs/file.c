@@ -20,6 +20,10 @@ void vfile_ref(struct vfile *v)
     __atomic_add_fetch(&v->refs, 1, __ATOMIC_ACQ_REL);
 }
 
+/* Renames and unlinks walk the fd table under this lock; the last unref of a vfile (no
+ * longer in the table) waits for a walk that may still be looking at it. */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void vfile_unref(struct vfile *v)
 {
     if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
@@ -39,6 +43,8 @@ void vfile_unref(struct vfile *v)
     }
     if (v->pc)
         pcache_unref(v->pc);
+    pthread_mutex_lock(&names_lock);
+    pthread_mutex_unlock(&names_lock);
     free(v->path);
     free(v);
 }
@@ -432,9 +438,24 @@ int vfile_ensure_fh(struct vfile *v)
     return 0;
 }
 
-/* Keep open files' paths right when their names change under them. */
+/* Keep open files' paths right when their names change under them. Another thread may
+ * be using an open file's old path (in an FS call) while it is renamed, so old paths are
+ * not freed at once: they wait in a ring of the last RETIRED ones (a thread would have to
+ * stay in one call while that many open files are renamed to see one freed). Renames and
+ * unlinks walk the fd table one at a time. */
+#define RETIRED 4096
+static char *retired[RETIRED];
+static unsigned retired_next;
+static void retire_path(char *old)
+{
+    unsigned i = retired_next++ % RETIRED;
+    free(retired[i]);
+    retired[i] = old;
+}
+
 void vfs_renamed(int mnt, const char *from, const char *to)
 {
+    pthread_mutex_lock(&names_lock);
     size_t fl = strlen(from);
     for (int fd = 0; fd <= fdtable_max(); fd++) {
         struct vfile *v = fdtable_get(fd);
@@ -446,20 +467,21 @@ void vfs_renamed(int mnt, const char *from, const char *to)
             continue;
         strcpy(np, to);
         strcat(np, v->path + fl);
-        char *old = v->path;
-        v->path = np;
-        free(old);      /* racy only against a concurrent op on the same open file */
+        retire_path(__atomic_exchange_n(&v->path, np, __ATOMIC_ACQ_REL));
     }
+    pthread_mutex_unlock(&names_lock);
     pcache_renamed(mnt, from, to);
 }
 
 void vfs_unlinked(int mnt, const char *path)
 {
+    pthread_mutex_lock(&names_lock);
     for (int fd = 0; fd <= fdtable_max(); fd++) {
         struct vfile *v = fdtable_get(fd);
         if (v && v->mnt == mnt && strcmp(v->path, path) == 0)
             v->unlinked = 1;
     }
+    pthread_mutex_unlock(&names_lock);
     pcache_unlinked(mnt, path);
 }
 

@@ -133,7 +133,7 @@ static void note_known(struct pcache *pc)
         pc->known_size = k.st_size;
         struct known kn = { k.st_size, k.st_mtim.tv_sec, k.st_mtim.tv_nsec };
         if (!pc->no_xattr && REAL(fsetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn, 0) < 0)
-            pc->no_xattr = 1;
+            __atomic_store_n(&pc->no_xattr, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -145,7 +145,7 @@ static void check_untracked(struct pcache *pc)
     load_known(pc);
     if (REAL(fstat)(pc->mfd, &k) == 0 && (k.st_size != pc->known_size ||
         k.st_mtim.tv_sec != pc->known_mtime.tv_sec || k.st_mtim.tv_nsec != pc->known_mtime.tv_nsec))
-        pc->untracked = 1;
+        __atomic_store_n(&pc->untracked, 1, __ATOMIC_RELAXED);
 }
 
 static void load_known(struct pcache *pc)
@@ -771,7 +771,7 @@ void pcache_unlinked(int mnt, const char *path)
     table_enter();
     struct pcache *pc = find(mnt, path);
     if (pc)
-        pc->unlinked = 1;
+        __atomic_store_n(&pc->unlinked, 1, __ATOMIC_RELAXED);
     table_leave();
 }
 
@@ -816,17 +816,33 @@ static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *b
     return 0;
 }
 
+/* Has the memfd changed since the known state (kn) was noted? Looks without the lock. */
+static int changed_since(struct pcache *pc, const struct known *kn)
+{
+    struct stat k;
+    return REAL(fstat)(pc->mfd, &k) == 0 && (k.st_size != kn->size ||
+           k.st_mtim.tv_sec != kn->sec || k.st_mtim.tv_nsec != kn->nsec);
+}
+
 int pcache_sync_untracked(struct vfile *v)
 {
     struct pcache *pc = v->pc;
-    if (pc == NULL || pc->unlinked || (v->flags & O_ACCMODE) == O_RDONLY)
+    if (pc == NULL || __atomic_load_n(&pc->unlinked, __ATOMIC_RELAXED) || (v->flags & O_ACCMODE) == O_RDONLY)
+        return 0;
+    /* a first look without the lock (close of an untouched file must stay cheap): the
+     * known state on the memfd, else ours as of our last fill or write */
+    struct known kn;
+    int e0 = errno;
+    if (__atomic_load_n(&pc->no_xattr, __ATOMIC_RELAXED) || REAL(fgetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn) != (ssize_t)sizeof kn) {
+        pthread_mutex_lock(&pc->lock);
+        kn = (struct known){ pc->known_size, pc->known_mtime.tv_sec, pc->known_mtime.tv_nsec };
+        pthread_mutex_unlock(&pc->lock);
+    }
+    errno = e0;
+    if (!__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) && !__atomic_load_n(&pc->untracked, __ATOMIC_RELAXED) &&
+        !changed_since(pc, &kn))
         return 0;
     struct stat k;
-    load_known(pc);
-    if (!__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) && !pc->untracked &&
-        (REAL(fstat)(pc->mfd, &k) < 0 || (k.st_size == pc->known_size &&
-         k.st_mtim.tv_sec == pc->known_mtime.tv_sec && k.st_mtim.tv_nsec == pc->known_mtime.tv_nsec)))
-        return 0;
     struct backend_ops *be = backend_get();
     if (be == NULL || vfile_ensure_fh(v) < 0) {
         errno = EIO;
@@ -888,7 +904,7 @@ done:;
     int e = errno;
     if (ret == 0) {
         note_known(pc);
-        pc->untracked = 0;
+        __atomic_store_n(&pc->untracked, 0, __ATOMIC_RELAXED);
     }
     entry_unlock(pc);
     free(buf);
