@@ -148,9 +148,11 @@ def test_sqlite_concurrent_writers_lose_nothing(ws, journal, options, request):
             "with passthrough=no in the embedded mode each process has its own cache of the "
             "file, and its byte-range locks are its own: concurrent sqlite3 writers get "
             "'disk I/O error (10)'" if LDP_MODE != "shared" else
-            "with passthrough=no in --mode shared, rollback-journal mode loses rows in some "
-            "runs (2 of 5 here): the journal is created, written and unlinked by three "
-            "processes at once, each unlink leaving the next opener a fresh cache")))
+            "with passthrough=no in --mode shared, one sqlite3 of three fails in some runs "
+            "(1-3 of 5 here) with 'unable to open database file': its attribute cache still "
+            "says the journal that another process has just deleted exists, and the open "
+            "that follows fails with ENOENT (per-process caches hear nothing of other "
+            "processes' changes)")))
     ws.compare_sh(f"""
         sqlite3 "$D/c.db" 'PRAGMA journal_mode={journal};' > /dev/null
     """ + CONCURRENT, options=options,
