@@ -1,0 +1,578 @@
+"""FsspecFS: any fsspec store (S3, GCS, Azure, HDFS, memory, local) as a mount.
+
+    ldpfuse-run --mountpoint /mnt/data ldpfuse_py.contrib.fsspec:FsspecFS \\
+        s3://bucket/prefix -o endpoint_url=http://127.0.0.1:9000 -- python train.py
+
+The one argument is an fsspec URL; every ``-o key=value`` is a storage option of that
+store (``endpoint_url``, ``key``, ``secret``, ``anon=true``, ...), given to
+``fsspec.core.url_to_fs``. How the data moves:
+
+- **reads are ranged**: the page cache asks ``read(path, size, offset)`` only for the
+  ranges a program is about to read, plus a readahead window (docs/cache.md), and each
+  such call is one ranged request (``cat_file(path, start, end)``): reading 4 KiB of a
+  5 GiB object costs one GET of the window, not the object;
+- **listings and attributes** come from fsspec's own listings cache (``dircache``), whose
+  entries expire after ``listings_expiry_time`` seconds (default: the mount's
+  ``attr_timeout``, 1 s); every change made here empties the entries it touches;
+- **writes** to a new or truncated file are streamed as they come (``fs.open(path,
+  "wb")``: a multipart upload on S3), and committed at close (``flush``), whose result
+  is the upload's: an error of the store is an error of ``close()``. A write anywhere
+  else (into an existing object, past a gap, back before what was already streamed) is
+  made on a local copy of the object (a spool file) that is uploaded whole at close;
+- **names**: ``unlink`` is ``rm_file``, ``rename`` is ``mv`` (a copy and a delete on
+  object stores, recursive for a prefix), ``mkdir`` is ``mkdir``, plus an empty
+  ``name/`` marker object where the store keeps no empty directories (S3), so a new
+  directory is seen by every process, ``rmdir`` removes both.
+
+Object stores have no owners, modes or times that can be set: files show as the
+caller's, 0644 (directories 0755), with the store's modification time; ``chmod``,
+``chown`` and ``utimens`` are accepted and change nothing. Symlinks, hard links and
+xattrs are not supported (``EOPNOTSUPP``/``ENOTSUP``).
+
+Every process runs its own instance in the default embedded mode: a file being written
+is seen by other processes when it is committed (at close), as with any object store.
+"""
+import errno
+import io
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+
+from ldpfuse_py import FuseOSError, Operations
+
+DIR_SIZE = 4096  # what ls shows for a directory, as on ext4
+SECRET_WORDS = ("key", "secret", "token", "password", "credential")
+
+
+def _import_fsspec():
+    """The fsspec library, never this file: a file spec (.../contrib/fsspec.py:FsspecFS)
+    puts this directory first on sys.path while the file loads."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    try:
+        import fsspec
+        import fsspec.core
+    finally:
+        sys.path[:] = saved
+    return fsspec
+
+
+def storage_options(options):
+    """-o values are strings: 'true'/'false' become booleans and plain integers ints,
+    except for options that name a secret (a numeric key stays a string)."""
+    out = {}
+    for key, value in options.items():
+        if isinstance(value, str) and not any(w in key.lower() for w in SECRET_WORDS):
+            low = value.lower()
+            if low in ("true", "false"):
+                value = low == "true"
+            elif low.lstrip("-").isdigit():
+                value = int(low)
+            else:
+                try:
+                    value = float(value) if "." in value else value
+                except ValueError:
+                    pass
+        out[key] = value
+    return out
+
+
+def errno_of(exc):
+    """The errno a program sees for an exception of the store."""
+    if isinstance(exc, FuseOSError):
+        return exc.errno
+    if isinstance(exc, FileNotFoundError):
+        return errno.ENOENT
+    if isinstance(exc, FileExistsError):
+        return errno.EEXIST
+    if isinstance(exc, (PermissionError,)):
+        return errno.EACCES
+    if isinstance(exc, IsADirectoryError):
+        return errno.EISDIR
+    if isinstance(exc, NotADirectoryError):
+        return errno.ENOTDIR
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    return errno.EIO
+
+
+def mtime_of(info):
+    for key in ("mtime", "LastModified", "last_modified", "modified", "created", "ctime"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return value.timestamp()
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            try:
+                return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
+class Stream:
+    """A file written from offset 0 onwards, streamed to the store as it comes."""
+
+    def __init__(self, fs, full):
+        self.fs = fs
+        self.full = full
+        self.file = fs.open(full, "wb")
+        self.size = 0
+
+    def write(self, data, offset):
+        if offset > self.size:              # a gap: zeros, as a sparse file reads
+            self.file.write(bytes(offset - self.size))
+            self.size = offset
+        self.file.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def can_write(self, offset):
+        return offset >= self.size
+
+    def read(self, size, offset):
+        if offset >= self.size:
+            return b""
+        raise FuseOSError(errno.EIO)        # gone to the store already; never asked
+
+    def unsent(self):
+        """What is still in memory, if nothing has been uploaded yet (else None)."""
+        if getattr(self.file, "offset", None) in (None, 0) and hasattr(self.file, "buffer"):
+            return self.file.buffer.getvalue()
+        return None
+
+    def commit(self):
+        self.file.close()
+
+    def discard(self):
+        try:
+            discard = getattr(self.file, "discard", None)
+            if discard is not None:
+                discard()
+            else:
+                self.file.close()
+        except Exception:
+            pass
+
+
+class Spool:
+    """A local copy of the object that takes writes anywhere; uploaded whole at commit."""
+
+    def __init__(self, fs, full, initial=None, fetch=False):
+        self.fs = fs
+        self.full = full
+        self.file = tempfile.TemporaryFile(prefix="ldpfuse-fsspec-")
+        if fetch:
+            with fs.open(full, "rb") as src:
+                shutil.copyfileobj(src, self.file, 4 << 20)
+        elif initial:
+            self.file.write(initial)
+        self.size = self.file.seek(0, io.SEEK_END)
+
+    def can_write(self, offset):
+        return True
+
+    def write(self, data, offset):
+        self.file.seek(offset)
+        self.file.write(data)
+        self.size = max(self.size, offset + len(data))
+        return len(data)
+
+    def read(self, size, offset):
+        self.file.seek(offset)
+        return self.file.read(size)
+
+    def truncate(self, length):
+        self.file.truncate(length)
+        self.size = length
+
+    def commit(self):
+        self.file.seek(0)
+        with self.fs.open(self.full, "wb") as dst:
+            shutil.copyfileobj(self.file, dst, 4 << 20)
+        self.file.close()
+
+    def discard(self):
+        self.file.close()
+
+
+class FsspecFS(Operations):
+    """Mount the fsspec URL ``url``; keyword arguments are the store's options."""
+
+    def __init__(self, url, **options):
+        self.url = url
+        options = storage_options(options)
+        options.setdefault("use_listings_cache", True)
+        options.setdefault("listings_expiry_time",
+                           float(os.environ.get("LDPFUSE_ATTR_TIMEOUT", "1") or 1))
+        self.options = options
+        self._pid = None
+        self._fs = None
+        fs = self.fs                         # a bad URL or option fails here, at start
+        self.root = fs._strip_protocol(url).rstrip("/") if url else ""
+        self.started = time.time()
+        self.lock = threading.RLock()
+        self.handles = {}                    # fh -> (path, flags)
+        self.next_fh = 1
+        self.writers = {}                    # path -> Stream or Spool not yet committed
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        self.markers = not {"file", "local", "memory"} & set(protocols)  # keeps no empty dirs
+
+    # --------------------------------------------------------------- the store
+    @property
+    def fs(self):
+        """The store's client: a new one in a forked child (fsspec's event loop and
+        connections are the parent's)."""
+        if self._pid != os.getpid():
+            fsspec = _import_fsspec()
+            self._fs, _ = fsspec.core.url_to_fs(self.url, **self.options)
+            self._pid = os.getpid()
+            self.writers = {}
+            self.handles = {}
+        return self._fs
+
+    def full(self, path):
+        if path == "/":
+            return self.root
+        return f"{self.root}/{path.lstrip('/')}" if self.root else path.lstrip("/")
+
+    def forget(self, path):
+        """Empty the listing cache entries a change of path makes stale."""
+        try:
+            self.fs.invalidate_cache(self.full(path))
+        except Exception:
+            pass
+
+    def _info(self, full):
+        try:
+            return self.fs.info(full)
+        except Exception as e:
+            raise FuseOSError(errno_of(e)) from None
+
+    # ------------------------------------------------------------- metadata
+    def getattr(self, path, fh=None):
+        now = self.started
+        base = dict(st_uid=os.getuid(), st_gid=os.getgid())
+        if path == "/":
+            return dict(base, st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_size=DIR_SIZE,
+                        st_mtime=now, st_ctime=now, st_atime=now)
+        writer = self.writers.get(path)
+        if writer is not None:
+            return dict(base, st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=writer.size,
+                        st_mtime=time.time(), st_ctime=time.time(), st_atime=time.time())
+        info = self._info(self.full(path))
+        if info.get("type") == "directory":
+            t = mtime_of(info) or now
+            return dict(base, st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_size=DIR_SIZE,
+                        st_mtime=t, st_ctime=t, st_atime=t)
+        t = mtime_of(info)
+        return dict(base, st_mode=stat.S_IFREG | 0o644, st_nlink=1,
+                    st_size=int(info.get("size") or 0), st_mtime=t, st_ctime=t, st_atime=t)
+
+    def readdir(self, path, fh):
+        full = self.full(path)
+        try:
+            entries = self.fs.ls(full, detail=True)
+        except Exception as e:
+            raise FuseOSError(errno_of(e)) from None
+        names = [".", ".."]
+        seen = set()
+        for entry in entries:
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if not name or entry["name"].rstrip("/") == full.rstrip("/") or name in seen:
+                continue                      # the directory's own marker object
+            seen.add(name)
+            is_dir = entry.get("type") == "directory"
+            mode = (stat.S_IFDIR | 0o755) if is_dir else (stat.S_IFREG | 0o644)
+            names.append((name, {"st_mode": mode}, 0))
+        for written in list(self.writers):
+            parent, _, name = written.rpartition("/")
+            if (parent or "/") == path and name not in seen:
+                names.append((name, {"st_mode": stat.S_IFREG | 0o644}, 0))
+        return names
+
+    def statfs(self, path):
+        big = 1 << 40
+        return dict(f_bsize=4096, f_frsize=4096, f_blocks=big, f_bfree=big, f_bavail=big,
+                    f_files=big, f_ffree=big, f_favail=big, f_namemax=255)
+
+    def chmod(self, path, mode):
+        self.getattr(path)
+        return 0
+
+    def chown(self, path, uid, gid):
+        self.getattr(path)
+        return 0
+
+    def utimens(self, path, times=None):
+        self.getattr(path)
+        return 0
+
+    # ---------------------------------------------------------------- names
+    def mkdir(self, path, mode):
+        full = self.full(path)
+        if self.fs.exists(full):
+            raise FuseOSError(errno.EEXIST)
+        try:
+            self.fs.mkdir(full, create_parents=False)
+        except FileExistsError:
+            raise FuseOSError(errno.EEXIST) from None
+        except Exception:
+            pass                              # stores without directories say so variously
+        self.forget(path)
+        if self.markers and not self.fs.isdir(full):
+            try:
+                self.fs.pipe_file(full + "/", b"")
+            except Exception as e:
+                raise FuseOSError(errno_of(e)) from None
+        self.forget(path)
+        return 0
+
+    def rmdir(self, path):
+        full = self.full(path)
+        if self.getattr(path)["st_mode"] & stat.S_IFDIR != stat.S_IFDIR:
+            raise FuseOSError(errno.ENOTDIR)
+        if len(self.readdir(path, 0)) > 2:
+            raise FuseOSError(errno.ENOTEMPTY)
+        try:
+            if self.markers:
+                try:
+                    self.fs.rm_file(full + "/")
+                except FileNotFoundError:
+                    pass
+                self.forget(path)
+            if not self.markers or self.fs.isdir(full):   # a store with real directories
+                self.fs.rmdir(full)
+        except Exception as e:
+            raise FuseOSError(errno_of(e)) from None
+        finally:
+            self.forget(path)
+        return 0
+
+    def unlink(self, path):
+        full = self.full(path)
+        attrs = self.getattr(path)
+        if stat.S_ISDIR(attrs["st_mode"]):
+            raise FuseOSError(errno.EISDIR)
+        writer = self.writers.pop(path, None)
+        if writer is not None:
+            writer.discard()
+        try:
+            if self.fs.exists(full):
+                self.fs.rm_file(full)
+        except Exception as e:
+            raise FuseOSError(errno_of(e)) from None
+        finally:
+            self.forget(path)
+        return 0
+
+    def rename(self, old, new):
+        src, dst = self.full(old), self.full(new)
+        attrs = self.getattr(old)
+        if old in self.writers:               # commit first: the store renames objects
+            self._commit(old)
+        is_dir = stat.S_ISDIR(attrs["st_mode"])
+        try:
+            target = self.getattr(new)
+        except FuseOSError:
+            target = None
+        if target is not None:
+            if stat.S_ISDIR(target["st_mode"]):
+                if not is_dir:
+                    raise FuseOSError(errno.EISDIR)
+                if len(self.readdir(new, 0)) > 2:
+                    raise FuseOSError(errno.ENOTEMPTY)
+                self.rmdir(new)
+            elif is_dir:
+                raise FuseOSError(errno.ENOTDIR)
+        if is_dir and (new + "/").startswith(old + "/"):
+            raise FuseOSError(errno.EINVAL)
+        try:
+            self.fs.mv(src, dst, recursive=is_dir)
+            if is_dir and self.markers:       # a marker of the old name may stay behind
+                try:
+                    self.fs.rm_file(src + "/")
+                except Exception:
+                    pass
+        except Exception as e:
+            raise FuseOSError(errno_of(e)) from None
+        finally:
+            self.forget(old)
+            self.forget(new)
+        return 0
+
+    def symlink(self, target, source):
+        raise FuseOSError(errno.EOPNOTSUPP)
+
+    def link(self, target, source):
+        raise FuseOSError(errno.EOPNOTSUPP)
+
+    def readlink(self, path):
+        raise FuseOSError(errno.EINVAL)
+
+    # ----------------------------------------------------------------- data
+    def _new_handle(self, path, flags):
+        with self.lock:
+            fh = self.next_fh
+            self.next_fh += 1
+            self.handles[fh] = (path, flags)
+            return fh
+
+    def open(self, path, flags):
+        if (flags & os.O_ACCMODE) == os.O_RDONLY:
+            self.getattr(path)
+        return self._new_handle(path, flags)
+
+    def create(self, path, mode, fi=None):
+        # An empty object now: the file exists for every process (another image after
+        # exec, another process of the tree) before its data is committed at close.
+        with self.lock:
+            old = self.writers.pop(path, None)
+            if old is not None:
+                old.discard()
+            try:
+                self.fs.pipe_file(self.full(path), b"")
+            except Exception as e:
+                raise FuseOSError(errno_of(e)) from None
+            finally:
+                self.forget(path)
+        flags = fi.flags if fi is not None else os.O_WRONLY
+        return self._new_handle(path, flags | os.O_CREAT)
+
+    def read(self, path, size, offset, fh):
+        writer = self.writers.get(path)
+        if writer is not None:
+            return writer.read(size, offset)
+        full = self.full(path)
+        try:
+            return self.fs.cat_file(full, start=offset, end=offset + size)
+        except Exception as e:
+            code = errno_of(e)
+            if code == errno.ENOENT:
+                raise FuseOSError(code) from None
+            # a range past the end is an error for some stores (S3: 416)
+            info = self._info(full)
+            if offset >= int(info.get("size") or 0):
+                return b""
+            raise FuseOSError(code) from None
+
+    def _writer_for(self, path, offset):
+        """The writer that takes a write at offset: a stream for a file written from 0 on
+        an empty object, else a spool holding the object."""
+        writer = self.writers.get(path)
+        if writer is not None and not writer.can_write(offset):
+            unsent = writer.unsent()
+            if unsent is None:
+                raise FuseOSError(errno.EOPNOTSUPP)   # unreachable: spools take any write
+            writer.discard()
+            writer = self.writers[path] = Spool(self.fs, self.full(path), initial=unsent)
+        if writer is None:
+            size = self.getattr(path)["st_size"]
+            try:
+                if size == 0 and offset == 0:
+                    writer = Stream(self.fs, self.full(path))
+                else:
+                    writer = Spool(self.fs, self.full(path), fetch=size > 0)
+            except Exception as e:
+                raise FuseOSError(errno_of(e)) from None
+            self.writers[path] = writer
+        return writer
+
+    def write(self, path, data, offset, fh):
+        with self.lock:
+            writer = self._writer_for(path, offset)
+            try:
+                return writer.write(data, offset)
+            except FuseOSError:
+                raise
+            except Exception as e:
+                self.writers.pop(path, None)
+                writer.discard()
+                raise FuseOSError(errno_of(e)) from None
+
+    def truncate(self, path, length, fh=None):
+        with self.lock:
+            writer = self.writers.get(path)
+            if writer is None and length == 0:
+                try:
+                    self.fs.pipe_file(self.full(path), b"")
+                except Exception as e:
+                    raise FuseOSError(errno_of(e)) from None
+                finally:
+                    self.forget(path)
+                return 0
+            if isinstance(writer, Stream) and length == writer.size:
+                return 0
+            if isinstance(writer, Stream) and length == 0:
+                writer.discard()
+                self.writers[path] = Stream(self.fs, self.full(path))
+                return 0
+            if writer is None or isinstance(writer, Stream):
+                unsent = writer.unsent() if writer is not None else None
+                if writer is not None:
+                    if unsent is None:
+                        raise FuseOSError(errno.EOPNOTSUPP)
+                    writer.discard()
+                    writer = Spool(self.fs, self.full(path), initial=unsent)
+                else:
+                    size = self.getattr(path)["st_size"]
+                    writer = Spool(self.fs, self.full(path), fetch=size > 0)
+                self.writers[path] = writer
+            writer.truncate(length)
+            return 0
+
+    def _commit(self, path):
+        writer = self.writers.pop(path, None)
+        if writer is None:
+            return 0
+        try:
+            writer.commit()
+        except Exception as e:
+            raise FuseOSError(errno_of(e)) from None
+        finally:
+            self.forget(path)
+        return 0
+
+    def flush(self, path, fh):
+        """close(): the data written so far is committed, and its error is close()'s.
+        A later write through another fd of the file starts a new upload."""
+        with self.lock:
+            return self._commit(path)
+
+    def fsync(self, path, datasync, fh):
+        with self.lock:
+            return self._commit(path)
+
+    def release(self, path, fh):
+        with self.lock:
+            self.handles.pop(fh, None)
+            if not any(p == path for p, _ in self.handles.values()):
+                self._commit(path)
+        return 0
+
+    def destroy(self, path):
+        """Process exit with files still open for writing (a program that never closed
+        its stdout): commit them."""
+        with self.lock:
+            for written in list(self.writers):
+                try:
+                    self._commit(written)
+                except FuseOSError as e:
+                    print(f"ldpfuse fsspec: {written}: commit at exit failed: "
+                          f"{os.strerror(e.errno)}", file=sys.stderr)
+
+    # ---------------------------------------------------------------- xattrs
+    def getxattr(self, path, name, position=0):
+        raise FuseOSError(errno.ENOTSUP)
+
+    def listxattr(self, path):
+        return []
