@@ -248,6 +248,26 @@ def test_reading_4k_of_a_large_object_is_one_ranged_get_of_the_readahead_window(
     assert fetched <= 2 * (256 << 10), [e["headers"]["Range"] for e in gets]
 
 
+def test_a_sequential_read_grows_its_requests_and_gets_every_byte(bucket):
+    """cat of a 48 MiB object: the same bytes as the object, in a handful of GETs (the
+    read-ahead doubles from 8 MiB while the reads are sequential), none of them whole."""
+    data = os.urandom(1 << 20) * 48
+    bucket.s3.pipe_file(f"{bucket.prefix}/seq.bin", data)
+    bucket.moto.post("/moto-api/recorder/reset-recording")
+    bucket.moto.post("/moto-api/recorder/start-recording")
+    try:
+        r = bucket.ldp(["sh", "-c", 'cat "$D/seq.bin" | sha256sum'])
+    finally:
+        bucket.moto.post("/moto-api/recorder/stop-recording")
+    assert r.returncode == 0 and r.stdout.split()[0] == hashlib.sha256(data).hexdigest(), r.describe()
+    log = [json.loads(line) for line in
+           bucket.moto.get("/moto-api/recorder/download-recording").decode().splitlines() if line]
+    ranges = [e["headers"].get("Range") for e in log
+              if e["method"] == "GET" and e["url"].endswith("/seq.bin")]
+    assert all(ranges), ranges
+    assert len(ranges) <= 8, ranges
+
+
 def test_large_sequential_write_is_a_multipart_upload_committed_at_close(bucket):
     src = bucket.tmp / "src.bin"
     src.write_bytes(bytes(range(251)) * 80000)

@@ -205,12 +205,59 @@ class Spool:
         self.file.close()
 
 
+class ReadAhead:
+    """Ranged reads of one object, with a window that grows while the reads are
+    sequential. An object store answers each request after a fixed delay (tens of ms
+    on S3), so the page cache's windows (128 KiB to a few MiB) alone would spend more
+    time waiting than moving bytes: a read that continues where the previous one ended
+    fetches up to `limit` bytes (doubling from 8 MiB) and keeps what the page cache did
+    not ask for yet; any other read fetches exactly what was asked. At most one window is
+    held per file being read."""
+
+    FIRST = 8 << 20
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.buf = b""
+        self.buf_off = 0
+        self.buf_eof = False
+        self.next_off = -1
+        self.window = 0
+
+    def read(self, fetch, size, offset):
+        """fetch(start, end) -> bytes of the object in [start, end) (shorter at its end)."""
+        with self.lock:
+            out = b""
+            if self.buf_off <= offset < self.buf_off + len(self.buf):
+                out = self.buf[offset - self.buf_off:offset - self.buf_off + size]
+                if len(out) == size or self.buf_eof:
+                    self.next_off = offset + len(out)
+                    return out          # all of it, or the buffer ends at the object's end
+            want_off, want = offset + len(out), size - len(out)
+            if self.limit and offset == self.next_off:
+                self.window = min(max(self.window * 2, self.FIRST), self.limit)
+            else:
+                self.window = 0
+            span = max(want, self.window)
+            data = fetch(want_off, want_off + span)
+            if len(data) > want:
+                self.buf, self.buf_off, self.buf_eof = data, want_off, len(data) < span
+            else:
+                self.buf, self.buf_off = b"", 0
+            out += data[:want]
+            self.next_off = offset + len(out)
+            return out
+
+
 class FsspecFS(Operations):
     """Mount the fsspec URL ``url``; keyword arguments are the store's options."""
 
     def __init__(self, url, **options):
         self.url = url
         options = storage_options(options)
+        # ldpfuse's own option, not the store's: the largest sequential read-ahead
+        self.readahead = int(options.pop("readahead", 64 << 20))
         options.setdefault("use_listings_cache", True)
         options.setdefault("listings_expiry_time",
                            float(os.environ.get("LDPFUSE_ATTR_TIMEOUT", "1") or 1))
@@ -224,6 +271,7 @@ class FsspecFS(Operations):
         self.handles = {}                    # fh -> (path, flags)
         self.next_fh = 1
         self.writers = {}                    # path -> Stream or Spool not yet committed
+        self.readers = {}                    # path -> ReadAhead while the file is open
         protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
         self.markers = not {"file", "local", "memory"} & set(protocols)  # keeps no empty dirs
 
@@ -238,6 +286,7 @@ class FsspecFS(Operations):
             self._pid = os.getpid()
             self.writers = {}
             self.handles = {}
+            self.readers = {}
         return self._fs
 
     def full(self, path):
@@ -246,7 +295,9 @@ class FsspecFS(Operations):
         return f"{self.root}/{path.lstrip('/')}" if self.root else path.lstrip("/")
 
     def forget(self, path):
-        """Empty the listing cache entries a change of path makes stale."""
+        """Empty the listing cache entries a change of path makes stale, and what was read
+        ahead of it."""
+        self.readers.pop(path, None)
         try:
             self.fs.invalidate_cache(self.full(path))
         except Exception:
@@ -453,8 +504,13 @@ class FsspecFS(Operations):
         if writer is not None:
             return writer.read(size, offset)
         full = self.full(path)
+        reader = self.readers.get(path)
+        if reader is None:
+            with self.lock:
+                reader = self.readers.setdefault(path, ReadAhead(self.readahead))
         try:
-            return self.fs.cat_file(full, start=offset, end=offset + size)
+            return reader.read(lambda start, end: self.fs.cat_file(full, start=start, end=end),
+                               size, offset)
         except Exception as e:
             code = errno_of(e)
             if code == errno.ENOENT:
@@ -489,6 +545,7 @@ class FsspecFS(Operations):
 
     def write(self, path, data, offset, fh):
         with self.lock:
+            self.readers.pop(path, None)
             writer = self._writer_for(path, offset)
             try:
                 return writer.write(data, offset)
@@ -556,6 +613,7 @@ class FsspecFS(Operations):
         with self.lock:
             self.handles.pop(fh, None)
             if not any(p == path for p, _ in self.handles.values()):
+                self.readers.pop(path, None)
                 self._commit(path)
         return 0
 
