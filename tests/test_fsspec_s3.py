@@ -61,7 +61,7 @@ class Bucket:
         return base_env(D=d, O=self.out[d], **CREDENTIALS, **extra)
 
     def ldp(self, cmd, env_extra=None, timeout=180, options=None):
-        opts = {"endpoint_url": self.moto.endpoint}
+        opts = {"endpoint_url": self.moto.endpoint, "spool_dir": self.tmp / "spool"}
         opts.update(options or {})
         return run_ldp(FSSPEC_FS, [self.url], cmd, self.mnt, options=opts, cwd=self.tmp,
                        env=self.env(self.mnt, **(env_extra or {})), timeout=timeout)
@@ -130,6 +130,19 @@ def test_cp_cat_ls_mkdir_rm_in_the_bucket_match_native(bucket):
         rmdir "$D/made" 2>&1 || echo "rmdir of a non-empty directory fails: $?"
     """)
     # what the programs wrote is in the bucket, as S3 objects, byte for byte
+    assert bucket.objects() == bucket.native_files()
+
+
+def test_a_file_written_by_several_processes_keeps_every_byte(bucket):
+    """The shell writes, then cat (another process, another FsspecFS in the embedded
+    mode) continues at the shell's offset, then the shell again: one object holds all."""
+    bucket.seed(small_tree)
+    bucket.compare_sh("""
+        { echo header; cat "$D/top.csv"; echo footer; } > "$D/joined.csv"
+        ( echo sub; head -c 3000 "$D/docs/nested/deep.bin" | od -An -tx1 | head -3 ) >> "$D/joined.csv"
+        sha256sum < "$D/joined.csv"; wc -c < "$D/joined.csv"
+        tail -n 4 "$D/joined.csv"
+    """)
     assert bucket.objects() == bucket.native_files()
 
 
@@ -339,6 +352,9 @@ else:
 """)
     r = bucket.ldp([sys.executable, script])
     assert r.stdout.strip() == "close failed: True", r.describe()
+    # and the bytes are not thrown away: they stay in the spool directory
+    kept = [p.read_bytes() for p in (bucket.tmp / "spool").glob("*.data")]
+    assert kept == [b"data that cannot land\n"]
 
 
 def test_a_missing_bucket_is_one_line_and_exit_status_2(moto, tmp_path):

@@ -32,10 +32,11 @@ xattrs are not supported (``EOPNOTSUPP``/``ENOTSUP``).
 Every process runs its own instance in the default embedded mode: a file being written
 is seen by other processes when it is committed (at close), as with any object store.
 """
+import contextlib
 import errno
-import io
+import fcntl
+import hashlib
 import os
-import shutil
 import stat
 import sys
 import tempfile
@@ -119,90 +120,150 @@ def mtime_of(info):
     return 0.0
 
 
-class Stream:
-    """A file written from offset 0 onwards, streamed to the store as it comes."""
-
-    def __init__(self, fs, full):
-        self.fs = fs
-        self.full = full
-        self.file = fs.open(full, "wb")
-        self.size = 0
-
-    def write(self, data, offset):
-        if offset > self.size:              # a gap: zeros, as a sparse file reads
-            self.file.write(bytes(offset - self.size))
-            self.size = offset
-        self.file.write(data)
-        self.size += len(data)
-        return len(data)
-
-    def can_write(self, offset):
-        return offset >= self.size
-
-    def read(self, size, offset):
-        if offset >= self.size:
-            return b""
-        raise FuseOSError(errno.EIO)        # gone to the store already; never asked
-
-    def unsent(self):
-        """What is still in memory, if nothing has been uploaded yet (else None)."""
-        if getattr(self.file, "offset", None) in (None, 0) and hasattr(self.file, "buffer"):
-            return self.file.buffer.getvalue()
-        return None
-
-    def commit(self):
-        self.file.close()
-
-    def discard(self):
-        try:
-            discard = getattr(self.file, "discard", None)
-            if discard is not None:
-                discard()
-            else:
-                self.file.close()
-        except Exception:
-            pass
-
-
 class Spool:
-    """A local copy of the object that takes writes anywhere; uploaded whole at commit."""
+    """The bytes of one object being written, in a local file that every process writing
+    the same object shares (`<spool dir>/<hash>.data`), uploaded whole at commit.
 
-    def __init__(self, fs, full, initial=None, fetch=False):
+    Why shared: in the default embedded mode each process runs its own FsspecFS, and a
+    file is often written by several (`{ echo head; cat body; } > /mnt/out`: the shell
+    writes, then cat at the offset the shell reached). Each one writes into the same
+    spool file, and each commit uploads all of it, so the last commit holds every byte.
+    A spool is filled from the object when it is made (a write into an existing object
+    keeps the rest of it). Each process holding it keeps a shared flock on it; the one
+    that commits last (no other holder) removes it, and one left behind by a killed
+    process (no holder) is refilled from the store by the next writer. Every operation
+    on it is made under an exclusive flock of `<hash>.lock`."""
+
+    CHUNK = 4 << 20
+
+    def __init__(self, fs, full, directory, fill=True):
         self.fs = fs
         self.full = full
-        self.file = tempfile.TemporaryFile(prefix="ldpfuse-fsspec-")
-        if fetch:
-            with fs.open(full, "rb") as src:
-                shutil.copyfileobj(src, self.file, 4 << 20)
-        elif initial:
-            self.file.write(initial)
-        self.size = self.file.seek(0, io.SEEK_END)
+        self.data_path, lock_path = self.paths(fs, full, directory)
+        self.lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.fd = -1
+        try:
+            with self.locked():
+                fd = os.open(self.data_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        alone = True                # new, or left by a process that died
+                    except BlockingIOError:
+                        alone = False               # another process is writing it
+                    if alone:
+                        os.ftruncate(fd, 0)
+                        if fill:
+                            self._fill(fd)
+                    fcntl.flock(fd, fcntl.LOCK_SH)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self.fd = fd
+        except BaseException:
+            os.close(self.lock_fd)
+            raise
 
-    def can_write(self, offset):
-        return True
+    @staticmethod
+    def paths(fs, full, directory):
+        name = hashlib.sha256(f"{fs.protocol!r}|{full}".encode()).hexdigest()[:40]
+        return os.path.join(directory, name + ".data"), os.path.join(directory, name + ".lock")
+
+    @classmethod
+    def peek(cls, fs, full, directory, size, offset):
+        """What another process's live spool of full holds: (file size, bytes at offset)
+        or None when no process is writing full."""
+        data_path, lock_path = cls.paths(fs, full, directory)
+        try:
+            fd = os.open(data_path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return None                     # no holder: left by a process that died
+            except BlockingIOError:
+                pass
+            lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                return os.fstat(fd).st_size, (os.pread(fd, size, offset) if size else b"")
+            finally:
+                os.close(lock_fd)
+        finally:
+            os.close(fd)
+
+    def _fill(self, fd):
+        try:
+            src = self.fs.open(self.full, "rb", block_size=self.CHUNK)
+        except FileNotFoundError:
+            return
+        with src:
+            offset = 0
+            while True:
+                chunk = src.read(self.CHUNK)
+                if not chunk:
+                    break
+                os.pwrite(fd, chunk, offset)
+                offset += len(chunk)
+
+    @contextlib.contextmanager
+    def locked(self):
+        fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+    @property
+    def size(self):
+        return os.fstat(self.fd).st_size
 
     def write(self, data, offset):
-        self.file.seek(offset)
-        self.file.write(data)
-        self.size = max(self.size, offset + len(data))
-        return len(data)
+        with self.locked():
+            return os.pwrite(self.fd, data, offset)
 
     def read(self, size, offset):
-        self.file.seek(offset)
-        return self.file.read(size)
+        with self.locked():
+            return os.pread(self.fd, size, offset)
 
     def truncate(self, length):
-        self.file.truncate(length)
-        self.size = length
+        with self.locked():
+            os.ftruncate(self.fd, length)
 
     def commit(self):
-        self.file.seek(0)
-        with self.fs.open(self.full, "wb") as dst:
-            shutil.copyfileobj(self.file, dst, 4 << 20)
-        self.file.close()
+        """Upload the whole spool (a multipart upload when it is large), then let go of it."""
+        with self.locked():
+            with self.fs.open(self.full, "wb") as dst:
+                offset = 0
+                while True:
+                    chunk = os.pread(self.fd, self.CHUNK, offset)
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    offset += len(chunk)
+            self._let_go()
 
     def discard(self):
-        self.file.close()
+        with self.locked():
+            self._let_go()
+
+    def _let_go(self):
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(self.data_path)           # the last holder
+        except (BlockingIOError, FileNotFoundError):
+            pass
+        os.close(self.fd)
+        self.fd = -1
+
+    def close_fds(self):
+        for fd in (self.fd, self.lock_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
 
 class ReadAhead:
@@ -258,6 +319,10 @@ class FsspecFS(Operations):
         options = storage_options(options)
         # ldpfuse's own option, not the store's: the largest sequential read-ahead
         self.readahead = int(options.pop("readahead", 64 << 20))
+        # and where files being written are kept until they are committed
+        self.spool_dir = options.pop("spool_dir", None) or os.path.join(
+            tempfile.gettempdir(), f"ldpfuse-fsspec-{os.getuid()}")
+        os.makedirs(self.spool_dir, mode=0o700, exist_ok=True)
         options.setdefault("use_listings_cache", True)
         options.setdefault("listings_expiry_time",
                            float(os.environ.get("LDPFUSE_ATTR_TIMEOUT", "1") or 1))
@@ -270,8 +335,9 @@ class FsspecFS(Operations):
         self.lock = threading.RLock()
         self.handles = {}                    # fh -> (path, flags)
         self.next_fh = 1
-        self.writers = {}                    # path -> Stream or Spool not yet committed
+        self.writers = {}                    # path -> Spool not yet committed
         self.readers = {}                    # path -> ReadAhead while the file is open
+        self.created = set()                 # made empty here, not written yet
         protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
         self.markers = not {"file", "local", "memory"} & set(protocols)  # keeps no empty dirs
 
@@ -287,7 +353,15 @@ class FsspecFS(Operations):
             self.writers = {}
             self.handles = {}
             self.readers = {}
+            self.created = set()
         return self._fs
+
+    def __call__(self, op, *args):
+        """Every operation: in a forked child, first forget the parent's client, files
+        being written and handles (they are the parent's to commit)."""
+        if self._pid != os.getpid():
+            self.fs
+        return super().__call__(op, *args)
 
     def full(self, path):
         if path == "/":
@@ -319,6 +393,10 @@ class FsspecFS(Operations):
         writer = self.writers.get(path)
         if writer is not None:
             return dict(base, st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=writer.size,
+                        st_mtime=time.time(), st_ctime=time.time(), st_atime=time.time())
+        live = Spool.peek(self.fs, self.full(path), self.spool_dir, 0, 0)
+        if live is not None:                     # another process is writing it
+            return dict(base, st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=live[0],
                         st_mtime=time.time(), st_ctime=time.time(), st_atime=time.time())
         info = self._info(self.full(path))
         if info.get("type") == "directory":
@@ -417,6 +495,7 @@ class FsspecFS(Operations):
         writer = self.writers.pop(path, None)
         if writer is not None:
             writer.discard()
+            writer.close_fds()
         try:
             if self.fs.exists(full):
                 self.fs.rm_file(full)
@@ -490,12 +569,14 @@ class FsspecFS(Operations):
             old = self.writers.pop(path, None)
             if old is not None:
                 old.discard()
+                old.close_fds()
             try:
                 self.fs.pipe_file(self.full(path), b"")
             except Exception as e:
                 raise FuseOSError(errno_of(e)) from None
             finally:
                 self.forget(path)
+            self.created.add(path)              # its spool need not be filled from the store
         flags = fi.flags if fi is not None else os.O_WRONLY
         return self._new_handle(path, flags | os.O_CREAT)
 
@@ -504,6 +585,10 @@ class FsspecFS(Operations):
         if writer is not None:
             return writer.read(size, offset)
         full = self.full(path)
+        live = Spool.peek(self.fs, full, self.spool_dir, size, offset)
+        if live is not None:                     # another process is writing it
+            self.readers.pop(path, None)
+            return live[1]
         reader = self.readers.get(path)
         if reader is None:
             with self.lock:
@@ -521,70 +606,31 @@ class FsspecFS(Operations):
                 return b""
             raise FuseOSError(code) from None
 
-    def _writer_for(self, path, offset):
-        """The writer that takes a write at offset: a stream for a file written from 0 on
-        an empty object, else a spool holding the object."""
+    def _writer(self, path, fill=True):
+        """This process's hold on the spool of path (made, or joined, at the first write)."""
         writer = self.writers.get(path)
-        if writer is not None and not writer.can_write(offset):
-            unsent = writer.unsent()
-            if unsent is None:
-                raise FuseOSError(errno.EOPNOTSUPP)   # unreachable: spools take any write
-            writer.discard()
-            writer = self.writers[path] = Spool(self.fs, self.full(path), initial=unsent)
         if writer is None:
-            size = self.getattr(path)["st_size"]
+            if path in self.created:
+                self.created.discard(path)
+                fill = False
             try:
-                if size == 0 and offset == 0:
-                    writer = Stream(self.fs, self.full(path))
-                else:
-                    writer = Spool(self.fs, self.full(path), fetch=size > 0)
+                writer = Spool(self.fs, self.full(path), self.spool_dir, fill=fill)
             except Exception as e:
                 raise FuseOSError(errno_of(e)) from None
             self.writers[path] = writer
+            self.readers.pop(path, None)
         return writer
 
     def write(self, path, data, offset, fh):
         with self.lock:
             self.readers.pop(path, None)
-            writer = self._writer_for(path, offset)
-            try:
-                return writer.write(data, offset)
-            except FuseOSError:
-                raise
-            except Exception as e:
-                self.writers.pop(path, None)
-                writer.discard()
-                raise FuseOSError(errno_of(e)) from None
+            return self._writer(path).write(data, offset)
 
     def truncate(self, path, length, fh=None):
         with self.lock:
-            writer = self.writers.get(path)
-            if writer is None and length == 0:
-                try:
-                    self.fs.pipe_file(self.full(path), b"")
-                except Exception as e:
-                    raise FuseOSError(errno_of(e)) from None
-                finally:
-                    self.forget(path)
-                return 0
-            if isinstance(writer, Stream) and length == writer.size:
-                return 0
-            if isinstance(writer, Stream) and length == 0:
-                writer.discard()
-                self.writers[path] = Stream(self.fs, self.full(path))
-                return 0
-            if writer is None or isinstance(writer, Stream):
-                unsent = writer.unsent() if writer is not None else None
-                if writer is not None:
-                    if unsent is None:
-                        raise FuseOSError(errno.EOPNOTSUPP)
-                    writer.discard()
-                    writer = Spool(self.fs, self.full(path), initial=unsent)
-                else:
-                    size = self.getattr(path)["st_size"]
-                    writer = Spool(self.fs, self.full(path), fetch=size > 0)
-                self.writers[path] = writer
-            writer.truncate(length)
+            self._writer(path, fill=length > 0).truncate(length)
+            if fh is None and not any(p == path for p, _ in self.handles.values()):
+                return self._commit(path)       # truncate(1): no close will come
             return 0
 
     def _commit(self, path):
@@ -596,12 +642,13 @@ class FsspecFS(Operations):
         except Exception as e:
             raise FuseOSError(errno_of(e)) from None
         finally:
+            writer.close_fds()
             self.forget(path)
         return 0
 
     def flush(self, path, fh):
         """close(): the data written so far is committed, and its error is close()'s.
-        A later write through another fd of the file starts a new upload."""
+        A later write through another fd of the file makes a new spool from the object."""
         with self.lock:
             return self._commit(path)
 
