@@ -14,11 +14,10 @@ store (``endpoint_url``, ``key``, ``secret``, ``anon=true``, ...), given to
 - **listings and attributes** come from fsspec's own listings cache (``dircache``), whose
   entries expire after ``listings_expiry_time`` seconds (default: the mount's
   ``attr_timeout``, 1 s); every change made here empties the entries it touches;
-- **writes** to a new or truncated file are streamed as they come (``fs.open(path,
-  "wb")``: a multipart upload on S3), and committed at close (``flush``), whose result
-  is the upload's: an error of the store is an error of ``close()``. A write anywhere
-  else (into an existing object, past a gap, back before what was already streamed) is
-  made on a local copy of the object (a spool file) that is uploaded whole at close;
+- **writes** go to a local spool file of the object, shared by every process writing
+  it (:class:`Spool`), and are committed at close (``flush``) and ``fsync``: the spool
+  is uploaded with ``fs.open(path, "wb")`` (a multipart upload on S3 when large), and
+  the upload's error is ``close()``'s;
 - **names**: ``unlink`` is ``rm_file``, ``rename`` is ``mv`` (a copy and a delete on
   object stores, recursive for a prefix), ``mkdir`` is ``mkdir``, plus an empty
   ``name/`` marker object where the store keeps no empty directories (S3), so a new
