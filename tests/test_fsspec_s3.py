@@ -357,12 +357,18 @@ else:
     assert kept == [b"data that cannot land\n"]
 
 
-def test_a_missing_bucket_is_one_line_and_exit_status_2(moto, tmp_path):
+def test_ls_of_a_missing_bucket_fails_with_enoent(moto, tmp_path):
     r = run_ldp(FSSPEC_FS, ["s3://no-such-bucket-here/x"], ["ls", tmp_path / "mnt"],
                 tmp_path / "mnt", options={"endpoint_url": moto.endpoint},
                 env=base_env(**CREDENTIALS))
     # the class is built (no request yet); the listing is ENOENT for ls
     assert r.returncode != 0 and "No such file or directory" in r.stderr, r.describe()
+
+
+def test_an_unknown_store_is_one_line_and_exit_status_2(tmp_path):
+    r = run_ldp(FSSPEC_FS, ["nosuchstore://bucket"], ["true"], tmp_path / "mnt", env=base_env())
+    assert r.returncode == 2, r.describe()
+    assert len(r.stderr.strip().splitlines()) == 1 and "nosuchstore" in r.stderr, r.describe()
 
 
 # ---------------------------------------------------------------- other fsspec stores
