@@ -365,6 +365,19 @@ def test_ls_of_a_missing_bucket_fails_with_enoent(moto, tmp_path):
     assert r.returncode != 0 and "No such file or directory" in r.stderr, r.describe()
 
 
+def test_store_options_may_follow_the_url(moto, tmp_path):
+    """The issue's form: `FsspecFS s3://bucket/prefix -o endpoint_url=...`."""
+    s3 = moto.client()
+    name = moto.new_bucket()
+    s3.pipe_file(f"{name}/p/hello.txt", b"hello after the url\n")
+    mnt = tmp_path / "mnt"
+    r = run_ldp(FSSPEC_FS, [f"s3://{name}/p", "-o", f"endpoint_url={moto.endpoint}"],
+                ["cat", mnt / "hello.txt"], mnt, env=base_env(**CREDENTIALS))
+    assert (r.returncode, r.stdout) == (0, "hello after the url\n"), r.describe()
+    r = run_ldp(FSSPEC_FS, [f"s3://{name}/p", "stray"], ["true"], mnt, env=base_env(**CREDENTIALS))
+    assert r.returncode == 2 and "only -o KEY=VALUE options; got 'stray'" in r.stderr, r.describe()
+
+
 def test_an_unknown_store_is_one_line_and_exit_status_2(tmp_path):
     r = run_ldp(FSSPEC_FS, ["nosuchstore://bucket"], ["true"], tmp_path / "mnt", env=base_env())
     assert r.returncode == 2, r.describe()

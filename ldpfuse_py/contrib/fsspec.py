@@ -3,9 +3,9 @@
     ldpfuse-run --mountpoint /mnt/data ldpfuse_py.contrib.fsspec:FsspecFS \\
         s3://bucket/prefix -o endpoint_url=http://127.0.0.1:9000 -- python train.py
 
-The one argument is an fsspec URL; every ``-o key=value`` is a storage option of that
-store (``endpoint_url``, ``key``, ``secret``, ``anon=true``, ...), given to
-``fsspec.core.url_to_fs``. How the data moves:
+The one argument is an fsspec URL; every ``-o key=value`` (before the FS spec, or after
+the URL) is a storage option of that store (``endpoint_url``, ``key``, ``secret``,
+``anon=true``, ...), given to ``fsspec.core.url_to_fs``. How the data moves:
 
 - **reads are ranged**: the page cache asks ``read(path, size, offset)`` only for the
   ranges a program is about to read, plus a readahead window (docs/cache.md), and each
@@ -79,6 +79,25 @@ def storage_options(options):
                     value = float(value) if "." in value else value
                 except ValueError:
                     pass
+        out[key] = value
+    return out
+
+
+def options_after_url(args):
+    """`FsspecFS s3://bucket -o endpoint_url=URL`: ldpfuse-run's -o options must come
+    before the FS spec, but people write them after the URL too; these arrive as
+    arguments ('-o', 'key=value'), and mean the same."""
+    out = {}
+    args = list(args)
+    while args:
+        arg = args.pop(0)
+        if arg == "-o" and args:
+            arg = args.pop(0)
+        elif arg.startswith("-o") and len(arg) > 2:
+            arg = arg[2:]
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
+            raise TypeError(f"FsspecFS takes one URL, then only -o KEY=VALUE options; got {arg!r}")
         out[key] = value
     return out
 
@@ -313,9 +332,9 @@ class ReadAhead:
 class FsspecFS(Operations):
     """Mount the fsspec URL ``url``; keyword arguments are the store's options."""
 
-    def __init__(self, url, **options):
+    def __init__(self, url, *more, **options):
         self.url = url
-        options = storage_options(options)
+        options = storage_options({**options_after_url(more), **options})
         # ldpfuse's own option, not the store's: the largest sequential read-ahead
         self.readahead = int(options.pop("readahead", 64 << 20))
         # and where files being written are kept until they are committed
