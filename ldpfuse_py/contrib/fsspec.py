@@ -319,7 +319,14 @@ class ReadAhead:
             else:
                 self.window = 0
             span = max(want, self.window)
-            data = fetch(want_off, want_off + span)
+            try:
+                data = fetch(want_off, want_off + span)
+            except Exception:
+                if out:                 # the buffer ended at the object's end, exactly
+                    self.buf, self.buf_off = b"", 0
+                    self.next_off = offset + len(out)
+                    return out
+                raise
             if len(data) > want:
                 self.buf, self.buf_off, self.buf_eof = data, want_off, len(data) < span
             else:
