@@ -135,15 +135,19 @@ def test_cp_cat_ls_mkdir_rm_in_the_bucket_match_native(bucket):
 
 def test_a_file_written_by_several_processes_keeps_every_byte(bucket):
     """The shell writes, then cat (another process, another FsspecFS in the embedded
-    mode) continues at the shell's offset, then the shell again: one object holds all."""
+    mode) continues at the shell's offset, then the shell again; a subshell writes, then
+    execs cat in its own process: one object holds all their bytes."""
     bucket.seed(small_tree)
     bucket.compare_sh("""
         { echo header; cat "$D/top.csv"; echo footer; } > "$D/joined.csv"
         ( echo sub; head -c 3000 "$D/docs/nested/deep.bin" | od -An -tx1 | head -3 ) >> "$D/joined.csv"
+        # bash execs the subshell's last command in the subshell's own process
+        ( echo again; cat "$D/docs/readme.txt" ) >> "$D/joined.csv"
         sha256sum < "$D/joined.csv"; wc -c < "$D/joined.csv"
         tail -n 4 "$D/joined.csv"
     """)
     assert bucket.objects() == bucket.native_files()
+    assert not list((bucket.tmp / "spool").iterdir()), "spool files left behind"
 
 
 def test_tar_archive_of_the_bucket_and_extraction_into_it_match_native(bucket):

@@ -138,6 +138,28 @@ def mtime_of(info):
     return 0.0
 
 
+@contextlib.contextmanager
+def path_lock(path):
+    """An exclusive flock of the file at path, which its last user may remove: after
+    taking the lock, make sure path still names the file locked, else start again."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 class Spool:
     """The bytes of one object being written, in a local file that every process writing
     the same object shares (`<spool dir>/<hash>.data`), uploaded whole at commit.
@@ -150,37 +172,35 @@ class Spool:
     keeps the rest of it). Each process holding it keeps a shared flock on it; the one
     that commits last (no other holder) removes it, and one left behind by a killed
     process (no holder) is refilled from the store by the next writer. Every operation
-    on it is made under an exclusive flock of `<hash>.lock`."""
+    on it is made under an exclusive flock of `<hash>.lock` (removed with the spool)."""
 
     CHUNK = 4 << 20
 
     def __init__(self, fs, full, directory, fill=True):
         self.fs = fs
         self.full = full
-        self.data_path, lock_path = self.paths(fs, full, directory)
-        self.lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.data_path, self.lock_path = self.paths(fs, full, directory)
         self.fd = -1
-        try:
-            with self.locked():
-                fd = os.open(self.data_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with self.locked():
+            fd = os.open(self.data_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
                 try:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        alone = True                # new, or left by a process that died
-                    except BlockingIOError:
-                        alone = False               # another process is writing it
-                    if alone:
-                        os.ftruncate(fd, 0)
-                        if fill:
-                            self._fill(fd)
-                    fcntl.flock(fd, fcntl.LOCK_SH)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                self.fd = fd
-        except BaseException:
-            os.close(self.lock_fd)
-            raise
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    alone = True                # new, or left by a process that died
+                except BlockingIOError:
+                    alone = False               # another process is writing it
+                if alone:
+                    os.ftruncate(fd, 0)
+                    if fill:
+                        self._fill(fd)
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                # kept across exec: bash runs the last command of `( echo; cat )` in the
+                # subshell's own process, and the bytes the subshell wrote must stay held
+                os.set_inheritable(fd, True)
+            except BaseException:
+                os.close(fd)
+                raise
+            self.fd = fd
 
     @staticmethod
     def paths(fs, full, directory):
@@ -202,12 +222,8 @@ class Spool:
                 return None                     # no holder: left by a process that died
             except BlockingIOError:
                 pass
-            lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            with path_lock(lock_path):
                 return os.fstat(fd).st_size, (os.pread(fd, size, offset) if size else b"")
-            finally:
-                os.close(lock_fd)
         finally:
             os.close(fd)
 
@@ -225,13 +241,8 @@ class Spool:
                 os.pwrite(fd, chunk, offset)
                 offset += len(chunk)
 
-    @contextlib.contextmanager
     def locked(self):
-        fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+        return path_lock(self.lock_path)
 
     @property
     def size(self):
@@ -267,21 +278,35 @@ class Spool:
             self._let_go()
 
     def _let_go(self):
+        """Under the lock: the last holder removes the spool and its lock file. Holds
+        this process inherited across exec are its own: they go first."""
+        mine = os.fstat(self.fd)
+        for name in os.listdir("/proc/self/fd"):
+            other = int(name)
+            if other == self.fd:
+                continue
+            try:
+                st = os.stat(f"/proc/self/fd/{other}")
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+                os.close(other)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.unlink(self.data_path)           # the last holder
+            os.unlink(self.data_path)
+            os.unlink(self.lock_path)
         except (BlockingIOError, FileNotFoundError):
             pass
         os.close(self.fd)
         self.fd = -1
 
     def close_fds(self):
-        for fd in (self.fd, self.lock_fd):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
 
 
 class ReadAhead:
@@ -419,7 +444,8 @@ class FsspecFS(Operations):
         if writer is not None:
             return dict(base, st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=writer.size,
                         st_mtime=time.time(), st_ctime=time.time(), st_atime=time.time())
-        live = Spool.peek(self.fs, self.full(path), self.spool_dir, 0, 0)
+        with self.lock:
+            live = Spool.peek(self.fs, self.full(path), self.spool_dir, 0, 0)
         if live is not None:                     # another process is writing it
             return dict(base, st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=live[0],
                         st_mtime=time.time(), st_ctime=time.time(), st_atime=time.time())
@@ -533,7 +559,7 @@ class FsspecFS(Operations):
     def rename(self, old, new):
         src, dst = self.full(old), self.full(new)
         attrs = self.getattr(old)
-        if old in self.writers:               # commit first: the store renames objects
+        with self.lock:                       # commit first: the store renames objects
             self._commit(old)
         is_dir = stat.S_ISDIR(attrs["st_mode"])
         try:
@@ -610,7 +636,8 @@ class FsspecFS(Operations):
         if writer is not None:
             return writer.read(size, offset)
         full = self.full(path)
-        live = Spool.peek(self.fs, full, self.spool_dir, size, offset)
+        with self.lock:
+            live = Spool.peek(self.fs, full, self.spool_dir, size, offset)
         if live is not None:                     # another process is writing it
             self.readers.pop(path, None)
             return live[1]
