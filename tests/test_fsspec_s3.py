@@ -382,6 +382,18 @@ def test_store_options_may_follow_the_url(moto, tmp_path):
     assert r.returncode == 2 and "only -o KEY=VALUE options; got 'stray'" in r.stderr, r.describe()
 
 
+def test_a_spool_dir_others_can_read_is_refused(tmp_path):
+    """Files being written are kept there: a directory made by someone else, or open to
+    others, is one line and exit status 2, not a leak."""
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o755)
+    spool.chmod(0o755)
+    r = run_ldp(FSSPEC_FS, [f"file://{tmp_path}"], ["true"], tmp_path / "mnt",
+                options={"spool_dir": spool}, env=base_env())
+    assert r.returncode == 2 and "must be a directory of uid" in r.stderr, r.describe()
+    assert len(r.stderr.strip().splitlines()) == 1, r.describe()
+
+
 def test_an_unknown_store_is_one_line_and_exit_status_2(tmp_path):
     r = run_ldp(FSSPEC_FS, ["nosuchstore://bucket"], ["true"], tmp_path / "mnt", env=base_env())
     assert r.returncode == 2, r.describe()

@@ -373,6 +373,10 @@ class FsspecFS(Operations):
         self.spool_dir = options.pop("spool_dir", None) or os.path.join(
             tempfile.gettempdir(), f"ldpfuse-fsspec-{os.getuid()}")
         os.makedirs(self.spool_dir, mode=0o700, exist_ok=True)
+        st = os.lstat(self.spool_dir)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise PermissionError(f"spool_dir {self.spool_dir} must be a directory of "
+                                  f"uid {os.getuid()} that only it can read (mode 0700)")
         options.setdefault("use_listings_cache", True)
         options.setdefault("listings_expiry_time",
                            float(os.environ.get("LDPFUSE_ATTR_TIMEOUT", "1") or 1))
