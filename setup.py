@@ -10,6 +10,8 @@ Two shared objects are built and installed inside the package:
   binds to whichever libpython the process has), loaded by the interposer on demand.
 """
 import os
+import shlex
+import shutil
 import subprocess
 import sysconfig
 
@@ -29,10 +31,31 @@ CFLAGS = ["-O2", "-fPIC", "-fno-optimize-sibling-calls", "-Wall", "-Wextra", "-W
           "-Wno-nonnull-compare", "-Wno-deprecated-declarations", "-D_GNU_SOURCE", "-pthread"]
 
 
+NO_TOOLCHAIN = """ldpfuse-py: building from source needs {what}, and {missing} was not found.
+  Install one (Debian/Ubuntu: apt-get install gcc libc6-dev binutils python3-dev;
+  Fedora: dnf install gcc glibc-devel binutils python3-devel), or install a prebuilt
+  wheel instead: pip install --only-binary ldpfuse-py ldpfuse-py"""
+
+
+def check_toolchain():
+    """One clear message, before any compiler is run, when the build cannot work."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    cc_program = shlex.split(cc)[0] if cc.strip() else "cc"
+    if shutil.which(cc_program) is None:
+        raise SystemExit(NO_TOOLCHAIN.format(what="a C compiler", missing=f"'{cc_program}' (the C compiler)"))
+    if shutil.which("nm") is None:
+        raise SystemExit(NO_TOOLCHAIN.format(what="binutils (nm)", missing="'nm'"))
+    include = sysconfig.get_paths().get("include") or ""
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        raise SystemExit(NO_TOOLCHAIN.format(what="Python's C headers",
+                                             missing=f"Python.h (in {include or 'the include dir'})"))
+
+
 class BuildNative(build_ext):
     """build_ext that also builds the preload library next to the extension module."""
 
     def run(self):
+        check_toolchain()
         super().run()
         self.build_preload()
 

@@ -309,21 +309,25 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
             out += ['stderr (last lines):', '', '```', f['stderr'], '```', '']
     with open(md_path, 'w') as fh:
         fh.write('\n'.join(out).rstrip() + '\n')
-    plot(md, present, png_path)
+    written = [md_path]
+    if plot(md, present, png_path):
+        written.append(png_path)
+    return written
 
 
 def plot(md, present, png_path=RESULTS_PNG):
+    """Draw the ratios to png_path; False (and a line saying why) when nothing was drawn."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except Exception:
         print('[bench] matplotlib not installed: no results.png (pip install matplotlib)')
-        return
+        return False
     series = [c for c in DISK_CONFIGS[1:] + MEM_CONFIGS[1:] if c in present]
     if not series:
         print('[bench] only native configurations ran: no results.png')
-        return
+        return False
     ref = {c: ('native-tmpfs' if c in MEM_CONFIGS else 'native') for c in series}
     micro_keys = [m[0] for m in MICRO if any(md.ratio(c, m[0], ref[c]) for c in series)]
     thesis_keys = [t[0] for t in THESIS if any(md.ratio(c, t[0], 'native') for c in series)]
@@ -332,7 +336,7 @@ def plot(md, present, png_path=RESULTS_PNG):
         panels.append((thesis_keys, 'LDP_FUSE thesis workloads'))
     if not panels:
         print('[bench] no ratios to plot: no results.png')
-        return
+        return False
     fig, axes = plt.subplots(len(panels), 1, figsize=(17, 5.5 * len(panels)), squeeze=False)
     colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'ldp-loop-shared': '#17becf',
               'fusepy-loop': '#d62728', 'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c',
@@ -363,6 +367,7 @@ def plot(md, present, png_path=RESULTS_PNG):
     fig.tight_layout()
     fig.savefig(png_path, dpi=90)
     plt.close(fig)
+    return True
 
 
 if __name__ == '__main__':
@@ -371,5 +376,4 @@ if __name__ == '__main__':
     with open(RESULTS_JSON) as f:
         results = json.load(f)
     paths = report_paths(results.get('filtered'))
-    write(results, *paths)
-    print('wrote', *paths)
+    print('wrote', *write(results, *paths))

@@ -948,8 +948,8 @@ def main():
     sys.path.insert(0, BENCH)
     import report
     md_path, png_path = report_paths(ctx.results['filtered'])
-    report.write(ctx.results, md_path, png_path)
-    log('done in %.0fs: %s, %s' % (time.time() - t_start, md_path, png_path))
+    written = report.write(ctx.results, md_path, png_path)
+    log('done in %.0fs: %s' % (time.time() - t_start, ', '.join(written)))
     return 0
 
 
