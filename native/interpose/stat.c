@@ -6,7 +6,7 @@
 /* fstatat's logic for every spelling; real is called when nothing is virtual. */
 static int statat(int dirfd, const char *path, struct stat *st, int flags)
 {
-    if (path && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+    if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         if (dirfd == AT_FDCWD) {
             if (ldp_cwd_virtual && !ldp_guard) {
                 struct vpath vp;
@@ -113,7 +113,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 {
     struct stat st;
     int r;
-    if (path && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+    if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         struct vfile *v = dirfd == AT_FDCWD ? NULL : vfd_served(dirfd);
         if (LIKELY(v == NULL) && !(dirfd == AT_FDCWD && ldp_cwd_virtual && !ldp_guard))
             return REAL(statx)(dirfd, path, flags, mask, stx);
