@@ -216,3 +216,6 @@ REAL_SYM(splice, ssize_t, (int, off64_t *, int, off64_t *, size_t, unsigned))
 REAL_SYM(fflush, int, (FILE *))
 REAL_SYM(setvbuf, int, (FILE *, char *, int, size_t))
 REAL_SYM(setlinebuf, void, (FILE *))
+/* Unix sockets named by a path (native/interpose/socket.c) */
+REAL_SYM(bind, int, (int, const struct sockaddr *, socklen_t))
+REAL_SYM(connect, int, (int, const struct sockaddr *, socklen_t))
