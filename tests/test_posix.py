@@ -3,6 +3,8 @@ a native directory: a path pointer the program never mapped is EFAULT, not a cra
 the program inside the preload library; a name over NAME_MAX is ENAMETOOLONG for every
 call, not ENOENT from the file system."""
 
+import shutil
+
 import pytest
 
 from conftest import LOOPBACK, MEMORY
@@ -68,3 +70,34 @@ def test_bad_pointers_and_long_names_fail_as_natively(ws, fs):
     native, _ = ws.compare_py(SCRIPT, fs=fs)
     assert "chmod unmapped: EFAULT" in native.stdout
     assert "unlink long name: ENAMETOOLONG" in native.stdout
+
+
+def test_zstd_rm_removes_the_source_in_the_mount(ws):
+    """zstd --rm deletes its input with remove(), which glibc implements with its own
+    unlink, past the unlink wrapper: the input must be gone from the mount."""
+    if shutil.which("zstd") is None:
+        pytest.skip("zstd is not installed")
+    ws.populate(lambda d: (d / "data.txt").write_text("some text\n" * 1000))
+    ws.compare_sh('cd "$D"\nzstd -q --rm data.txt\nls\nzstd -dc data.txt.zst | wc -l\n')
+
+
+REMOVE = r'''
+import ctypes, errno, os
+D = os.environ["D"]
+libc = ctypes.CDLL(None, use_errno=True)
+os.mkdir(f"{D}/dir")
+open(f"{D}/file", "w").close()
+os.mkdir(f"{D}/full")
+open(f"{D}/full/x", "w").close()
+for name in ("file", "dir", "full", "missing", "file/"):
+    ctypes.set_errno(0)
+    r = libc.remove(f"{D}/{name}".encode())
+    print(name, r if r == 0 else errno.errorcode[ctypes.get_errno()])
+print(sorted(os.listdir(D)))
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_remove_removes_files_and_empty_directories(ws, fs):
+    native, _ = ws.compare_py(REMOVE, fs=fs)
+    assert "file 0" in native.stdout

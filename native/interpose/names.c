@@ -42,6 +42,24 @@ int unlinkat(int dirfd, const char *path, int flags)
     return (flags & AT_REMOVEDIR) ? vfs_rmdir(&vp) : vfs_unlink(&vp);
 }
 
+/* glibc's remove() calls its own unlink and rmdir, past these wrappers. */
+int remove(const char *path)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(remove)(path);
+    struct stat st;
+    if (vfs_getattr(&vp, 0, &st) < 0)
+        return -1;
+    if (S_ISDIR(st.st_mode))
+        return vfs_rmdir(&vp);
+    if (vp.trailing_slash) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return vfs_unlink(&vp);
+}
+
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags)
 {
     struct vpath a, b;
