@@ -101,3 +101,24 @@ print(sorted(os.listdir(D)))
 def test_remove_removes_files_and_empty_directories(ws, fs):
     native, _ = ws.compare_py(REMOVE, fs=fs)
     assert "file 0" in native.stdout
+
+
+PATHCONF = r'''
+import errno, os
+D = os.environ["D"]
+open(f"{D}/file", "w").close()
+for what in ("PC_NAME_MAX", "PC_PATH_MAX", "PC_PIPE_BUF"):
+    print(what, os.pathconf(D, what), os.pathconf(f"{D}/file", what))
+    with open(f"{D}/file") as f:
+        print(what, "fd", os.fpathconf(f.fileno(), what))
+try:
+    os.pathconf(f"{D}/missing", "PC_NAME_MAX")
+except OSError as e:
+    print("missing:", errno.errorcode[e.errno])
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_pathconf_answers_for_paths_in_the_mount(ws, fs):
+    native, _ = ws.compare_py(PATHCONF, fs=fs)
+    assert "missing: ENOENT" in native.stdout

@@ -213,3 +213,31 @@ int fstatfs64(int fd, struct statfs64 *sf)
 {
     return fstatfs(fd, (struct statfs *)sf);
 }
+
+/* ---- pathconf: glibc's asks statfs by its own internal call, past the wrappers. A path
+ * in a mount must exist (the FS's statfs after a lookup); the name length is the FS's,
+ * the rest are what the kernel would say of a directory on /, where nothing depends on
+ * the file system. */
+static long mount_pathconf(const struct vpath *vp, int name)
+{
+    struct statvfs sv;
+    if (vfs_statvfs(vp, &sv) < 0)
+        return -1;
+    if (name == _PC_NAME_MAX)
+        return sv.f_namemax ? (long)sv.f_namemax : NAME_MAX;
+    return REAL(pathconf)("/", name);
+}
+long pathconf(const char *path, int name)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(pathconf)(path, name);
+    return mount_pathconf(&vp, name);
+}
+long fpathconf(int fd, int name)
+{
+    struct vpath vp;
+    if (LIKELY(ldp_guard || !vfs_fd_vpath(fd, &vp)))
+        return REAL(fpathconf)(fd, name);
+    return mount_pathconf(&vp, name);
+}
