@@ -79,6 +79,10 @@ static inline int vfs_lookup(int dirfd, const char **path, struct vpath *vp)
         return 0;
     return vfs_lookup_slow(dirfd, path, vp);
 }
+/* Why the kernel will refuse a path vfs_lookup passed on: EFAULT (not readable),
+ * ENAMETOOLONG (a name in a mount over NAME_MAX), or 0. For calls with two paths,
+ * whose errors come before EXDEV. */
+int vfs_lookup_refused(const char *path);
 /* The absolute path of a vpath as the program sees it (mountpoint + path). */
 void vfs_fullpath(const struct vpath *vp, char *out, size_t size);
 /* Map an absolute normalised path to a mount; 1 if inside one. */

@@ -34,7 +34,7 @@ int fchmod(int fd, mode_t mode)
 
 int fchownat(int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
 {
-    if (path && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+    if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         struct vpath vp;
         if (dirfd != AT_FDCWD && fd_vpath(dirfd, &vp))
             return vfs_chown(&vp, uid, gid, 0);
@@ -82,7 +82,7 @@ int utimensat(int dirfd, const char *path, const struct timespec ts[2], int flag
             return REAL(utimensat)(dirfd, path, ts, flags);
         return vfs_utimens(&vp, ts, 0);
     }
-    if (path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+    if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         if (dirfd != AT_FDCWD && fd_vpath(dirfd, &vp))
             return vfs_utimens(&vp, ts, 0);
         return REAL(utimensat)(dirfd, path, ts, flags);

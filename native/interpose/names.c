@@ -42,6 +42,24 @@ int unlinkat(int dirfd, const char *path, int flags)
     return (flags & AT_REMOVEDIR) ? vfs_rmdir(&vp) : vfs_unlink(&vp);
 }
 
+/* glibc's remove() calls its own unlink and rmdir, past these wrappers. */
+int remove(const char *path)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(remove)(path);
+    struct stat st;
+    if (vfs_getattr(&vp, 0, &st) < 0)
+        return -1;
+    if (S_ISDIR(st.st_mode))
+        return vfs_rmdir(&vp);
+    if (vp.trailing_slash) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return vfs_unlink(&vp);
+}
+
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned flags)
 {
     struct vpath a, b;
@@ -50,7 +68,8 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
     if (LIKELY(!ia && !ib))
         return REAL(renameat2)(olddirfd, oldpath, newdirfd, newpath, flags);
     if (!ia || !ib) {
-        errno = EXDEV;          /* across the mount boundary, as between two file systems */
+        int e = vfs_lookup_refused(ia ? newpath : oldpath);
+        errno = e ? e : EXDEV;          /* across the mount boundary, as between two file systems */
         return -1;
     }
     return vfs_rename(&a, &b, flags);
@@ -72,7 +91,8 @@ int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
     if (LIKELY(!ia && !ib))
         return REAL(linkat)(olddirfd, oldpath, newdirfd, newpath, flags);
     if (!ia || !ib) {
-        errno = EXDEV;
+        int e = vfs_lookup_refused(ia ? newpath : oldpath);
+        errno = e ? e : EXDEV;
         return -1;
     }
     if (flags & AT_SYMLINK_FOLLOW) {
@@ -97,6 +117,10 @@ int symlinkat(const char *target, int dirfd, const char *linkpath)
     struct vpath vp;
     if (LIKELY(!vfs_lookup(dirfd, &linkpath, &vp)))
         return REAL(symlinkat)(target, dirfd, linkpath);
+    if (vfs_lookup_refused(target) == EFAULT) {
+        errno = EFAULT;
+        return -1;
+    }
     return vfs_symlink(target, &vp);
 }
 int symlink(const char *target, const char *linkpath)

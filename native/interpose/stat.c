@@ -6,7 +6,7 @@
 /* fstatat's logic for every spelling; real is called when nothing is virtual. */
 static int statat(int dirfd, const char *path, struct stat *st, int flags)
 {
-    if (path && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+    if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         if (dirfd == AT_FDCWD) {
             if (ldp_cwd_virtual && !ldp_guard) {
                 struct vpath vp;
@@ -113,7 +113,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 {
     struct stat st;
     int r;
-    if (path && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+    if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         struct vfile *v = dirfd == AT_FDCWD ? NULL : vfd_served(dirfd);
         if (LIKELY(v == NULL) && !(dirfd == AT_FDCWD && ldp_cwd_virtual && !ldp_guard))
             return REAL(statx)(dirfd, path, flags, mask, stx);
@@ -212,4 +212,32 @@ int fstatfs(int fd, struct statfs *sf)
 int fstatfs64(int fd, struct statfs64 *sf)
 {
     return fstatfs(fd, (struct statfs *)sf);
+}
+
+/* ---- pathconf: glibc's asks statfs by its own internal call, past the wrappers. A path
+ * in a mount must exist (the FS's statfs after a lookup); the name length is the FS's,
+ * the rest are what the kernel would say of a directory on /, where nothing depends on
+ * the file system. */
+static long mount_pathconf(const struct vpath *vp, int name)
+{
+    struct statvfs sv;
+    if (vfs_statvfs(vp, &sv) < 0)
+        return -1;
+    if (name == _PC_NAME_MAX)
+        return sv.f_namemax ? (long)sv.f_namemax : NAME_MAX;
+    return REAL(pathconf)("/", name);
+}
+long pathconf(const char *path, int name)
+{
+    struct vpath vp;
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
+        return REAL(pathconf)(path, name);
+    return mount_pathconf(&vp, name);
+}
+long fpathconf(int fd, int name)
+{
+    struct vpath vp;
+    if (LIKELY(ldp_guard || !vfs_fd_vpath(fd, &vp)))
+        return REAL(fpathconf)(fd, name);
+    return mount_pathconf(&vp, name);
 }

@@ -3,6 +3,9 @@
 #include "../ldpfuse.h"
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/sysmacros.h>
 
 struct mount *ldp_mounts;
@@ -159,13 +162,15 @@ static int check_dotdot(const char *base, const char **pathp, struct vpath *vp, 
     return 1;
 }
 
+static int refuse_too_long(const char **pathp);
+
 /* normalise base+rel; in a mount -> 1; through one and out -> rewrite *pathp; else 0 */
 static int resolve(const char *base, const char **pathp, struct vpath *vp)
 {
     char norm[PATH_MAX];
     int visited = 0;
     if (path_normalize_probe(base, *pathp, norm, sizeof norm, &vp->trailing_slash, probe_mount, &visited) < 0)
-        return 0;
+        return (visited || mount_match(base, NULL)) ? refuse_too_long(pathp) : 0;
     int in = mount_match(norm, NULL);
     if ((in || visited) && has_dotdot(*pathp)) {
         if (!check_dotdot(base, pathp, vp, norm))
@@ -204,7 +209,82 @@ static int may_touch_a_mount(const char *path)
     return 0;
 }
 
+/* A path the program passes may point anywhere: the kernel answers EFAULT for memory that
+ * is not mapped, and so must we rather than fault in the program's stead. mincore() says
+ * whether a page is mapped; each thread remembers the last pages it found mapped, so a
+ * path on the same stack or heap page as the last one costs a compare. */
+#define PAGE_OF(p) ((uintptr_t)(p) & ~(uintptr_t)4095)
+static __thread uintptr_t mapped_page[2];
+
+static int page_mapped(uintptr_t page)
+{
+    if (page == mapped_page[0] || page == mapped_page[1])
+        return 1;
+    if (page < 4096 || page >= ((uintptr_t)1 << 47))
+        return 0;
+    unsigned char vec;
+    int saved = errno;
+    int ok = syscall(SYS_mincore, (void *)page, 1, &vec) == 0;
+    errno = saved;
+    if (ok) {
+        mapped_page[1] = mapped_page[0];
+        mapped_page[0] = page;
+    }
+    return ok;
+}
+
+/* Can the whole string at path, up to its NUL or PATH_MAX bytes, be read? */
+static int path_readable(const char *path)
+{
+    uintptr_t page = PAGE_OF(path);
+    for (size_t scanned = 0; scanned <= PATH_MAX; page += 4096) {
+        if (!page_mapped(page))
+            return 0;
+        const char *from = page > (uintptr_t)path ? (const char *)page : path;
+        size_t left = page + 4096 - (uintptr_t)from;
+        if (memchr(from, '\0', left) != NULL)
+            return 1;
+        scanned += left;
+    }
+    return 1;
+}
+
+static int lookup(int dirfd, const char **pathp, struct vpath *vp);
+
+/* A path the kernel refuses with ENAMETOOLONG wherever it is resolved. */
+static char too_long[NAME_MAX + 3];
+
+/* A name in a mount longer than NAME_MAX, or a path into a mount that no longer fits in
+ * PATH_MAX once joined to its directory: ENAMETOOLONG, as the kernel says (the FS would
+ * say ENOENT, or be asked about a path cut short). */
+static int refuse_too_long(const char **pathp)
+{
+    if (too_long[0] == '\0') {
+        memset(too_long + 1, 'x', NAME_MAX + 1);
+        too_long[0] = '/';
+    }
+    *pathp = too_long;
+    return 0;
+}
+
+int vfs_lookup_refused(const char *path)
+{
+    if (path == NULL || !path_readable(path))
+        return EFAULT;
+    return path == too_long ? ENAMETOOLONG : 0;
+}
+
 int vfs_lookup_slow(int dirfd, const char **pathp, struct vpath *vp)
+{
+    if (UNLIKELY(!path_readable(*pathp)))
+        return 0;       /* the real call fails with EFAULT, as natively */
+    int in = lookup(dirfd, pathp, vp);
+    if (in && UNLIKELY(vpath_name_too_long(vp->path)))
+        return refuse_too_long(pathp);
+    return in;
+}
+
+static int lookup(int dirfd, const char **pathp, struct vpath *vp)
 {
     const char *path = *pathp;
     if (path[0] == '/') {

@@ -1,0 +1,124 @@
+"""POSIX corner cases that programs (and conformance suites) rely on, compared with
+a native directory: a path pointer the program never mapped is EFAULT, not a crash of
+the program inside the preload library; a name over NAME_MAX is ENAMETOOLONG for every
+call, not ENOENT from the file system."""
+
+import shutil
+
+import pytest
+
+from conftest import LOOPBACK, MEMORY
+
+# ctypes calls libc directly, so the pointer reaches the wrapper exactly as given.
+SCRIPT = r'''
+import ctypes, errno, os
+D = os.environ["D"]
+libc = ctypes.CDLL(None, use_errno=True)
+BAD = ctypes.c_void_p(0xdeadc0de)
+NULL = ctypes.c_void_p(0)
+os.chdir(D)
+with open("file", "w") as f:
+    f.write("data\n")
+os.mkdir("dir")
+
+def attempt(what, fn, *args):
+    ctypes.set_errno(0)
+    r = fn(*args)
+    e = ctypes.get_errno()
+    print(f"{what}: {r if r >= 0 else errno.errorcode[e]}")
+
+for name, ptr in (("unmapped", BAD), ("NULL", NULL)):
+    attempt(f"chmod {name}", libc.chmod, ptr, 0o644)
+    attempt(f"open {name}", libc.open, ptr, os.O_RDONLY)
+    attempt(f"mkdir {name}", libc.mkdir, ptr, 0o755)
+    attempt(f"unlink {name}", libc.unlink, ptr)
+    attempt(f"rmdir {name}", libc.rmdir, ptr)
+    attempt(f"rename {name} from", libc.rename, ptr, b"file2")
+    attempt(f"rename {name} to", libc.rename, b"file", ptr)
+    attempt(f"truncate {name}", libc.truncate, ptr, ctypes.c_long(0))
+    attempt(f"symlink {name} target", libc.symlink, ptr, b"link")
+    attempt(f"chown {name}", libc.chown, ptr, -1, -1)
+
+# a path that ends on the last byte before an unmapped page is still read whole
+mm = ctypes.CDLL(None).mmap
+mm.restype = ctypes.c_void_p
+mm.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+page = mm(None, 8192, 3, 0x22, -1, 0)
+ctypes.CDLL(None).munmap(ctypes.c_void_p(page + 4096), ctypes.c_size_t(4096))
+tail = page + 4096 - 5
+ctypes.memmove(tail, b"file\0", 5)
+attempt("chmod path at a page end", libc.chmod, ctypes.c_void_p(tail), 0o600)
+print(oct(os.stat("file").st_mode & 0o777))
+
+long = b"x" * 256
+attempt("unlink long name", libc.unlink, long)
+attempt("rmdir long name", libc.rmdir, long)
+attempt("chmod long name", libc.chmod, long, 0o644)
+attempt("rename long from", libc.rename, long, b"file2")
+attempt("rename long to", libc.rename, b"file", long)
+attempt("link long to", libc.link, b"file", long)
+attempt("mkdir long", libc.mkdir, long, 0o755)
+attempt("open long O_CREAT", libc.open, long, os.O_WRONLY | os.O_CREAT, 0o644)
+attempt("unlink long in dir", libc.unlink, b"dir/" + long)
+attempt("max name create", libc.mkdir, b"y" * 255, 0o755)
+attempt("max name rmdir", libc.rmdir, b"y" * 255)
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_bad_pointers_and_long_names_fail_as_natively(ws, fs):
+    native, _ = ws.compare_py(SCRIPT, fs=fs)
+    assert "chmod unmapped: EFAULT" in native.stdout
+    assert "unlink long name: ENAMETOOLONG" in native.stdout
+
+
+def test_zstd_rm_removes_the_source_in_the_mount(ws):
+    """zstd --rm deletes its input with remove(), which glibc implements with its own
+    unlink, past the unlink wrapper: the input must be gone from the mount."""
+    if shutil.which("zstd") is None:
+        pytest.skip("zstd is not installed")
+    ws.populate(lambda d: (d / "data.txt").write_text("some text\n" * 1000))
+    ws.compare_sh('cd "$D"\nzstd -q --rm data.txt\nls\nzstd -dc data.txt.zst | wc -l\n')
+
+
+REMOVE = r'''
+import ctypes, errno, os
+D = os.environ["D"]
+libc = ctypes.CDLL(None, use_errno=True)
+os.mkdir(f"{D}/dir")
+open(f"{D}/file", "w").close()
+os.mkdir(f"{D}/full")
+open(f"{D}/full/x", "w").close()
+for name in ("file", "dir", "full", "missing", "file/"):
+    ctypes.set_errno(0)
+    r = libc.remove(f"{D}/{name}".encode())
+    print(name, r if r == 0 else errno.errorcode[ctypes.get_errno()])
+print(sorted(os.listdir(D)))
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_remove_removes_files_and_empty_directories(ws, fs):
+    native, _ = ws.compare_py(REMOVE, fs=fs)
+    assert "file 0" in native.stdout
+
+
+PATHCONF = r'''
+import errno, os
+D = os.environ["D"]
+open(f"{D}/file", "w").close()
+for what in ("PC_NAME_MAX", "PC_PATH_MAX", "PC_PIPE_BUF"):
+    print(what, os.pathconf(D, what), os.pathconf(f"{D}/file", what))
+    with open(f"{D}/file") as f:
+        print(what, "fd", os.fpathconf(f.fileno(), what))
+try:
+    os.pathconf(f"{D}/missing", "PC_NAME_MAX")
+except OSError as e:
+    print("missing:", errno.errorcode[e.errno])
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_pathconf_answers_for_paths_in_the_mount(ws, fs):
+    native, _ = ws.compare_py(PATHCONF, fs=fs)
+    assert "missing: ENOENT" in native.stdout
