@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/sysmacros.h>
+#include <limits.h>
 
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int conn_fd = -1;
@@ -443,6 +445,35 @@ static void sh_cache_close(int mnt, const char *path)
     xact(&c);
 }
 
+/* FIFOs, sockets and devices never reach the FS's open, as with the kernel: a FIFO is a
+ * real one the server keeps for it (the open blocks this process, as it would natively),
+ * a device is the machine's own, a socket cannot be opened. */
+static int sh_open_special(int mnt, const char *path, const struct stat *st, int flags)
+{
+    char real[PATH_MAX];
+    if (S_ISFIFO(st->st_mode)) {
+        CALL(W_FIFO, mnt, path);
+        c.rq.a = st->st_mode;
+        c.rq.b = st->st_uid;
+        c.rq.c = st->st_gid;
+        c.out = real;
+        c.out_cap = sizeof real - 1;
+        int64_t r = xact(&c);
+        if (r < 0)
+            return (int)r;
+        real[c.out_len] = '\0';
+    } else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+        snprintf(real, sizeof real, "/dev/%s/%u:%u", S_ISCHR(st->st_mode) ? "char" : "block",
+                 major(st->st_rdev), minor(st->st_rdev));
+    } else {
+        return -ENXIO;
+    }
+    int fd = REAL(open)(real, flags, 0);
+    if (fd < 0)
+        return errno == ENOENT ? -ENXIO : -errno;
+    return fd;
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -454,6 +485,7 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
+    .open_special = sh_open_special,
 };
 
 static void atfork_child(void)
