@@ -377,6 +377,8 @@ def main(argv=None):
         from . import shared_mode
 
         return shared_mode.run(argv_exec, env, die)
+    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET"):    # an enclosing shared-mode launcher's
+        env.pop(key, None)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     try:

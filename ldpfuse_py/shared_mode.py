@@ -60,7 +60,7 @@ def run(argv_exec, env, die):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGQUIT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+        signal.signal(sig, lambda s, _f: _forward(pid, s))
     status = []
     threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop),
                      name="ldpfuse-wait", daemon=True).start()
@@ -77,6 +77,13 @@ def run(argv_exec, env, die):
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that built it
     _embedded.serve_cleanup()
     _exit_as(status[0] if status else None)
+
+
+def _forward(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass    # the command has ended; its descendants are still waited for
 
 
 def _wait_all(pid, status, stop):

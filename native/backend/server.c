@@ -813,7 +813,6 @@ static void *accept_thread(void *arg)
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&at, 256 << 10);
         if (cl == NULL || pthread_create(&t, &at, conn_thread, cl) != 0) {
             close(fd);      /* the client sees EIO for this call and connects again */
             if (cl)
