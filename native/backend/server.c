@@ -3,16 +3,22 @@
  * process of the command tree by calling the embedded backend's operations, the same code
  * (and so the same conversions and error rules) as the embedded mode uses in-process.
  *
- * One thread per client connection; the user's Operations object is called by one thread
- * at a time unless its class sets `thread_safe = True` (as fusepy's nothreads, inverted).
+ * A class that is not thread_safe is called from one thread only, the one that built it
+ * (the launcher's main thread, in serve_loop: an epoll over every client connection). A
+ * class with `thread_safe = True` gets one thread per client connection, so a call that
+ * blocks holds up only its caller. Either way each request runs with its caller's rights
+ * (fsuid, fsgid, groups, set per thread), FIFOs are opened by the clients themselves, and
+ * what a client held is released when its connection closes.
  * Python-facing entry points: _embedded.serve_init() builds the FS objects;
- * _embedded.serve_start(listen_fd, thread_safe) starts accepting.
+ * _embedded.serve_start(listen_fd, thread_safe) starts accepting; serve_loop() serves
+ * until serve_stop().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "backend.h"
 #include "wire.h"
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,6 +29,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -261,13 +269,9 @@ struct client {
     gid_t *as_groups;
     int as_proc;            /* as_groups is ours (from /proc), not `groups` */
     struct handle *handles;
-    /* the dedicated FS thread answers this client's request (a class not thread_safe) */
-    pthread_cond_t done_cond;
-    int done;
+    /* the request being answered */
     struct wire_req *rq;
     char *body;
-    struct client *next_job;
-    void (*job)(struct client *);
     /* the answer */
     int64_t r;
     uint64_t fh;
@@ -424,6 +428,8 @@ static void request_identity(struct client *cl, const struct wire_req *rq)
 
 static __thread struct client *current;     /* the client whose request is being answered */
 static int serialise = 1;
+static int epfd = -1;           /* the clients of a class that is not thread_safe */
+static int stop_fd = -1;        /* serve_stop() */
 
 static void server_log(int level, const char *msg)
 {
@@ -482,6 +488,23 @@ static int send_resp(int fd, int64_t result, uint64_t fh, const void *data, size
         mh.msg_iov->iov_len -= skip;
     }
     return 0;
+}
+
+/* The lower file a passthrough open chose, sent back with the fd so that the client may
+ * open it itself next time (backend/shared.c: the open decision is cached for
+ * attr_timeout, as a kernel caches a lookup). Only a regular file with a name. */
+static size_t lower_name(int fd, char **out)
+{
+    struct stat st;
+    char proc[64], *name = malloc(PATH_MAX);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = name && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? readlink(proc, name, PATH_MAX - 1) : -1;
+    if (n <= 0 || name[0] != '/' || (n > 10 && memcmp(name + n - 10, " (deleted)", 10) == 0)) {
+        free(name);
+        return 0;
+    }
+    *out = name;
+    return (size_t)n;
 }
 
 /* One request of cl (cl->rq, cl->body): call the operation, keep the answer in cl. Runs
@@ -562,6 +585,8 @@ static void do_op(struct client *cl)
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             handle_add(cl, W_OPEN, mnt, path, rq->op == W_OPEN ? (int)rq->a : (int)rq->b, fh);
+        if (r >= 0 && pass_fd >= 0 && rq->op == W_OPEN)
+            out_len = lower_name(pass_fd, (char **)&out);
         break;
     }
     case W_WRITE: r = ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, rq->fh); break;
@@ -665,32 +690,6 @@ static void do_op(struct client *cl)
     cl->pass_fd = pass_fd;
 }
 
-/* ---- the FS thread: a class that is not thread_safe is called from one thread only, the
- * one that built it (the launcher's main thread, in serve_loop), so objects bound to a
- * thread (sqlite3 connections made in __init__) work. */
-static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t jobs_cond = PTHREAD_COND_INITIALIZER;
-static struct client *jobs_head, **jobs_tail = &jobs_head;
-static int stopping;
-
-static void run_on_fs_thread(struct client *cl, void (*fn)(struct client *))
-{
-    if (!serialise) {
-        fn(cl);
-        return;
-    }
-    pthread_mutex_lock(&jobs_lock);
-    cl->done = 0;
-    cl->next_job = NULL;
-    cl->job = fn;
-    *jobs_tail = cl;
-    jobs_tail = &cl->next_job;
-    pthread_cond_signal(&jobs_cond);
-    while (!cl->done)
-        pthread_cond_wait(&cl->done_cond, &jobs_lock);
-    pthread_mutex_unlock(&jobs_lock);
-}
-
 /* What a client that went away still held: its FS handles are released (as FUSE does when
  * the last fd of an open file goes), its caches let go of. */
 static void release_all(struct client *cl)
@@ -720,41 +719,51 @@ static void client_free(struct client *cl)
     if (cl->as_proc)
         free(cl->as_groups);
     free(cl->groups);
-    pthread_cond_destroy(&cl->done_cond);
     free(cl);
 }
 
+/* Read one request of cl, answer it. -1: the client has gone (or sent garbage). */
+static int serve_request(struct client *cl)
+{
+    int fd = cl->fd;
+    struct wire_req rq;
+    if (wire_read_all(fd, &rq, sizeof rq) < 0)
+        return -1;
+    if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
+        return -1;
+    char *body = malloc((size_t)rq.len + 2);
+    if (body == NULL || wire_read_all(fd, body, rq.len) < 0) {
+        free(body);
+        return -1;
+    }
+    cl->rq = &rq;
+    cl->body = body;
+    do_op(cl);
+    int ret = send_resp(fd, cl->r, cl->fh, cl->out, cl->out_len, cl->pass_fd);
+    if (cl->pass_fd >= 0)
+        close(cl->pass_fd);         /* the client has its own now */
+    if (cl->out != cl->small)
+        free(cl->out);
+    free(body);
+    return ret;
+}
+
+static void client_gone(struct client *cl)
+{
+    close(cl->fd);
+    if (cl->handles)
+        release_all(cl);
+    client_free(cl);
+}
+
+/* A thread_safe class: one thread per client, so a call that blocks holds up only its
+ * caller. */
 static void *conn_thread(void *arg)
 {
     struct client *cl = arg;
-    int fd = cl->fd;
-    for (;;) {
-        struct wire_req rq;
-        if (wire_read_all(fd, &rq, sizeof rq) < 0)
-            break;
-        if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
-            break;
-        char *body = malloc((size_t)rq.len + 2);
-        if (body == NULL || wire_read_all(fd, body, rq.len) < 0) {
-            free(body);
-            break;
-        }
-        cl->rq = &rq;
-        cl->body = body;
-        run_on_fs_thread(cl, do_op);
-        int ret = send_resp(fd, cl->r, cl->fh, cl->out, cl->out_len, cl->pass_fd);
-        if (cl->pass_fd >= 0)
-            close(cl->pass_fd);         /* the client has its own now */
-        if (cl->out != cl->small)
-            free(cl->out);
-        free(body);
-        if (ret < 0)
-            break;
-    }
-    close(fd);
-    if (cl->handles)
-        run_on_fs_thread(cl, release_all);
-    client_free(cl);
+    while (serve_request(cl) == 0)
+        ;
+    client_gone(cl);
     return NULL;
 }
 
@@ -789,7 +798,6 @@ static struct client *client_new(int fd)
             break;
         }
     }
-    pthread_cond_init(&cl->done_cond, NULL);
     return cl;
 }
 
@@ -809,6 +817,14 @@ static void *accept_thread(void *arg)
             continue;
         }
         struct client *cl = client_new(fd);
+        if (cl && serialise) {
+            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = cl };
+            if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                close(fd);
+                client_free(cl);
+            }
+            continue;
+        }
         pthread_t t;
         pthread_attr_t at;
         pthread_attr_init(&at);
@@ -858,6 +874,13 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
         return NULL;
     }
     serialise = !thread_safe;
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+    if (epfd < 0 || stop_fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, stop_fd, &ev) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
     own_uid = geteuid();
     own_gid = getegid();
     switch_creds = own_uid == 0;
@@ -871,48 +894,34 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* serve_loop(): the calling thread (the one that built the FS objects) answers the
- * requests of a class that is not thread_safe, until serve_stop(). Python signal
- * handlers still run (every 100 ms at worst); an exception from one ends the loop. */
+/* serve_loop(): the calling thread (the one that built the FS objects) answers every
+ * client of a class that is not thread_safe, one request at a time, until serve_stop():
+ * so the class is always called from the thread that built it, and objects bound to a
+ * thread (sqlite3 connections made in __init__) work. For a thread_safe class it only
+ * waits. Python signal handlers still run (every 100 ms at worst); an exception from one
+ * ends the loop. */
 PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    for (;;) {
-        int handled = 0, stop;
+    int stop = 0;
+    while (!stop) {
+        struct epoll_event evs[64];
         Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&jobs_lock);
-        while (!stopping) {
-            if (jobs_head == NULL) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += 100 * 1000 * 1000;
-                if (until.tv_nsec >= 1000000000) {
-                    until.tv_sec++;
-                    until.tv_nsec -= 1000000000;
-                }
-                if (pthread_cond_timedwait(&jobs_cond, &jobs_lock, &until) == ETIMEDOUT)
-                    break;
+        int n = epoll_wait(epfd, evs, 64, 100);
+        for (int i = 0; i < n; i++) {
+            struct client *cl = evs[i].data.ptr;
+            if (cl == NULL) {
+                stop = 1;
                 continue;
             }
-            struct client *cl = jobs_head;
-            jobs_head = cl->next_job;
-            if (jobs_head == NULL)
-                jobs_tail = &jobs_head;
-            pthread_mutex_unlock(&jobs_lock);
-            cl->job(cl);
-            pthread_mutex_lock(&jobs_lock);
-            cl->done = 1;
-            pthread_cond_signal(&cl->done_cond);
-            if (++handled >= 64)
-                break;      /* look at signals now and then, even when busy */
+            if (serve_request(cl) < 0) {
+                epoll_ctl(epfd, EPOLL_CTL_DEL, cl->fd, NULL);
+                client_gone(cl);
+            }
         }
-        stop = stopping;
-        pthread_mutex_unlock(&jobs_lock);
         Py_END_ALLOW_THREADS
-        if (stop)
-            break;
-        if (PyErr_CheckSignals() < 0)
+        if (!stop && PyErr_CheckSignals() < 0)
             return NULL;
     }
     become_self();
@@ -923,10 +932,8 @@ PyObject *ldp_serve_stop(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    pthread_mutex_lock(&jobs_lock);
-    stopping = 1;
-    pthread_cond_broadcast(&jobs_cond);
-    pthread_mutex_unlock(&jobs_lock);
+    uint64_t one = 1;
+    (void)!write(stop_fd, &one, sizeof one);
     Py_RETURN_NONE;
 }
 

@@ -18,6 +18,8 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/sysmacros.h>
+#include <fcntl.h>
+#include <time.h>
 #include <limits.h>
 
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -212,8 +214,12 @@ static int sh_readlink(int mnt, const char *path, char *buf, size_t size)
     return r < 0 ? (int)r : (int)c.out_len;
 }
 
+static void decisions_forget(void);
+
 static int simple(int op, int mnt, const char *path, const char *path2, int64_t a, int64_t b, const uint64_t *fh)
 {
+    if (op != W_FLUSH && op != W_RELEASE && op != W_FSYNC && op != W_RELEASEDIR && op != W_ACCESS)
+        decisions_forget();     /* names or rights may have changed */
     CALL(op, mnt, path);
     c.path2 = path2;
     c.rq.a = a;
@@ -267,6 +273,97 @@ static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
     return simple(W_TRUNCATE, mnt, path, NULL, len, 0, fh);
 }
 
+/* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
+ * this process opens that file itself for the same path and flags (its own rights apply,
+ * as they would in the server), with no round trip. Any change this process makes through
+ * the mount forgets them all; another process's change is seen after attr_timeout, as for
+ * attributes. */
+#define OPENCACHE_SLOTS 256
+struct open_decision {
+    int mnt, flags;
+    char *path, *lower;
+    struct timespec expires;
+};
+static struct open_decision decisions[OPENCACHE_SLOTS];
+static pthread_mutex_t decisions_lock = PTHREAD_MUTEX_INITIALIZER;
+static double decision_ttl = -1;
+#define DECISION_FLAGS (O_ACCMODE | O_TRUNC | O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_DIRECTORY | O_NOFOLLOW)
+
+static unsigned decision_slot(int mnt, const char *path, int flags)
+{
+    unsigned h = 2166136261u ^ (unsigned)mnt ^ ((unsigned)(flags & DECISION_FLAGS) << 7);
+    for (const char *p = path; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h % OPENCACHE_SLOTS;
+}
+
+static void decisions_forget(void)
+{
+    pthread_mutex_lock(&decisions_lock);
+    for (int i = 0; i < OPENCACHE_SLOTS; i++) {
+        free(decisions[i].path);
+        free(decisions[i].lower);
+        decisions[i].path = decisions[i].lower = NULL;
+    }
+    pthread_mutex_unlock(&decisions_lock);
+}
+
+static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len)
+{
+    if (decision_ttl < 0) {
+        const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
+        decision_ttl = t && *t ? strtod(t, NULL) : 1.0;
+    }
+    if (decision_ttl <= 0)
+        return;
+    char *p = strdup(path), *l = malloc(len + 1);
+    if (p == NULL || l == NULL) {
+        free(p);
+        free(l);
+        return;
+    }
+    memcpy(l, lower, len);
+    l[len] = '\0';
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
+    pthread_mutex_lock(&decisions_lock);
+    struct open_decision *d = &decisions[decision_slot(mnt, path, flags)];
+    free(d->path);
+    free(d->lower);
+    d->mnt = mnt;
+    d->flags = flags & DECISION_FLAGS;
+    d->path = p;
+    d->lower = l;
+    d->expires.tv_sec = (time_t)end;
+    d->expires.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
+    pthread_mutex_unlock(&decisions_lock);
+}
+
+/* The fd of the lower file, or -1: ask the server. */
+static int decision_open(int mnt, const char *path, int flags)
+{
+    char lower[PATH_MAX];
+    int found = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&decisions_lock);
+    struct open_decision *d = &decisions[decision_slot(mnt, path, flags)];
+    if (d->path && d->mnt == mnt && d->flags == (flags & DECISION_FLAGS) && strcmp(d->path, path) == 0 &&
+        (now.tv_sec < d->expires.tv_sec || (now.tv_sec == d->expires.tv_sec && now.tv_nsec < d->expires.tv_nsec)) &&
+        strlen(d->lower) < sizeof lower) {
+        strcpy(lower, d->lower);
+        found = 1;
+    }
+    pthread_mutex_unlock(&decisions_lock);
+    if (!found)
+        return -1;
+    int saved = errno;
+    int fd = REAL(open)(lower, flags | O_CLOEXEC, 0);
+    errno = saved;
+    return fd;      /* failed (gone, refused): the server says what it is now */
+}
+
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
     CALL(op, mnt, path);
@@ -279,14 +376,24 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
         REAL(close)(c.fd);
         res->passthrough_fd = -1;
     }
+    if (op == W_OPEN && r >= 0 && c.fd >= 0 && c.out_len > 0)
+        decision_keep(mnt, path, (int)a, c.out_alloc, c.out_len);
+    free(c.out_alloc);
     return (int)r;
 }
 static int sh_open(int mnt, const char *path, int flags, struct open_result *res)
 {
+    int fd = decision_open(mnt, path, flags);
+    if (fd >= 0) {
+        res->passthrough_fd = fd;
+        res->fh = 0;
+        return 0;
+    }
     return open_common(W_OPEN, mnt, path, flags, 0, res);
 }
 static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
 {
+    decisions_forget();
     return open_common(W_CREATE, mnt, path, mode, flags, res);
 }
 
@@ -491,6 +598,7 @@ static struct backend_ops shared_ops = {
 static void atfork_child(void)
 {
     pthread_mutex_init(&conn_lock, NULL);   /* another thread may have held it */
+    pthread_mutex_init(&decisions_lock, NULL);
 }
 
 struct backend_ops *backend_shared_init(void)
