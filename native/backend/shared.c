@@ -214,12 +214,8 @@ static int sh_readlink(int mnt, const char *path, char *buf, size_t size)
     return r < 0 ? (int)r : (int)c.out_len;
 }
 
-static void decisions_forget(void);
-
 static int simple(int op, int mnt, const char *path, const char *path2, int64_t a, int64_t b, const uint64_t *fh)
 {
-    if (op != W_FLUSH && op != W_RELEASE && op != W_FSYNC && op != W_RELEASEDIR && op != W_ACCESS)
-        decisions_forget();     /* names or rights may have changed */
     CALL(op, mnt, path);
     c.path2 = path2;
     c.rq.a = a;
@@ -275,19 +271,29 @@ static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
 
 /* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
  * this process opens that file itself for the same path and flags (its own rights apply,
- * as they would in the server), with no round trip. Any change this process makes through
- * the mount forgets them all; another process's change is seen after attr_timeout, as for
- * attributes. */
-#define OPENCACHE_SLOTS 256
+ * as they would in the server), with no round trip. They live as long as the attribute
+ * cache's answers: any change this process makes through the mount, or a child it waited
+ * for, forgets them all (attrcache_generation); another process's change is seen after
+ * attr_timeout. */
+#define OPENCACHE_SLOTS 4096
+#define DECISION_WAYS 4
 struct open_decision {
     int mnt, flags;
+    uint64_t gen;           /* attrcache_generation(): a change this process made, or a
+                             * child it waited for, forgets every decision */
     char *path, *lower;
     struct timespec expires;
 };
 static struct open_decision decisions[OPENCACHE_SLOTS];
 static pthread_mutex_t decisions_lock = PTHREAD_MUTEX_INITIALIZER;
 static double decision_ttl = -1;
+
 #define DECISION_FLAGS (O_ACCMODE | O_TRUNC | O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_DIRECTORY | O_NOFOLLOW)
+
+static int later(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
 
 static unsigned decision_slot(int mnt, const char *path, int flags)
 {
@@ -297,18 +303,7 @@ static unsigned decision_slot(int mnt, const char *path, int flags)
     return h % OPENCACHE_SLOTS;
 }
 
-static void decisions_forget(void)
-{
-    pthread_mutex_lock(&decisions_lock);
-    for (int i = 0; i < OPENCACHE_SLOTS; i++) {
-        free(decisions[i].path);
-        free(decisions[i].lower);
-        decisions[i].path = decisions[i].lower = NULL;
-    }
-    pthread_mutex_unlock(&decisions_lock);
-}
-
-static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len)
+static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len, uint64_t gen)
 {
     if (decision_ttl < 0) {
         const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
@@ -328,13 +323,25 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     clock_gettime(CLOCK_MONOTONIC, &now);
     double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
     pthread_mutex_lock(&decisions_lock);
-    struct open_decision *d = &decisions[decision_slot(mnt, path, flags)];
+    /* DECISION_WAYS slots per set: this name's, else an empty or stale one, else the one
+     * that expires first */
+    struct open_decision *set = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)], *d = set;
+    for (struct open_decision *e = set; e < set + DECISION_WAYS; e++) {
+        if (e->path && e->gen == gen && e->mnt == mnt && strcmp(e->path, path) == 0) {
+            d = e;
+            break;
+        }
+        int d_live = d->path && d->gen == gen, e_live = e->path && e->gen == gen;
+        if (d_live && (!e_live || later(&d->expires, &e->expires)))
+            d = e;
+    }
     free(d->path);
     free(d->lower);
     d->mnt = mnt;
     d->flags = flags & DECISION_FLAGS;
     d->path = p;
     d->lower = l;
+    d->gen = gen;
     d->expires.tv_sec = (time_t)end;
     d->expires.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
     pthread_mutex_unlock(&decisions_lock);
@@ -347,14 +354,15 @@ static int decision_open(int mnt, const char *path, int flags)
     int found = 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t gen = attrcache_generation();
     pthread_mutex_lock(&decisions_lock);
-    struct open_decision *d = &decisions[decision_slot(mnt, path, flags)];
-    if (d->path && d->mnt == mnt && d->flags == (flags & DECISION_FLAGS) && strcmp(d->path, path) == 0 &&
-        (now.tv_sec < d->expires.tv_sec || (now.tv_sec == d->expires.tv_sec && now.tv_nsec < d->expires.tv_nsec)) &&
-        strlen(d->lower) < sizeof lower) {
-        strcpy(lower, d->lower);
-        found = 1;
-    }
+    struct open_decision *d = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)];
+    for (int way = 0; way < DECISION_WAYS && !found; way++, d++)
+        if (d->path && d->gen == gen && d->mnt == mnt && d->flags == (flags & DECISION_FLAGS) &&
+            strcmp(d->path, path) == 0 && later(&d->expires, &now) && strlen(d->lower) < sizeof lower) {
+            strcpy(lower, d->lower);
+            found = 1;
+        }
     pthread_mutex_unlock(&decisions_lock);
     if (!found)
         return -1;
@@ -366,6 +374,7 @@ static int decision_open(int mnt, const char *path, int flags)
 
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
+    uint64_t gen = attrcache_generation();     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
     c.rq.b = b;
@@ -377,7 +386,7 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
         res->passthrough_fd = -1;
     }
     if (op == W_OPEN && r >= 0 && c.fd >= 0 && c.out_len > 0)
-        decision_keep(mnt, path, (int)a, c.out_alloc, c.out_len);
+        decision_keep(mnt, path, (int)a, c.out_alloc, c.out_len, gen);
     free(c.out_alloc);
     return (int)r;
 }
@@ -393,7 +402,6 @@ static int sh_open(int mnt, const char *path, int flags, struct open_result *res
 }
 static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
 {
-    decisions_forget();
     return open_common(W_CREATE, mnt, path, mode, flags, res);
 }
 

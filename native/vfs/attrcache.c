@@ -15,6 +15,7 @@
 #include <time.h>
 
 #define SLOTS 4096              /* power of two */
+#define WAYS 4                  /* slots per set: names that collide still fit */
 #define MAXPATH 256             /* longer paths are not cached */
 
 struct slot {
@@ -74,12 +75,13 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
         return 0;
     holding = 1;
     pthread_mutex_lock(&lock);
-    struct slot *s = &slots[h & (SLOTS - 1)];
-    if (s->gen == generation && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
-        memcmp(s->path, path, len + 1) == 0) {
-        *st = s->st;
-        hit = 1;
-    }
+    for (struct slot *s = &slots[h & (SLOTS - WAYS)]; s < &slots[(h & (SLOTS - WAYS)) + WAYS]; s++)
+        if (s->gen == generation && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
+            memcmp(s->path, path, len + 1) == 0) {
+            *st = s->st;
+            hit = 1;
+            break;
+        }
     pthread_mutex_unlock(&lock);
     holding = 0;
     return hit;
@@ -103,7 +105,17 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
         slots = calloc(SLOTS, sizeof *slots);
     /* a change that happened during the FS call makes this answer possibly stale */
     if (slots && gen_before == generation) {
-        struct slot *s = &slots[h & (SLOTS - 1)];
+        /* WAYS slots per set: the same name's, else a stale one, else the one that
+         * expires first */
+        struct slot *set = &slots[h & (SLOTS - WAYS)], *s = set;
+        for (struct slot *t = set; t < set + WAYS; t++) {
+            if (t->gen == generation && t->hash == h && t->mnt == mnt) {
+                s = t;
+                break;
+            }
+            if (s->gen == generation && (t->gen != generation || later(&s->expires, &t->expires)))
+                s = t;
+        }
         s->gen = generation;
         s->hash = h;
         s->mnt = mnt;
