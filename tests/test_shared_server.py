@@ -174,3 +174,29 @@ def test_a_dead_clients_handles_are_released(tmp_path):
     before, handles, after = map(int, r.stdout.split())
     assert handles == 1             # the one reading it now
     assert after <= before + 2      # not one per dead client
+
+
+def test_an_open_after_a_change_the_process_saw_opens_what_the_fs_says_now(tmp_path):
+    """Opens of passthrough files may skip the class's open while its answer is fresh
+    (docs/processes-and-modes.md), but never past a change the process made itself or
+    one made by a child it waited for."""
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    (lower / "A").write_text("first\n")
+    (lower / "B").write_text("second\n")
+    m = tmp_path / "mnt"
+    # the shared mode: the table is one object's (embedded, the child would have its own)
+    r = ldp(tmp_path, probe("Indirect"), lower, mode="shared", cmd=[sys.executable, "-c", f"""
+import os, subprocess
+def cat(p):
+    with open(p) as f:
+        return f.read().strip()
+print(cat("{m}/a"), cat("{m}/a"))
+os.rename("{m}/a", "{m}/c")         # this process: /c -> A
+os.rename("{m}/b", "{m}/a")         # /a -> B
+print(cat("{m}/a"), cat("{m}/c"))
+subprocess.run(["mv", "{m}/c", "{m}/a"], check=True)     # a child: /a -> A
+print(cat("{m}/a"))
+"""])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "first first\nsecond first\nfirst\n"

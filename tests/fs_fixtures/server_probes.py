@@ -143,3 +143,35 @@ class PerProcess(Operations):
 
     def read(self, path, size, offset, fh):
         return self.pid[offset:offset + size]
+
+
+class Indirect(Operations):
+    """Names map to lower files through a table (`lower`: a directory holding `A` and `B`):
+    `/a` -> A, `/b` -> B at first; rename changes the table, never a lower name. An open
+    that reused an old decision would open the wrong lower file."""
+
+    def __init__(self, lower):
+        self.lower = lower
+        self.table = {"/a": "A", "/b": "B"}
+
+    def getattr(self, path, fh=None):
+        if path == "/":
+            return ROOT
+        if path not in self.table:
+            raise FuseOSError(errno.ENOENT)
+        st = os.stat(os.path.join(self.lower, self.table[path]))
+        return regular(st.st_size)
+
+    def readdir(self, path, fh):
+        return [".", ".."] + [p[1:] for p in self.table]
+
+    def rename(self, old, new):
+        if old not in self.table:
+            raise FuseOSError(errno.ENOENT)
+        self.table[new] = self.table.pop(old)
+
+    def open(self, path, flags):
+        if path not in self.table:
+            raise FuseOSError(errno.ENOENT)
+        from ldpfuse_py import Passthrough
+        return Passthrough.open(os.path.join(self.lower, self.table[path]), flags)
