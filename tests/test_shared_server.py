@@ -200,3 +200,22 @@ print(cat("{m}/a"))
 """])
     assert r.returncode == 0, r.stderr
     assert r.stdout == "first first\nsecond first\nfirst\n"
+
+
+def test_a_process_that_execs_keeps_sharing_the_files_page_cache(tmp_path):
+    """exec closes the old image's connection, but the new image still holds the cached
+    file's memfd: a process that opens the file meanwhile gets the same memfd (one page
+    cache per file), and it is let go of once the process has ended."""
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, MEMORY, mode="shared", cmd=["sh", "-c", f"""
+        echo data > {m}/f
+        before=$(ls /proc/$$/fd | wc -l)
+        sh -c 'exec 3< {m}/f; exec sh -c "stat -L -c %i /proc/\\$\\$/fd/3 > {tmp_path}/ino1; sleep 1"' &
+        sleep 0.5
+        sh -c 'exec 4< {m}/f; stat -L -c %i /proc/$$/fd/4' > {tmp_path}/ino2
+        wait
+        cat {m}/f
+    """])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "data\n"
+    assert (tmp_path / "ino1").read_text() == (tmp_path / "ino2").read_text()

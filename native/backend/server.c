@@ -690,26 +690,100 @@ static void do_op(struct client *cl)
     cl->pass_fd = pass_fd;
 }
 
-/* What a client that went away still held: its FS handles are released (as FUSE does when
- * the last fd of an open file goes), its caches let go of. */
+/* Give up one handle a client held. */
+static void handle_release(struct handle *h)
+{
+    if (h->kind == W_OPEN) {
+        ops->flush(h->mnt, h->path, h->fh);
+        ops->release(h->mnt, h->path, h->flags, h->fh);
+    } else if (h->kind == W_OPENDIR) {
+        ops->releasedir(h->mnt, h->path, h->fh);
+    } else {
+        scache_close_id(h->fh);
+    }
+    free(h->path);
+    free(h);
+}
+
+/* The handles of a process that closed its connection but lives on: it exec'd (the new
+ * image keeps the fds, and so the memfds, it inherited: every process must still share
+ * one memfd per file) or closed our fd (close_range) and goes on using its files. They
+ * are released when it ends, as the kernel releases at the last close. */
+struct orphan {
+    struct orphan *next;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    struct handle *h;
+};
+static struct orphan *orphans;
+static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int pid_alive(pid_t pid)
+{
+    char p[64], buf[256];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *end = strrchr(buf, ')');     /* "pid (comm) S ...": comm may hold anything */
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X' && end[2] != 'x';
+}
+
+/* Release the orphans of processes that have ended (on a thread that may call the FS). */
+static void orphans_sweep(void)
+{
+    struct orphan *dead = NULL;
+    pthread_mutex_lock(&orphans_lock);
+    for (struct orphan **p = &orphans; *p;) {
+        struct orphan *o = *p;
+        if (pid_alive(o->pid)) {
+            p = &o->next;
+            continue;
+        }
+        *p = o->next;
+        o->next = dead;
+        dead = o;
+    }
+    pthread_mutex_unlock(&orphans_lock);
+    while (dead) {
+        struct orphan *o = dead;
+        dead = o->next;
+        become(o->uid, o->gid, 0, NULL);
+        handle_release(o->h);
+        free(o);
+    }
+}
+
+/* What a client that went away still held: released now if its process has ended (exit,
+ * kill -9), or when it ends. */
 static void release_all(struct client *cl)
 {
     request_identity(cl, &(struct wire_req){ .uid = cl->uid, .gid = cl->gid });
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     current = cl;
+    int alive = pid_alive(cl->pid);
     while (cl->handles) {
         struct handle *h = cl->handles;
         cl->handles = h->next;
-        if (h->kind == W_OPEN) {
-            ops->flush(h->mnt, h->path, h->fh);
-            ops->release(h->mnt, h->path, h->flags, h->fh);
-        } else if (h->kind == W_OPENDIR) {
-            ops->releasedir(h->mnt, h->path, h->fh);
-        } else {
-            scache_close_id(h->fh);
+        struct orphan *o = alive ? malloc(sizeof *o) : NULL;
+        if (o == NULL) {
+            handle_release(h);
+            continue;
         }
-        free(h->path);
-        free(h);
+        o->pid = cl->pid;
+        o->uid = cl->as_uid;
+        o->gid = cl->as_gid;
+        o->h = h;
+        pthread_mutex_lock(&orphans_lock);
+        o->next = orphans;
+        orphans = o;
+        pthread_mutex_unlock(&orphans_lock);
     }
     current = NULL;
 }
@@ -754,6 +828,7 @@ static void client_gone(struct client *cl)
     if (cl->handles)
         release_all(cl);
     client_free(cl);
+    orphans_sweep();
 }
 
 /* A thread_safe class: one thread per client, so a call that blocks holds up only its
@@ -909,6 +984,8 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
         struct epoll_event evs[64];
         Py_BEGIN_ALLOW_THREADS
         int n = epoll_wait(epfd, evs, 64, 100);
+        if (n == 0 && __atomic_load_n(&orphans, __ATOMIC_ACQUIRE))
+            orphans_sweep();    /* a process seen leaving may have been mid-exit */
         for (int i = 0; i < n; i++) {
             struct client *cl = evs[i].data.ptr;
             if (cl == NULL) {
