@@ -219,3 +219,24 @@ def test_a_process_that_execs_keeps_sharing_the_files_page_cache(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "data\n"
     assert (tmp_path / "ino1").read_text() == (tmp_path / "ino2").read_text()
+
+
+def test_a_listing_after_a_change_the_process_saw_shows_it(tmp_path):
+    """Listings are kept like attributes (docs/processes-and-modes.md), but a change the
+    process made, or one a child it waited for made, shows in its next listing."""
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, MEMORY, mode="shared", cmd=[sys.executable, "-c", f"""
+import os, subprocess
+def ls():
+    return " ".join(sorted(os.listdir("{m}"))) or "-"
+open("{m}/a", "w").close()
+print(ls(), ls())
+subprocess.run(["touch", "{m}/b"], check=True)
+print(ls())
+os.unlink("{m}/a")
+print(ls())
+subprocess.run(["sh", "-c", "mkdir {m}/d && mv {m}/b {m}/d/"], check=True)
+print(ls(), " ".join(os.listdir("{m}/d")))
+"""])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "a a\na b\nb\nd b\n"

@@ -464,7 +464,107 @@ static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
 {
     return simple(W_FSYNC, mnt, path, NULL, datasync, 0, &fh);
 }
-static int sh_opendir(int mnt, const char *path, uint64_t *fh)
+/* ---- listings: a directory's readdir() answer is kept like the attributes (attr_timeout,
+ * forgotten with the attribute cache's generation: at once after a change this process
+ * made or a child it waited for), so `ls`, `find` and `make` list a directory once per
+ * attr_timeout, not once per opendir. A cached opendir answers LISTING_FH without a round
+ * trip and its releasedir is local too. */
+#define LISTING_SLOTS 64
+#define LISTING_WAYS 4
+#define LISTING_MAX (1u << 20)          /* bytes of names: a bigger one is not kept */
+#define LISTING_FH 0xfffffffffffffff1ull
+struct listing {
+    int mnt;
+    uint64_t gen;
+    struct timespec expires;
+    char *path;
+    struct dirlist list;
+};
+static struct listing listings[LISTING_SLOTS];
+static pthread_mutex_t listings_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double cache_ttl(void)
+{
+    if (decision_ttl < 0) {
+        const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
+        decision_ttl = t && *t ? strtod(t, NULL) : 1.0;
+    }
+    return decision_ttl;
+}
+
+static struct listing *listing_find(int mnt, const char *path, uint64_t gen, const struct timespec *now)
+{
+    struct listing *set = &listings[decision_slot(mnt, path, 0) % LISTING_SLOTS & ~(LISTING_WAYS - 1u)];
+    for (struct listing *l = set; l < set + LISTING_WAYS; l++)
+        if (l->path && l->gen == gen && l->mnt == mnt && later(&l->expires, now) && strcmp(l->path, path) == 0)
+            return l;
+    return NULL;
+}
+
+static int listing_copy(int mnt, const char *path, struct dirlist *out)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int r = -1;
+    pthread_mutex_lock(&listings_lock);
+    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    if (l) {
+        r = 0;
+        for (size_t i = 0; i < l->list.n && r == 0; i++) {
+            const struct dirent_rec *e = &l->list.ents[i];
+            if (dirlist_add(out, l->list.names + e->name_off, e->namelen, e->ino, e->type) < 0)
+                r = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&listings_lock);
+    return r;
+}
+
+static void listing_keep(int mnt, const char *path, const struct dirlist *list, uint64_t gen)
+{
+    double ttl = cache_ttl();
+    if (ttl <= 0 || list->names_len > LISTING_MAX)
+        return;
+    struct dirlist copy = { 0 };
+    for (size_t i = 0; i < list->n; i++) {
+        const struct dirent_rec *e = &list->ents[i];
+        if (dirlist_add(&copy, list->names + e->name_off, e->namelen, e->ino, e->type) < 0) {
+            dirlist_free(&copy);
+            return;
+        }
+    }
+    char *p = strdup(path);
+    if (p == NULL) {
+        dirlist_free(&copy);
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double end = (double)now.tv_sec + now.tv_nsec / 1e9 + ttl;
+    pthread_mutex_lock(&listings_lock);
+    struct listing *set = &listings[decision_slot(mnt, path, 0) % LISTING_SLOTS & ~(LISTING_WAYS - 1u)], *d = set;
+    for (struct listing *l = set; l < set + LISTING_WAYS; l++) {
+        if (l->path && l->mnt == mnt && strcmp(l->path, path) == 0) {
+            d = l;
+            break;
+        }
+        int d_live = d->path && d->gen == gen && later(&d->expires, &now);
+        int l_live = l->path && l->gen == gen && later(&l->expires, &now);
+        if (d_live && (!l_live || later(&d->expires, &l->expires)))
+            d = l;
+    }
+    free(d->path);
+    dirlist_free(&d->list);
+    d->mnt = mnt;
+    d->gen = gen;
+    d->path = p;
+    d->list = copy;
+    d->expires.tv_sec = (time_t)end;
+    d->expires.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
+    pthread_mutex_unlock(&listings_lock);
+}
+
+static int opendir_call(int mnt, const char *path, uint64_t *fh)
 {
     CALL(W_OPENDIR, mnt, path);
     int64_t r = xact(&c);
@@ -472,7 +572,7 @@ static int sh_opendir(int mnt, const char *path, uint64_t *fh)
     return (int)r;
 }
 
-static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+static int readdir_call(int mnt, const char *path, uint64_t fh, struct dirlist *out)
 {
     CALL(W_READDIR, mnt, path);
     c.rq.has_fh = 1;
@@ -493,8 +593,46 @@ static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
     return (int)r;
 }
 
+static int sh_opendir(int mnt, const char *path, uint64_t *fh)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&listings_lock);
+    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    pthread_mutex_unlock(&listings_lock);
+    if (l) {
+        *fh = LISTING_FH;
+        return 0;
+    }
+    return opendir_call(mnt, path, fh);
+}
+
+static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+{
+    if (fh == LISTING_FH) {
+        int r = listing_copy(mnt, path, out);
+        if (r != -1)
+            return r;
+        /* forgotten since the opendir: ask the file system after all */
+        dirlist_free(out);
+        uint64_t real;
+        if ((r = opendir_call(mnt, path, &real)) < 0)
+            return r;
+        r = readdir_call(mnt, path, real, out);
+        simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &real);
+        return r;
+    }
+    uint64_t gen = attrcache_generation();
+    int r = readdir_call(mnt, path, fh, out);
+    if (r >= 0)
+        listing_keep(mnt, path, out, gen);
+    return r;
+}
+
 static int sh_releasedir(int mnt, const char *path, uint64_t fh)
 {
+    if (fh == LISTING_FH)
+        return 0;
     return simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &fh);
 }
 static int sh_access(int mnt, const char *path, int mode)
@@ -607,6 +745,7 @@ static void atfork_child(void)
 {
     pthread_mutex_init(&conn_lock, NULL);   /* another thread may have held it */
     pthread_mutex_init(&decisions_lock, NULL);
+    pthread_mutex_init(&listings_lock, NULL);
 }
 
 struct backend_ops *backend_shared_init(void)
