@@ -138,3 +138,21 @@ def test_fuse_get_context_names_the_calling_process(tmp_path):
         pid = [line[4:] for line in group if line.startswith("pid ")]
         answer = [line for line in group if not line.startswith("pid ")]
         assert answer == [f"{ids} {pid[0]}"], r.stdout
+
+
+def test_a_fifo_in_the_mount_keeps_its_owner_and_mode(tmp_path, lower):
+    """The real FIFO that stands for the file system's one has its owner and mode: another
+    user is refused at open (before any wait for a peer), as natively."""
+    os.mkfifo(lower / "private")
+    os.chmod(lower / "private", 0o600)
+    os.mkfifo(lower / "open" / "shared")
+    os.chmod(lower / "open" / "shared", 0o666)
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, timeout=30, cmd=as_nobody("sh", "-c", f"""
+        echo x > {m}/private || echo refused
+        (echo through > {m}/open/shared) &
+        cat {m}/open/shared
+        wait
+    """))
+    assert r.stdout == "refused\nthrough\n", r.stderr
+    assert "Permission denied" in r.stderr

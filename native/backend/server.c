@@ -669,9 +669,17 @@ static void do_op(struct client *cl)
     case W_SETXATTR: r = ops->setxattr(mnt, path, path2, data, rq->data_len, (int)rq->a); break;
     case W_REMOVEXATTR: r = ops->removexattr(mnt, path, path2); break;
     case W_FIFO: {
-        /* a = st_mode, b = st_uid, c = st_gid of the FIFO as the FS gave them */
+        /* owner and mode as the FS gives them now (not as the client says) */
+        struct stat *st = (struct stat *)small;
         char *real = malloc(128);
-        r = real ? sfifo_get(mnt, path, (mode_t)rq->a, (uid_t)rq->b, (gid_t)rq->c, real, 128) : -ENOMEM;
+        r = real ? ops->getattr(mnt, path, NULL, st) : -ENOMEM;
+        if (r >= 0 && !S_ISFIFO(st->st_mode))
+            r = -ENXIO;
+        if (r >= 0) {
+            become(own_uid, own_gid, 0, NULL);     /* the private directory is ours */
+            r = sfifo_get(mnt, path, st->st_mode, st->st_uid, st->st_gid, real, 128);
+            become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+        }
         if (r == 0) {
             out = real;
             out_len = strlen(real);

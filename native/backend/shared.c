@@ -706,9 +706,6 @@ static int sh_open_special(int mnt, const char *path, const struct stat *st, int
     char real[PATH_MAX];
     if (S_ISFIFO(st->st_mode)) {
         CALL(W_FIFO, mnt, path);
-        c.rq.a = st->st_mode;
-        c.rq.b = st->st_uid;
-        c.rq.c = st->st_gid;
         c.out = real;
         c.out_cap = sizeof real - 1;
         int64_t r = xact(&c);
