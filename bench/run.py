@@ -319,8 +319,7 @@ class Ldpfuse(Config):
                '--log-file', os.path.join(OUT, 'ldpfuse-%s.log' % self.name)]
         for o in self.opts:
             pre += ['-o', o]
-        if self.mode != 'embedded':
-            pre += ['--mode', self.mode]
+        pre += ['--mode', self.mode]     # always: the default mode is shared now
         return pre + [self.fs] + self.fs_args() + ['--'] + cmd
 
 

@@ -8,8 +8,8 @@
 # ENOTEMPTY, EINVAL, ENODATA. Appends cost O(1) amortised: the bytearray
 # grows in place, it is never copied per write.
 #
-# Run it (the tree lives in the process that touches the mount, so one
-# command sees one tree; use `--mode shared` for a tree shared by a pipeline):
+# Run it (one tree for every process of the command: the default shared mode;
+# with --mode embedded each process would build its own):
 #
 #   ldpfuse-run --mountpoint /mnt/m examples/memory.py:Memory -- python3 script.py
 

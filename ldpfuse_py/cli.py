@@ -41,8 +41,10 @@ def parser():
     p.add_argument("--mountpoint", metavar="DIR", help="where the file system appears (need not exist)")
     p.add_argument("-o", dest="options", metavar="KEY=VALUE", action="append", default=[],
                    help="keyword argument for the file system class (repeatable)")
-    p.add_argument("--mode", choices=["embedded", "shared"], default="embedded",
-                   help="embedded: the FS runs inside each process (default); shared: one FS process")
+    p.add_argument("--mode", choices=["embedded", "shared"], default=None,
+                   help="shared: one FS process for the whole command (the default); embedded: the "
+                        "FS runs inside each process (the default for a class whose "
+                        "ldpfuse_mode is 'embedded')")
     p.add_argument("--log-level", default=None, metavar="LEVEL",
                    choices=["debug", "info", "warning", "error", "critical",
                             "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
@@ -263,6 +265,15 @@ def warn_if_not_preloaded(program, point):
               f"see docs/limitations.md", file=sys.stderr)
 
 
+def preferred_mode(cls):
+    """The mode a class asks for when --mode is not given (docs/processes-and-modes.md):
+    `ldpfuse_mode = "embedded"` for a class whose state lives outside the process."""
+    mode = getattr(cls, "ldpfuse_mode", "shared")
+    if mode not in ("embedded", "shared"):
+        die(f"{cls.__name__}.ldpfuse_mode must be 'embedded' or 'shared', not {mode!r}")
+    return mode
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--" not in argv:
@@ -304,6 +315,7 @@ def main(argv=None):
         spec, mountpoint = load_script(args, own_env)
     else:
         mountpoint = args.mountpoint
+    class_mode = "shared"
     point = mount_point(mountpoint)
     if not script:
         try:
@@ -319,6 +331,7 @@ def main(argv=None):
         except BaseException as e:
             die(f"{args.fs}: {cls.__name__}({', '.join(map(repr, args.fs_args))}) failed: "
                 f"{type(e).__name__}: {one_line(e)}")
+        class_mode = preferred_mode(cls)
 
     env = dict(os.environ)
     mounts = [m for m in existing_mounts(env) if m["point"] != point]
@@ -360,10 +373,12 @@ def main(argv=None):
     # command the defaults it would have had (`yes | head -1` must end by SIGPIPE)
     import signal
 
-    if args.mode == "shared":
+    if (args.mode or class_mode) == "shared":
         from . import shared_mode
 
         return shared_mode.run(argv_exec, env, die)
+    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET"):    # an enclosing shared-mode launcher's
+        env.pop(key, None)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     try:

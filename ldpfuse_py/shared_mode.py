@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -59,8 +60,34 @@ def run(argv_exec, env, die):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGQUIT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: os.kill(pid, s))
-    status = None
+        signal.signal(sig, lambda s, _f: _forward(pid, s))
+    status = []
+    threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop),
+                     name="ldpfuse-wait", daemon=True).start()
+    # this thread built the FS objects: it answers the calls of a class that is not
+    # thread_safe (sqlite3 connections made in __init__ work), until the tree has ended
+    while True:
+        try:
+            _embedded.serve_loop()
+            break
+        except InterruptedError:
+            continue
+    import atexit
+
+    atexit._run_exitfuncs()     # the FS's destroy(), on the thread that built it
+    _embedded.serve_cleanup()
+    _exit_as(status[0] if status else None)
+
+
+def _forward(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass    # the command has ended; its descendants are still waited for
+
+
+def _wait_all(pid, status, stop):
+    """Wait for the command and every descendant (we are their subreaper)."""
     while True:
         try:
             child, st = os.waitpid(-1, 0)
@@ -69,13 +96,28 @@ def run(argv_exec, env, die):
         except InterruptedError:
             continue
         if child == pid:
-            status = st
-    import atexit
+            status.append(st)
+    stop()
 
-    atexit._run_exitfuncs()     # the FS's destroy()
+
+def _exit_as(status):
+    """End with the command's status: the same exit code, or death by the same signal
+    (a shell then reports 128 + the signal's number, 137 for SIGKILL)."""
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
+        try:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the command dumped its own
+        except (ImportError, ValueError, OSError):
+            pass
+        try:
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+        except (OSError, ValueError):
+            pass
+        os._exit(128 + sig)     # a signal whose default is not to end the process
     # no interpreter shutdown: server threads may still sit in accept()
     os._exit(os.waitstatus_to_exitcode(status) if status is not None else 1)

@@ -36,8 +36,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 FS_FIXTURES = Path(__file__).resolve().parent / "fs_fixtures"
-# LDPFUSE_TEST_MODE=shared runs the whole suite again with --mode shared (.ci/run does both)
-LDP_MODE = os.environ.get("LDPFUSE_TEST_MODE", "embedded")
+# LDPFUSE_TEST_MODE=embedded runs the whole suite again with --mode embedded (.ci/run does
+# both); shared, the default mode, is exercised by giving no --mode at all
+LDP_MODE = os.environ.get("LDPFUSE_TEST_MODE", "shared")
 LOOPBACK = f"{EXAMPLES / 'loopback.py'}:Loopback"
 MEMORY = f"{EXAMPLES / 'memory.py'}:Memory"
 
@@ -143,7 +144,7 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
         return run(bind + list(cmd), timeout=timeout, cwd=cwd,
                    env=env or base_env(), input=input)
     argv = ldpfuse_run_argv() + ["--mountpoint", str(mountpoint)]
-    mode = mode or (LDP_MODE if LDP_MODE != "embedded" else None)
+    mode = mode or (LDP_MODE if LDP_MODE != "shared" else None)
     if mode:  # the test's own choice wins over the suite-wide one
         argv += ["--mode", mode]
     for key, value in (options or {}).items():

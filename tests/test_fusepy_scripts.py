@@ -213,7 +213,8 @@ def test_keyboard_interrupt_in_fs_code_reaches_the_python_program(ws):
         "except KeyboardInterrupt:\n"
         "    print('interrupted')\n"))
     log = ws.tmp / "fs.log"
-    r = ldp(ws, "strread.py", ws.mnt, options=["--log-file", log],
+    # the file system's code runs inside the Python program: the embedded mode
+    r = ldp(ws, "strread.py", ws.mnt, options=["--mode", "embedded", "--log-file", log],
             cmd=[sys.executable, script, ws.mnt])
     assert r.returncode == 0, r.describe()
     assert r.stdout.splitlines()[-1] == "interrupted", r.describe()
@@ -326,7 +327,8 @@ def test_scripts_logging_config_leaves_the_python_programs_root_logger_alone(ws)
         "print(len(root.handlers), logging.getLevelName(root.level))\n"
         "print(len(logging.getLogger('fuse').handlers) > 0)\n"))
     log = ws.tmp / "fs.log"
-    r = ldp(ws, "loopback.py", ws.lower, ws.mnt, options=["--log-file", log],
+    # the script runs inside the Python program (the embedded mode)
+    r = ldp(ws, "loopback.py", ws.lower, ws.mnt, options=["--mode", "embedded", "--log-file", log],
             cmd=[sys.executable, script, ws.mnt])
     assert r.returncode == 0, r.describe()
     # the script called logging.basicConfig(level=DEBUG): that serves 'fuse' only

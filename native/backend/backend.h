@@ -125,6 +125,10 @@ struct backend_ops {
      * if there was none (*fresh = 1). Every cache_open is paired with one cache_close. */
     int (*cache_open)(int mnt, const char *path, off_t size, int *fd, int *fresh);
     void (*cache_close)(int mnt, const char *path);
+    /* A FIFO, socket or device node of the FS, opened as the kernel opens one of a FUSE
+     * mount: without the FS's open (NULL: call open as for a file, the embedded mode,
+     * where the process itself may block). Returns a kernel fd, or -errno. */
+    int (*open_special)(int mnt, const char *path, const struct stat *st, int flags);
 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions

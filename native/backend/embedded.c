@@ -1156,6 +1156,9 @@ static PyObject *passthrough_open(PyObject *self, PyObject *args)
 PyObject *ldp_serve_init(PyObject *self, PyObject *args);
 PyObject *ldp_serve_start(PyObject *self, PyObject *args);
 PyObject *ldp_context(PyObject *self, PyObject *args);
+PyObject *ldp_serve_loop(PyObject *self, PyObject *args);
+PyObject *ldp_serve_stop(PyObject *self, PyObject *args);
+PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
       "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
@@ -1163,6 +1166,10 @@ static PyMethodDef methods[] = {
     { "serve_init", ldp_serve_init, METH_NOARGS, "Build the file system objects for serving." },
     { "serve_start", ldp_serve_start, METH_VARARGS,
       "serve_start(listen_fd, thread_safe=False): answer clients on a listening unix socket." },
+    { "serve_loop", ldp_serve_loop, METH_NOARGS,
+      "Answer the requests of a class that is not thread_safe on this thread until serve_stop()." },
+    { "serve_stop", ldp_serve_stop, METH_NOARGS, "End serve_loop()." },
+    { "serve_cleanup", ldp_serve_cleanup, METH_NOARGS, "Remove what the server made on disk (FIFOs)." },
     { NULL, NULL, 0, NULL },
 };
 static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "_embedded",

@@ -3,16 +3,22 @@
  * process of the command tree by calling the embedded backend's operations, the same code
  * (and so the same conversions and error rules) as the embedded mode uses in-process.
  *
- * One thread per client connection; the user's Operations object is called by one thread
- * at a time unless its class sets `thread_safe = True` (as fusepy's nothreads, inverted).
+ * A class that is not thread_safe is called from one thread only, the one that built it
+ * (the launcher's main thread, in serve_loop: an epoll over every client connection). A
+ * class with `thread_safe = True` gets one thread per client connection, so a call that
+ * blocks holds up only its caller. Either way each request runs with its caller's rights
+ * (fsuid, fsgid, groups, set per thread), FIFOs are opened by the clients themselves, and
+ * what a client held is released when its connection closes.
  * Python-facing entry points: _embedded.serve_init() builds the FS objects;
- * _embedded.serve_start(listen_fd, thread_safe) starts accepting.
+ * _embedded.serve_start(listen_fd, thread_safe) starts accepting; serve_loop() serves
+ * until serve_stop().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "backend.h"
 #include "wire.h"
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,6 +27,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
@@ -34,8 +45,10 @@ static struct backend_ops *ops;
 struct scache {
     struct scache *next;
     int mnt, refs, mfd;
+    uint64_t id;                /* names it in a client's list of what it holds */
     char *path;
 };
+static uint64_t scache_ids;
 static struct scache *scaches;
 static pthread_mutex_t scache_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -58,7 +71,7 @@ static void scache_drop(struct scache **p)
 }
 
 /* An fd of the file's memfd (a new open file description) for a client; -errno. */
-static int scache_open(int mnt, const char *path, off_t size, int *fresh)
+static int scache_open(int mnt, const char *path, off_t size, int *fresh, uint64_t *id)
 {
     pthread_mutex_lock(&scache_lock);
     struct scache **p = scache_find(mnt, path), *s = *p;
@@ -80,6 +93,7 @@ static int scache_open(int mnt, const char *path, off_t size, int *fresh)
         }
         s->mnt = mnt;
         s->mfd = mfd;
+        s->id = ++scache_ids;
         s->next = scaches;
         scaches = s;
         *fresh = 1;
@@ -88,6 +102,7 @@ static int scache_open(int mnt, const char *path, off_t size, int *fresh)
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->mfd);
     int fd = open(proc, O_RDWR | O_CLOEXEC);
     int r = fd >= 0 ? fd : -errno;
+    *id = s->id;
     if (fd >= 0)
         s->refs++;
     else if (s->refs == 0)
@@ -96,12 +111,29 @@ static int scache_open(int mnt, const char *path, off_t size, int *fresh)
     return r;
 }
 
-static void scache_close(int mnt, const char *path)
+/* Returns the id of the cache let go of (0: none by that name). */
+static uint64_t scache_close(int mnt, const char *path)
 {
     pthread_mutex_lock(&scache_lock);
     struct scache **p = scache_find(mnt, path);
+    uint64_t id = *p ? (*p)->id : 0;
     if (*p && --(*p)->refs <= 0)
         scache_drop(p);
+    pthread_mutex_unlock(&scache_lock);
+    return id;
+}
+
+/* A client that went away without letting go (exit, kill -9, exec). A cache already
+ * dropped (its name unlinked) is no longer in the table. */
+static void scache_close_id(uint64_t id)
+{
+    pthread_mutex_lock(&scache_lock);
+    for (struct scache **p = &scaches; *p; p = &(*p)->next)
+        if ((*p)->id == id) {
+            if (--(*p)->refs <= 0)
+                scache_drop(p);
+            break;
+        }
     pthread_mutex_unlock(&scache_lock);
 }
 
@@ -128,9 +160,276 @@ static void scache_renamed(int mnt, const char *from, const char *to)
     }
     pthread_mutex_unlock(&scache_lock);
 }
-static __thread const struct wire_req *current;     /* the request being answered */
-static pthread_mutex_t fs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- FIFOs in the mount: the kernel gives a FIFO inode of a FUSE mount a pipe of its own
+ * and never calls the FS's open; here each one is a real FIFO in a private directory,
+ * with the FS's owner and mode, that the client opens itself (blocking it, not us). */
+struct sfifo {
+    struct sfifo *next;
+    int mnt;
+    char *path;
+    char real[128];
+};
+static struct sfifo *sfifos;
+static pthread_mutex_t sfifo_lock = PTHREAD_MUTEX_INITIALIZER;
+static char fifo_dir[64];
+
+static int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char *out, size_t outsz)
+{
+    int r = 0;
+    pthread_mutex_lock(&sfifo_lock);
+    struct sfifo *f = sfifos;
+    for (; f; f = f->next)
+        if (f->mnt == mnt && strcmp(f->path, path) == 0)
+            break;
+    if (f == NULL) {
+        if (fifo_dir[0] == '\0') {
+            strcpy(fifo_dir, "/tmp/ldpfuse-fifos-XXXXXX");
+            if (mkdtemp(fifo_dir) == NULL || chmod(fifo_dir, 0711) < 0) {
+                r = -errno;
+                fifo_dir[0] = '\0';
+                goto out;
+            }
+        }
+        static unsigned serial;
+        f = calloc(1, sizeof *f);
+        if (f == NULL || (f->path = strdup(path)) == NULL) {
+            free(f);
+            r = -ENOMEM;
+            goto out;
+        }
+        snprintf(f->real, sizeof f->real, "%s/%u", fifo_dir, ++serial);
+        if (mkfifo(f->real, 0600) < 0) {
+            r = -errno;
+            free(f->path);
+            free(f);
+            goto out;
+        }
+        f->mnt = mnt;
+        f->next = sfifos;
+        sfifos = f;
+    }
+    /* who may open it is what the FS says now */
+    if (chown(f->real, uid, gid) < 0 && geteuid() == 0)
+        r = -errno;
+    if (r == 0 && chmod(f->real, mode & 07777) < 0)
+        r = -errno;
+    if (r == 0)
+        snprintf(out, outsz, "%s", f->real);
+out:
+    pthread_mutex_unlock(&sfifo_lock);
+    return r;
+}
+
+/* unlink (from NULL) or rename: the pipe follows its name, as an inode would */
+static void sfifo_renamed(int mnt, const char *from, const char *to)
+{
+    pthread_mutex_lock(&sfifo_lock);
+    for (struct sfifo **p = &sfifos; *p;) {
+        struct sfifo *f = *p;
+        if (f->mnt == mnt && strcmp(f->path, to) == 0) {
+            *p = f->next;
+            unlink(f->real);
+            free(f->path);
+            free(f);
+            continue;
+        }
+        p = &f->next;
+    }
+    for (struct sfifo *f = sfifos; from && f; f = f->next)
+        if (f->mnt == mnt && strcmp(f->path, from) == 0) {
+            char *np = strdup(to);
+            if (np) {
+                free(f->path);
+                f->path = np;
+            }
+        }
+    pthread_mutex_unlock(&sfifo_lock);
+}
+
+/* ---- clients: one connection per process; what it holds is released when it goes */
+struct handle {
+    struct handle *next;
+    int kind;               /* W_OPEN (a file's fh), W_OPENDIR, W_CACHE_OPEN (a cache id) */
+    int mnt, flags;
+    uint64_t fh;
+    char *path;
+};
+
+struct client {
+    int fd;
+    uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
+    gid_t gid;
+    pid_t pid;
+    int ngroups;
+    gid_t *groups;          /* SO_PEERGROUPS */
+    uid_t as_uid;           /* who the current request runs as */
+    gid_t as_gid;
+    int as_ngroups;
+    gid_t *as_groups;
+    int as_proc;            /* as_groups is ours (from /proc), not `groups` */
+    struct handle *handles;
+    /* the request being answered */
+    struct wire_req *rq;
+    char *body;
+    /* the answer */
+    int64_t r;
+    uint64_t fh;
+    void *out;
+    size_t out_len;
+    int pass_fd;
+    char small[sizeof(struct stat) > sizeof(struct statvfs) ? sizeof(struct stat) : sizeof(struct statvfs)];
+};
+
+static void handle_add(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh)
+{
+    struct handle *h = calloc(1, sizeof *h);
+    if (h == NULL || (h->path = strdup(path)) == NULL) {
+        free(h);
+        return;             /* not released at death: a leak, not an error */
+    }
+    h->kind = kind;
+    h->mnt = mnt;
+    h->flags = flags;
+    h->fh = fh;
+    h->next = cl->handles;
+    cl->handles = h;
+}
+
+static void handle_del(struct client *cl, int kind, int mnt, const char *path, uint64_t fh)
+{
+    struct handle **any = NULL;
+    for (struct handle **p = &cl->handles; *p; p = &(*p)->next) {
+        struct handle *h = *p;
+        if (h->kind != kind || h->mnt != mnt || h->fh != fh)
+            continue;
+        if (path == NULL || strcmp(h->path, path) == 0) {
+            any = p;
+            break;
+        }
+        if (any == NULL)
+            any = p;        /* renamed since: the same fh is the best match */
+    }
+    if (any) {
+        struct handle *h = *any;
+        *any = h->next;
+        free(h->path);
+        free(h);
+    }
+}
+
+/* ---- credentials: every operation runs with the caller's fsuid, fsgid and groups, set on
+ * the thread that runs it (raw syscalls: glibc's setgroups would change every thread) */
+static int switch_creds;            /* the server may (it runs as root) */
+static uid_t own_uid;
+static gid_t own_gid;
+static __thread int t_switched;
+static __thread uid_t t_uid;
+static __thread gid_t t_gid;
+static __thread int t_ngroups = -1;
+static __thread gid_t *t_groups;
+
+static void become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups)
+{
+    if (!switch_creds)
+        return;
+    if (t_switched && t_uid == uid && t_gid == gid && t_ngroups == ngroups &&
+        (ngroups == 0 || memcmp(t_groups, groups, (size_t)ngroups * sizeof *groups) == 0))
+        return;
+    syscall(SYS_setgroups, (size_t)ngroups, groups);
+    syscall(SYS_setfsgid, gid);
+    syscall(SYS_setfsuid, uid);
+    gid_t *copy = ngroups ? malloc((size_t)ngroups * sizeof *groups) : NULL;
+    if (ngroups && copy == NULL) {
+        t_switched = 0;
+        return;
+    }
+    if (copy)
+        memcpy(copy, groups, (size_t)ngroups * sizeof *groups);
+    free(t_groups);
+    t_groups = copy;
+    t_uid = uid;
+    t_gid = gid;
+    t_ngroups = ngroups;
+    t_switched = 1;
+}
+
+/* The launcher's own rights again (destroy, at the end). */
+static void become_self(void)
+{
+    if (switch_creds && t_switched) {
+        gid_t g[1] = { own_gid };
+        become(own_uid, own_gid, 0, g);
+    }
+}
+
+/* Supplementary groups of a process that changed identity since it connected (a root
+ * process dropping to another user): /proc says. */
+static int proc_groups(pid_t pid, gid_t **out)
+{
+    char p[64], buf[8192];
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *g = strstr(buf, "\nGroups:");
+    if (g == NULL)
+        return 0;
+    g += 8;
+    int cap = 16, k = 0;
+    gid_t *v = malloc(cap * sizeof *v);
+    while (v && *g && *g != '\n') {
+        char *end;
+        unsigned long x = strtoul(g, &end, 10);
+        if (end == g) {
+            g++;
+            continue;
+        }
+        if (k == cap) {
+            gid_t *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+            if (nv == NULL)
+                break;
+            v = nv;
+        }
+        v[k++] = (gid_t)x;
+        g = end;
+    }
+    *out = v;
+    return v ? k : 0;
+}
+
+/* Who this request runs as: the kernel's word for the connection; a root client (who may
+ * become anyone anyway) is taken at its word for the identity it has now. */
+static void request_identity(struct client *cl, const struct wire_req *rq)
+{
+    int peer = cl->uid != 0 || (rq->uid == cl->uid && rq->gid == cl->gid);
+    if (!peer && cl->as_proc && cl->as_uid == rq->uid && cl->as_gid == rq->gid)
+        return;
+    if (cl->as_proc)
+        free(cl->as_groups);
+    cl->as_proc = !peer;
+    if (peer) {
+        cl->as_uid = cl->uid;
+        cl->as_gid = cl->gid;
+        cl->as_ngroups = cl->ngroups;
+        cl->as_groups = cl->groups;
+    } else {
+        cl->as_groups = NULL;
+        cl->as_ngroups = proc_groups(cl->pid, &cl->as_groups);
+        cl->as_uid = rq->uid;
+        cl->as_gid = rq->gid;
+    }
+}
+
+static __thread struct client *current;     /* the client whose request is being answered */
 static int serialise = 1;
+static int epfd = -1;           /* the clients of a class that is not thread_safe */
+static int stop_fd = -1;        /* serve_stop() */
 
 static void server_log(int level, const char *msg)
 {
@@ -191,9 +490,29 @@ static int send_resp(int fd, int64_t result, uint64_t fh, const void *data, size
     return 0;
 }
 
-/* One request: call the operation, answer. Returns -1 when the connection is broken. */
-static int serve_one(int fd, const struct wire_req *rq, char *body)
+/* The lower file a passthrough open chose, sent back with the fd so that the client may
+ * open it itself next time (backend/shared.c: the open decision is cached for
+ * attr_timeout, as a kernel caches a lookup). Only a regular file with a name. */
+static size_t lower_name(int fd, char **out)
 {
+    struct stat st;
+    char proc[64], *name = malloc(PATH_MAX);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = name && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? readlink(proc, name, PATH_MAX - 1) : -1;
+    if (n <= 0 || name[0] != '/' || (n > 10 && memcmp(name + n - 10, " (deleted)", 10) == 0)) {
+        free(name);
+        return 0;
+    }
+    *out = name;
+    return (size_t)n;
+}
+
+/* One request of cl (cl->rq, cl->body): call the operation, keep the answer in cl. Runs
+ * on the client's thread, or on the FS thread for a class that is not thread_safe. */
+static void do_op(struct client *cl)
+{
+    const struct wire_req *rq = cl->rq;
+    char *body = cl->body;
     char *path = body, *path2 = body + rq->path_len + 1, *data = path2 + rq->path2_len + 1;
     /* make both names NUL-terminated in place (the body was read with room for it) */
     memmove(data, body + rq->path_len + rq->path2_len, rq->data_len);
@@ -207,10 +526,10 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
     void *out = NULL;
     size_t out_len = 0;
     int pass_fd = -1;
-    char small[sizeof(struct stat) > sizeof(struct statvfs) ? sizeof(struct stat) : sizeof(struct statvfs)];
-    if (serialise)
-        pthread_mutex_lock(&fs_lock);
-    current = rq;
+    char *small = cl->small;
+    request_identity(cl, rq);
+    become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+    current = cl;
     switch (rq->op) {
     case W_GETATTR:
         r = ops->getattr(mnt, path, fhp, (struct stat *)small);
@@ -239,15 +558,19 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
     case W_MKDIR: r = ops->mkdir(mnt, path, (mode_t)rq->a); break;
     case W_UNLINK:
         r = ops->unlink(mnt, path);
-        if (r == 0)
+        if (r == 0) {
             scache_renamed(mnt, NULL, path);
+            sfifo_renamed(mnt, NULL, path);
+        }
         break;
     case W_RMDIR: r = ops->rmdir(mnt, path); break;
     case W_SYMLINK: r = ops->symlink(mnt, path, path2); break;
     case W_RENAME:
         r = ops->rename(mnt, path, path2);
-        if (r == 0)
+        if (r == 0) {
             scache_renamed(mnt, path, path2);
+            sfifo_renamed(mnt, path, path2);
+        }
         break;
     case W_LINK: r = ops->link(mnt, path, path2); break;
     case W_CHMOD: r = ops->chmod(mnt, path, (mode_t)rq->a); break;
@@ -260,6 +583,10 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
                              : ops->create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
         fh = res.fh;
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
+        if (r >= 0 && pass_fd < 0)
+            handle_add(cl, W_OPEN, mnt, path, rq->op == W_OPEN ? (int)rq->a : (int)rq->b, fh);
+        if (r >= 0 && pass_fd >= 0 && rq->op == W_OPEN)
+            out_len = lower_name(pass_fd, (char **)&out);
         if (r >= 0)
             r = res.open_flags;     /* the result of a successful open: its OPEN_* flags */
         break;
@@ -267,15 +594,23 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
     case W_WRITE: r = ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, rq->fh); break;
     case W_CACHE_OPEN: {
         int fresh;
-        r = scache_open(mnt, path, (off_t)rq->a, &fresh);
+        uint64_t id;
+        r = scache_open(mnt, path, (off_t)rq->a, &fresh, &id);
         if (r >= 0) {
             pass_fd = (int)r;
             fh = (uint64_t)fresh;
             r = 0;
+            handle_add(cl, W_CACHE_OPEN, mnt, path, 0, id);
         }
         break;
     }
-    case W_CACHE_CLOSE: scache_close(mnt, path); r = 0; break;
+    case W_CACHE_CLOSE: {
+        uint64_t id = scache_close(mnt, path);
+        if (id)
+            handle_del(cl, W_CACHE_OPEN, mnt, NULL, id);
+        r = 0;
+        break;
+    }
     case W_APPEND: {
         /* one lock for every client's appends, whatever the class's threading */
         static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -291,9 +626,16 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
         if (r >= 0) { out = small; out_len = sizeof(struct statvfs); }
         break;
     case W_FLUSH: r = ops->flush(mnt, path, rq->fh); break;
-    case W_RELEASE: r = ops->release(mnt, path, (int)rq->a, rq->fh); break;
+    case W_RELEASE:
+        handle_del(cl, W_OPEN, mnt, path, rq->fh);
+        r = ops->release(mnt, path, (int)rq->a, rq->fh);
+        break;
     case W_FSYNC: r = ops->fsync(mnt, path, (int)rq->a, rq->fh); break;
-    case W_OPENDIR: r = ops->opendir(mnt, path, &fh); break;
+    case W_OPENDIR:
+        r = ops->opendir(mnt, path, &fh);
+        if (r >= 0)
+            handle_add(cl, W_OPENDIR, mnt, path, 0, fh);
+        break;
     case W_READDIR: {
         struct dirlist l = { 0 };
         r = ops->readdir(mnt, path, rq->fh, &l);
@@ -317,7 +659,10 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
         dirlist_free(&l);
         break;
     }
-    case W_RELEASEDIR: r = ops->releasedir(mnt, path, rq->fh); break;
+    case W_RELEASEDIR:
+        handle_del(cl, W_OPENDIR, mnt, path, rq->fh);
+        r = ops->releasedir(mnt, path, rq->fh);
+        break;
     case W_ACCESS: r = ops->access(mnt, path, (int)rq->a); break;
     case W_UTIMENS:
         r = rq->data_len == 2 * sizeof(struct timespec) ? ops->utimens(mnt, path, (const struct timespec *)data)
@@ -325,37 +670,220 @@ static int serve_one(int fd, const struct wire_req *rq, char *body)
         break;
     case W_SETXATTR: r = ops->setxattr(mnt, path, path2, data, rq->data_len, (int)rq->a); break;
     case W_REMOVEXATTR: r = ops->removexattr(mnt, path, path2); break;
+    case W_FIFO: {
+        /* owner and mode as the FS gives them now (not as the client says) */
+        struct stat *st = (struct stat *)small;
+        char *real = malloc(128);
+        r = real ? ops->getattr(mnt, path, NULL, st) : -ENOMEM;
+        if (r >= 0 && !S_ISFIFO(st->st_mode))
+            r = -ENXIO;
+        if (r >= 0) {
+            become(own_uid, own_gid, 0, NULL);     /* the private directory is ours */
+            r = sfifo_get(mnt, path, st->st_mode, st->st_uid, st->st_gid, real, 128);
+            become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+        }
+        if (r == 0) {
+            out = real;
+            out_len = strlen(real);
+        } else {
+            free(real);
+        }
+        break;
+    }
     default: r = -ENOSYS;
     }
     current = NULL;
-    if (serialise)
-        pthread_mutex_unlock(&fs_lock);
-    int ret = send_resp(fd, r, fh, out, out_len, pass_fd);
-    if (pass_fd >= 0)
-        close(pass_fd);         /* the client has its own now */
-    if (out != small)
-        free(out);
+    cl->r = r;
+    cl->fh = fh;
+    cl->out = out;
+    cl->out_len = out_len;
+    cl->pass_fd = pass_fd;
+}
+
+/* Give up one handle a client held. */
+static void handle_release(struct handle *h)
+{
+    if (h->kind == W_OPEN) {
+        ops->flush(h->mnt, h->path, h->fh);
+        ops->release(h->mnt, h->path, h->flags, h->fh);
+    } else if (h->kind == W_OPENDIR) {
+        ops->releasedir(h->mnt, h->path, h->fh);
+    } else {
+        scache_close_id(h->fh);
+    }
+    free(h->path);
+    free(h);
+}
+
+/* The handles of a process that closed its connection but lives on: it exec'd (the new
+ * image keeps the fds, and so the memfds, it inherited: every process must still share
+ * one memfd per file) or closed our fd (close_range) and goes on using its files. They
+ * are released when it ends, as the kernel releases at the last close. */
+struct orphan {
+    struct orphan *next;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    struct handle *h;
+};
+static struct orphan *orphans;
+static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int pid_alive(pid_t pid)
+{
+    char p[64], buf[256];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *end = strrchr(buf, ')');     /* "pid (comm) S ...": comm may hold anything */
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X' && end[2] != 'x';
+}
+
+/* Release the orphans of processes that have ended (on a thread that may call the FS). */
+static void orphans_sweep(void)
+{
+    struct orphan *dead = NULL;
+    pthread_mutex_lock(&orphans_lock);
+    for (struct orphan **p = &orphans; *p;) {
+        struct orphan *o = *p;
+        if (pid_alive(o->pid)) {
+            p = &o->next;
+            continue;
+        }
+        *p = o->next;
+        o->next = dead;
+        dead = o;
+    }
+    pthread_mutex_unlock(&orphans_lock);
+    while (dead) {
+        struct orphan *o = dead;
+        dead = o->next;
+        become(o->uid, o->gid, 0, NULL);
+        handle_release(o->h);
+        free(o);
+    }
+}
+
+/* What a client that went away still held: released now if its process has ended (exit,
+ * kill -9), or when it ends. */
+static void release_all(struct client *cl)
+{
+    request_identity(cl, &(struct wire_req){ .uid = cl->uid, .gid = cl->gid });
+    become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+    current = cl;
+    int alive = pid_alive(cl->pid);
+    while (cl->handles) {
+        struct handle *h = cl->handles;
+        cl->handles = h->next;
+        struct orphan *o = alive ? malloc(sizeof *o) : NULL;
+        if (o == NULL) {
+            handle_release(h);
+            continue;
+        }
+        o->pid = cl->pid;
+        o->uid = cl->as_uid;
+        o->gid = cl->as_gid;
+        o->h = h;
+        pthread_mutex_lock(&orphans_lock);
+        o->next = orphans;
+        orphans = o;
+        pthread_mutex_unlock(&orphans_lock);
+    }
+    current = NULL;
+}
+
+static void client_free(struct client *cl)
+{
+    if (cl->as_proc)
+        free(cl->as_groups);
+    free(cl->groups);
+    free(cl);
+}
+
+/* Read one request of cl, answer it. -1: the client has gone (or sent garbage). */
+static int serve_request(struct client *cl)
+{
+    int fd = cl->fd;
+    struct wire_req rq;
+    if (wire_read_all(fd, &rq, sizeof rq) < 0)
+        return -1;
+    if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
+        return -1;
+    char *body = malloc((size_t)rq.len + 2);
+    if (body == NULL || wire_read_all(fd, body, rq.len) < 0) {
+        free(body);
+        return -1;
+    }
+    cl->rq = &rq;
+    cl->body = body;
+    do_op(cl);
+    int ret = send_resp(fd, cl->r, cl->fh, cl->out, cl->out_len, cl->pass_fd);
+    if (cl->pass_fd >= 0)
+        close(cl->pass_fd);         /* the client has its own now */
+    if (cl->out != cl->small)
+        free(cl->out);
+    free(body);
     return ret;
 }
 
+static void client_gone(struct client *cl)
+{
+    close(cl->fd);
+    if (cl->handles)
+        release_all(cl);
+    client_free(cl);
+    orphans_sweep();
+}
+
+/* A thread_safe class: one thread per client, so a call that blocks holds up only its
+ * caller. */
 static void *conn_thread(void *arg)
 {
-    int fd = (int)(intptr_t)arg;
-    for (;;) {
-        struct wire_req rq;
-        if (wire_read_all(fd, &rq, sizeof rq) < 0)
+    struct client *cl = arg;
+    while (serve_request(cl) == 0)
+        ;
+    client_gone(cl);
+    return NULL;
+}
+
+static struct client *client_new(int fd)
+{
+    struct client *cl = calloc(1, sizeof *cl);
+    if (cl == NULL)
+        return NULL;
+    cl->fd = fd;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        free(cl);
+        return NULL;
+    }
+    cl->uid = cred.uid;
+    cl->gid = cred.gid;
+    cl->pid = cred.pid;
+    len = 64 * sizeof(gid_t);
+    for (int tries = 0; tries < 3; tries++) {
+        gid_t *g = malloc(len ? len : sizeof(gid_t));
+        if (g == NULL)
             break;
-        if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
-            break;
-        char *body = malloc((size_t)rq.len + 2);
-        if (body == NULL || wire_read_all(fd, body, rq.len) < 0 || serve_one(fd, &rq, body) < 0) {
-            free(body);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
+            cl->groups = g;
+            cl->ngroups = (int)(len / sizeof(gid_t));
             break;
         }
-        free(body);
+        free(g);
+        if (errno != ERANGE) {
+            cl->ngroups = proc_groups(cl->pid, &cl->groups);
+            break;
+        }
     }
-    close(fd);
-    return NULL;
+    return cl;
 }
 
 static void *accept_thread(void *arg)
@@ -366,14 +894,31 @@ static void *accept_thread(void *arg)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            break;
+            if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK)
+                break;      /* no listening socket any more */
+            /* EMFILE, ENFILE, ENOBUFS, ENOMEM: the client waits in the backlog until
+             * another one lets go of something */
+            nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+            continue;
+        }
+        struct client *cl = client_new(fd);
+        if (cl && serialise) {
+            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = cl };
+            if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+                close(fd);
+                client_free(cl);
+            }
+            continue;
         }
         pthread_t t;
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &at, conn_thread, (void *)(intptr_t)fd) != 0)
-            close(fd);
+        if (cl == NULL || pthread_create(&t, &at, conn_thread, cl) != 0) {
+            close(fd);      /* the client sees EIO for this call and connects again */
+            if (cl)
+                client_free(cl);
+        }
         pthread_attr_destroy(&at);
     }
     return NULL;
@@ -387,7 +932,7 @@ PyObject *ldp_context(PyObject *self, PyObject *args)
     (void)args;
     if (current == NULL)
         Py_RETURN_NONE;
-    return Py_BuildValue("(III)", current->uid, current->gid, current->pid);
+    return Py_BuildValue("(III)", current->as_uid, current->as_gid, current->pid);
 }
 
 PyObject *ldp_serve_init(PyObject *self, PyObject *args)
@@ -414,11 +959,81 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
         return NULL;
     }
     serialise = !thread_safe;
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+    if (epfd < 0 || stop_fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, stop_fd, &ev) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return NULL;
+    }
+    own_uid = geteuid();
+    own_gid = getegid();
+    switch_creds = own_uid == 0;
+    umask(0);       /* each client applied its own umask to the modes it sends */
     pthread_t t;
     if (pthread_create(&t, NULL, accept_thread, (void *)(intptr_t)lfd) != 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
     }
     pthread_detach(t);
+    Py_RETURN_NONE;
+}
+
+/* serve_loop(): the calling thread (the one that built the FS objects) answers every
+ * client of a class that is not thread_safe, one request at a time, until serve_stop():
+ * so the class is always called from the thread that built it, and objects bound to a
+ * thread (sqlite3 connections made in __init__) work. For a thread_safe class it only
+ * waits. Python signal handlers still run (every 100 ms at worst); an exception from one
+ * ends the loop. */
+PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    int stop = 0;
+    while (!stop) {
+        struct epoll_event evs[64];
+        Py_BEGIN_ALLOW_THREADS
+        int n = epoll_wait(epfd, evs, 64, 100);
+        if (n == 0 && __atomic_load_n(&orphans, __ATOMIC_ACQUIRE))
+            orphans_sweep();    /* a process seen leaving may have been mid-exit */
+        for (int i = 0; i < n; i++) {
+            struct client *cl = evs[i].data.ptr;
+            if (cl == NULL) {
+                stop = 1;
+                continue;
+            }
+            if (serve_request(cl) < 0) {
+                epoll_ctl(epfd, EPOLL_CTL_DEL, cl->fd, NULL);
+                client_gone(cl);
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (!stop && PyErr_CheckSignals() < 0)
+            return NULL;
+    }
+    become_self();
+    Py_RETURN_NONE;
+}
+
+PyObject *ldp_serve_stop(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    uint64_t one = 1;
+    (void)!write(stop_fd, &one, sizeof one);
+    Py_RETURN_NONE;
+}
+
+/* serve_cleanup(): remove what the server left on disk (the FIFOs' directory). */
+PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    pthread_mutex_lock(&sfifo_lock);
+    for (struct sfifo *f = sfifos; f; f = f->next)
+        unlink(f->real);
+    if (fifo_dir[0])
+        rmdir(fifo_dir);
+    pthread_mutex_unlock(&sfifo_lock);
     Py_RETURN_NONE;
 }

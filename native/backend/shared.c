@@ -17,6 +17,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/sysmacros.h>
+#include <fcntl.h>
+#include <time.h>
+#include <limits.h>
 
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int conn_fd = -1;
@@ -265,8 +269,112 @@ static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
     return simple(W_TRUNCATE, mnt, path, NULL, len, 0, fh);
 }
 
+/* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
+ * this process opens that file itself for the same path and flags (its own rights apply,
+ * as they would in the server), with no round trip. They live as long as the attribute
+ * cache's answers: any change this process makes through the mount, or a child it waited
+ * for, forgets them all (attrcache_generation); another process's change is seen after
+ * attr_timeout. */
+#define OPENCACHE_SLOTS 4096
+#define DECISION_WAYS 4
+struct open_decision {
+    int mnt, flags;
+    uint64_t gen;           /* attrcache_generation(): a change this process made, or a
+                             * child it waited for, forgets every decision */
+    char *path, *lower;
+    struct timespec expires;
+};
+static struct open_decision decisions[OPENCACHE_SLOTS];
+static pthread_mutex_t decisions_lock = PTHREAD_MUTEX_INITIALIZER;
+static double decision_ttl = -1;
+
+#define DECISION_FLAGS (O_ACCMODE | O_TRUNC | O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_DIRECTORY | O_NOFOLLOW)
+
+static int later(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+static unsigned decision_slot(int mnt, const char *path, int flags)
+{
+    unsigned h = 2166136261u ^ (unsigned)mnt ^ ((unsigned)(flags & DECISION_FLAGS) << 7);
+    for (const char *p = path; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h % OPENCACHE_SLOTS;
+}
+
+static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len, uint64_t gen)
+{
+    if (decision_ttl < 0) {
+        const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
+        decision_ttl = t && *t ? strtod(t, NULL) : 1.0;
+    }
+    if (decision_ttl <= 0)
+        return;
+    char *p = strdup(path), *l = malloc(len + 1);
+    if (p == NULL || l == NULL) {
+        free(p);
+        free(l);
+        return;
+    }
+    memcpy(l, lower, len);
+    l[len] = '\0';
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
+    pthread_mutex_lock(&decisions_lock);
+    /* DECISION_WAYS slots per set: this name's, else an empty or stale one, else the one
+     * that expires first */
+    struct open_decision *set = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)], *d = set;
+    for (struct open_decision *e = set; e < set + DECISION_WAYS; e++) {
+        if (e->path && e->gen == gen && e->mnt == mnt && strcmp(e->path, path) == 0) {
+            d = e;
+            break;
+        }
+        int d_live = d->path && d->gen == gen, e_live = e->path && e->gen == gen;
+        if (d_live && (!e_live || later(&d->expires, &e->expires)))
+            d = e;
+    }
+    free(d->path);
+    free(d->lower);
+    d->mnt = mnt;
+    d->flags = flags & DECISION_FLAGS;
+    d->path = p;
+    d->lower = l;
+    d->gen = gen;
+    d->expires.tv_sec = (time_t)end;
+    d->expires.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
+    pthread_mutex_unlock(&decisions_lock);
+}
+
+/* The fd of the lower file, or -1: ask the server. */
+static int decision_open(int mnt, const char *path, int flags)
+{
+    char lower[PATH_MAX];
+    int found = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t gen = attrcache_generation();
+    pthread_mutex_lock(&decisions_lock);
+    struct open_decision *d = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)];
+    for (int way = 0; way < DECISION_WAYS && !found; way++, d++)
+        if (d->path && d->gen == gen && d->mnt == mnt && d->flags == (flags & DECISION_FLAGS) &&
+            strcmp(d->path, path) == 0 && later(&d->expires, &now) && strlen(d->lower) < sizeof lower) {
+            strcpy(lower, d->lower);
+            found = 1;
+        }
+    pthread_mutex_unlock(&decisions_lock);
+    if (!found)
+        return -1;
+    int saved = errno;
+    int fd = REAL(open)(lower, flags | O_CLOEXEC, 0);
+    errno = saved;
+    return fd;      /* failed (gone, refused): the server says what it is now */
+}
+
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
+    uint64_t gen = attrcache_generation();     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
     c.rq.b = b;
@@ -278,6 +386,9 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
         REAL(close)(c.fd);
         res->passthrough_fd = -1;
     }
+    if (op == W_OPEN && r >= 0 && c.fd >= 0 && c.out_len > 0)
+        decision_keep(mnt, path, (int)a, c.out_alloc, c.out_len, gen);
+    free(c.out_alloc);
     if (r < 0)
         return (int)r;
     res->open_flags = (unsigned)r;      /* the server answers an open with its OPEN_* flags */
@@ -285,6 +396,12 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
 }
 static int sh_open(int mnt, const char *path, int flags, struct open_result *res)
 {
+    int fd = decision_open(mnt, path, flags);
+    if (fd >= 0) {
+        res->passthrough_fd = fd;
+        res->fh = 0;
+        return 0;
+    }
     return open_common(W_OPEN, mnt, path, flags, 0, res);
 }
 static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
@@ -351,7 +468,107 @@ static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
 {
     return simple(W_FSYNC, mnt, path, NULL, datasync, 0, &fh);
 }
-static int sh_opendir(int mnt, const char *path, uint64_t *fh)
+/* ---- listings: a directory's readdir() answer is kept like the attributes (attr_timeout,
+ * forgotten with the attribute cache's generation: at once after a change this process
+ * made or a child it waited for), so `ls`, `find` and `make` list a directory once per
+ * attr_timeout, not once per opendir. A cached opendir answers LISTING_FH without a round
+ * trip and its releasedir is local too. */
+#define LISTING_SLOTS 64
+#define LISTING_WAYS 4
+#define LISTING_MAX (1u << 20)          /* bytes of names: a bigger one is not kept */
+#define LISTING_FH 0xfffffffffffffff1ull
+struct listing {
+    int mnt;
+    uint64_t gen;
+    struct timespec expires;
+    char *path;
+    struct dirlist list;
+};
+static struct listing listings[LISTING_SLOTS];
+static pthread_mutex_t listings_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double cache_ttl(void)
+{
+    if (decision_ttl < 0) {
+        const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
+        decision_ttl = t && *t ? strtod(t, NULL) : 1.0;
+    }
+    return decision_ttl;
+}
+
+static struct listing *listing_find(int mnt, const char *path, uint64_t gen, const struct timespec *now)
+{
+    struct listing *set = &listings[decision_slot(mnt, path, 0) % LISTING_SLOTS & ~(LISTING_WAYS - 1u)];
+    for (struct listing *l = set; l < set + LISTING_WAYS; l++)
+        if (l->path && l->gen == gen && l->mnt == mnt && later(&l->expires, now) && strcmp(l->path, path) == 0)
+            return l;
+    return NULL;
+}
+
+static int listing_copy(int mnt, const char *path, struct dirlist *out)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int r = -1;
+    pthread_mutex_lock(&listings_lock);
+    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    if (l) {
+        r = 0;
+        for (size_t i = 0; i < l->list.n && r == 0; i++) {
+            const struct dirent_rec *e = &l->list.ents[i];
+            if (dirlist_add(out, l->list.names + e->name_off, e->namelen, e->ino, e->type) < 0)
+                r = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&listings_lock);
+    return r;
+}
+
+static void listing_keep(int mnt, const char *path, const struct dirlist *list, uint64_t gen)
+{
+    double ttl = cache_ttl();
+    if (ttl <= 0 || list->names_len > LISTING_MAX)
+        return;
+    struct dirlist copy = { 0 };
+    for (size_t i = 0; i < list->n; i++) {
+        const struct dirent_rec *e = &list->ents[i];
+        if (dirlist_add(&copy, list->names + e->name_off, e->namelen, e->ino, e->type) < 0) {
+            dirlist_free(&copy);
+            return;
+        }
+    }
+    char *p = strdup(path);
+    if (p == NULL) {
+        dirlist_free(&copy);
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double end = (double)now.tv_sec + now.tv_nsec / 1e9 + ttl;
+    pthread_mutex_lock(&listings_lock);
+    struct listing *set = &listings[decision_slot(mnt, path, 0) % LISTING_SLOTS & ~(LISTING_WAYS - 1u)], *d = set;
+    for (struct listing *l = set; l < set + LISTING_WAYS; l++) {
+        if (l->path && l->mnt == mnt && strcmp(l->path, path) == 0) {
+            d = l;
+            break;
+        }
+        int d_live = d->path && d->gen == gen && later(&d->expires, &now);
+        int l_live = l->path && l->gen == gen && later(&l->expires, &now);
+        if (d_live && (!l_live || later(&d->expires, &l->expires)))
+            d = l;
+    }
+    free(d->path);
+    dirlist_free(&d->list);
+    d->mnt = mnt;
+    d->gen = gen;
+    d->path = p;
+    d->list = copy;
+    d->expires.tv_sec = (time_t)end;
+    d->expires.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
+    pthread_mutex_unlock(&listings_lock);
+}
+
+static int opendir_call(int mnt, const char *path, uint64_t *fh)
 {
     CALL(W_OPENDIR, mnt, path);
     int64_t r = xact(&c);
@@ -359,7 +576,7 @@ static int sh_opendir(int mnt, const char *path, uint64_t *fh)
     return (int)r;
 }
 
-static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+static int readdir_call(int mnt, const char *path, uint64_t fh, struct dirlist *out)
 {
     CALL(W_READDIR, mnt, path);
     c.rq.has_fh = 1;
@@ -380,8 +597,46 @@ static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
     return (int)r;
 }
 
+static int sh_opendir(int mnt, const char *path, uint64_t *fh)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&listings_lock);
+    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    pthread_mutex_unlock(&listings_lock);
+    if (l) {
+        *fh = LISTING_FH;
+        return 0;
+    }
+    return opendir_call(mnt, path, fh);
+}
+
+static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+{
+    if (fh == LISTING_FH) {
+        int r = listing_copy(mnt, path, out);
+        if (r != -1)
+            return r;
+        /* forgotten since the opendir: ask the file system after all */
+        dirlist_free(out);
+        uint64_t real;
+        if ((r = opendir_call(mnt, path, &real)) < 0)
+            return r;
+        r = readdir_call(mnt, path, real, out);
+        simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &real);
+        return r;
+    }
+    uint64_t gen = attrcache_generation();
+    int r = readdir_call(mnt, path, fh, out);
+    if (r >= 0)
+        listing_keep(mnt, path, out, gen);
+    return r;
+}
+
 static int sh_releasedir(int mnt, const char *path, uint64_t fh)
 {
+    if (fh == LISTING_FH)
+        return 0;
     return simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &fh);
 }
 static int sh_access(int mnt, const char *path, int mode)
@@ -447,6 +702,32 @@ static void sh_cache_close(int mnt, const char *path)
     xact(&c);
 }
 
+/* FIFOs, sockets and devices never reach the FS's open, as with the kernel: a FIFO is a
+ * real one the server keeps for it (the open blocks this process, as it would natively),
+ * a device is the machine's own, a socket cannot be opened. */
+static int sh_open_special(int mnt, const char *path, const struct stat *st, int flags)
+{
+    char real[PATH_MAX];
+    if (S_ISFIFO(st->st_mode)) {
+        CALL(W_FIFO, mnt, path);
+        c.out = real;
+        c.out_cap = sizeof real - 1;
+        int64_t r = xact(&c);
+        if (r < 0)
+            return (int)r;
+        real[c.out_len] = '\0';
+    } else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+        snprintf(real, sizeof real, "/dev/%s/%u:%u", S_ISCHR(st->st_mode) ? "char" : "block",
+                 major(st->st_rdev), minor(st->st_rdev));
+    } else {
+        return -ENXIO;
+    }
+    int fd = REAL(open)(real, flags, 0);
+    if (fd < 0)
+        return errno == ENOENT ? -ENXIO : -errno;
+    return fd;
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -458,11 +739,14 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
+    .open_special = sh_open_special,
 };
 
 static void atfork_child(void)
 {
     pthread_mutex_init(&conn_lock, NULL);   /* another thread may have held it */
+    pthread_mutex_init(&decisions_lock, NULL);
+    pthread_mutex_init(&listings_lock, NULL);
 }
 
 struct backend_ops *backend_shared_init(void)

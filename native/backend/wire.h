@@ -26,6 +26,8 @@ enum wire_op {
     W_CACHE_OPEN,   /* the file's page cache: an O_RDWR fd of the server's memfd rides
                        along; a = st_size for a new one; the response's fh is 1 if new */
     W_CACHE_CLOSE,  /* a process let go of the file's page cache */
+    W_FIFO,         /* a FIFO of the FS: the answer is the path of the real FIFO that
+                       stands for it (owner and mode from getattr), for the client to open */
 };
 
 struct wire_req {

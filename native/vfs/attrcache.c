@@ -15,6 +15,7 @@
 #include <time.h>
 
 #define SLOTS 4096              /* power of two */
+#define WAYS 4                  /* slots per set: names that collide still fit */
 #define MAXPATH 256             /* longer paths are not cached */
 
 struct slot {
@@ -74,12 +75,14 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
         return 0;
     holding = 1;
     pthread_mutex_lock(&lock);
-    struct slot *s = &slots[h & (SLOTS - 1)];
-    if (s->gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE) && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
-        memcmp(s->path, path, len + 1) == 0) {
-        *st = s->st;
-        hit = 1;
-    }
+    uint64_t g = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    for (struct slot *s = &slots[h & (SLOTS - WAYS)]; s < &slots[(h & (SLOTS - WAYS)) + WAYS]; s++)
+        if (s->gen == g && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
+            memcmp(s->path, path, len + 1) == 0) {
+            *st = s->st;
+            hit = 1;
+            break;
+        }
     pthread_mutex_unlock(&lock);
     holding = 0;
     return hit;
@@ -102,9 +105,20 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
     if (slots == NULL)
         __atomic_store_n(&slots, calloc(SLOTS, sizeof *slots), __ATOMIC_RELEASE);
     /* a change that happened during the FS call makes this answer possibly stale */
-    if (slots && gen_before == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
-        struct slot *s = &slots[h & (SLOTS - 1)];
-        s->gen = gen_before;
+    uint64_t g = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (slots && gen_before == g) {
+        /* WAYS slots per set: the same name's, else a stale one, else the one that
+         * expires first */
+        struct slot *set = &slots[h & (SLOTS - WAYS)], *s = set;
+        for (struct slot *t = set; t < set + WAYS; t++) {
+            if (t->gen == g && t->hash == h && t->mnt == mnt) {
+                s = t;
+                break;
+            }
+            if (s->gen == g && (t->gen != g || later(&s->expires, &t->expires)))
+                s = t;
+        }
+        s->gen = g;
         s->hash = h;
         s->mnt = mnt;
         s->st = *st;

@@ -296,6 +296,10 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
                 fdtable_set(fd, v);
             return fd;
         }
+        if (be->open_special && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+            r = be->open_special(vp.mnt, vp.path, &st, flags & ~(O_CREAT | O_EXCL));
+            return r < 0 ? be_errno(r) : r;
+        }
         guard_enter();
         r = be->open(vp.mnt, vp.path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
         guard_leave();

@@ -1,0 +1,158 @@
+"""Every operation runs with the calling process's rights (issue 10): a command dropped to
+another user cannot do through the mount what it could not do natively, files it creates
+are its own and follow its umask, and fuse_get_context() names it. The shared mode's
+server switches its fsuid, fsgid and groups per request; these tests need root to start a
+command as another user."""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import LOOPBACK, base_env, ldpfuse_run_argv
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
+NOBODY = 65534
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root"),
+    pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed"),
+]
+
+
+def as_nobody(*cmd, groups=None):
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+            *([f"--groups={groups}"] if groups else ["--clear-groups"]), *cmd]
+
+
+def ldp(tmp_path, fs, *fs_args, cmd, timeout=60):
+    # the shared mode: the embedded mode runs the FS inside the dropped process itself
+    # (which may not be able to load this interpreter at all: docs/limitations.md)
+    argv = ldpfuse_run_argv() + ["--mode", "shared", "--mountpoint", str(tmp_path / "mnt"),
+                                 fs, *map(str, fs_args), "--", *cmd]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env=base_env(), cwd="/")
+
+
+@pytest.fixture
+def tmp_path():
+    """A directory every user may reach (pytest's is under a 0700 one): the mount point
+    and the lower directory must be reachable by the user the command runs as, as
+    natively."""
+    d = tempfile.mkdtemp(prefix="ldpfuse-cred-")
+    os.chmod(d, 0o755)
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def lower(tmp_path):
+    d = tmp_path / "lower"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    (d / "open").mkdir()
+    os.chmod(d / "open", 0o777)
+    (d / "secret").write_text("root only\n")
+    os.chmod(d / "secret", 0o600)
+    (d / "public").write_text("anyone\n")
+    os.chmod(d / "public", 0o644)
+    (d / "group").write_text("group 4242\n")
+    os.chown(d / "group", 0, 4242)
+    os.chmod(d / "group", 0o640)
+    return d
+
+
+def test_another_user_cannot_read_roots_private_files_through_the_loopback(tmp_path, lower):
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", f"""
+        cat {m}/public
+        cat {m}/secret || echo refused
+        echo x >> {m}/public || echo refused
+        rm {m}/secret || echo refused
+    """))
+    assert r.stdout == "anyone\nrefused\nrefused\nrefused\n", r.stderr
+    assert "Permission denied" in r.stderr
+    assert (lower / "secret").read_text() == "root only\n"
+    assert (lower / "public").read_text() == "anyone\n"
+
+
+def test_files_another_user_creates_are_its_own_with_its_umask(tmp_path, lower):
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", f"""
+        cd {m}/open
+        umask 027
+        echo mine > new
+        mkdir dir
+        umask 0
+        echo all > all
+        stat -c '%n %u %g %a' new dir all
+        echo x > {m}/not-here || echo refused
+    """))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (f"new {NOBODY} {NOBODY} 640\ndir {NOBODY} {NOBODY} 750\n"
+                        f"all {NOBODY} {NOBODY} 666\nrefused\n")
+    st = os.stat(lower / "open" / "new")
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (NOBODY, NOBODY, 0o640)
+
+
+def test_supplementary_groups_count(tmp_path, lower):
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, cmd=["sh", "-c", f"""
+        {shlex.join(as_nobody('cat', f'{m}/group', groups='4242'))}
+        {shlex.join(as_nobody('cat', f'{m}/group'))} || echo refused
+    """])
+    assert r.stdout == "group 4242\nrefused\n", r.stderr
+
+
+def test_a_process_that_drops_its_rights_after_using_the_mount_loses_them(tmp_path, lower):
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, cmd=[sys.executable, "-c", f"""
+import os
+print(open("{m}/secret").read(), end="")
+os.setgroups([])
+os.setgid({NOBODY})
+os.setuid({NOBODY})
+try:
+    open("{m}/secret").read()
+except PermissionError:
+    print("refused")
+"""])
+    assert r.stdout == "root only\nrefused\n", r.stderr
+
+
+def test_fuse_get_context_names_the_calling_process(tmp_path):
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, f"{FIXTURES}:Whoami", cmd=["sh", "-c", f"""
+        cat {m}/whoami-root & echo "pid $!"; wait
+        {shlex.join(as_nobody('sh', '-c', f'cat {m}/whoami-nobody & echo "pid $!"; wait'))}
+    """])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 4, r.stdout
+    for group, ids in ((lines[:2], "0 0"), (lines[2:], f"{NOBODY} {NOBODY}")):
+        pid = [line[4:] for line in group if line.startswith("pid ")]
+        answer = [line for line in group if not line.startswith("pid ")]
+        assert answer == [f"{ids} {pid[0]}"], r.stdout
+
+
+def test_a_fifo_in_the_mount_keeps_its_owner_and_mode(tmp_path, lower):
+    """The real FIFO that stands for the file system's one has its owner and mode: another
+    user is refused at open (before any wait for a peer), as natively."""
+    os.mkfifo(lower / "private")
+    os.chmod(lower / "private", 0o600)
+    os.mkfifo(lower / "open" / "shared")
+    os.chmod(lower / "open" / "shared", 0o666)
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, timeout=30, cmd=as_nobody("sh", "-c", f"""
+        echo x > {m}/private || echo refused
+        (echo through > {m}/open/shared) &
+        cat {m}/open/shared
+        wait
+    """))
+    assert r.stdout == "refused\nthrough\n", r.stderr
+    assert "Permission denied" in r.stderr
