@@ -24,11 +24,23 @@ def _subreaper():
         pass  # descendants that outlive the command are then adopted by init
 
 
+_listeners = []
+
+
 def run(argv_exec, env, die):
+    """Serve the command and exit as it did."""
+    exit_as(wait(start(argv_exec, env, die)))
+
+
+def start(argv_exec, env, die):
+    """Build the file system objects, start the command and the server; returns the
+    command's pid. Called on the main thread, or (a fusepy script's FUSE() on another
+    thread) without the signal forwarding."""
     name = f"ldpfuse-{os.getpid()}-{secrets.token_hex(8)}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
     listener.listen(256)
+    _listeners.append(listener)     # open until this process exits
     env["LDPFUSE_MODE"] = "shared"
     env["LDPFUSE_SOCKET"] = name
     # the FS objects are built from the same description the clients get
@@ -55,11 +67,21 @@ def run(argv_exec, env, die):
             os.write(2, f"ldpfuse-run: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
         os._exit(127)
     _embedded.serve_start(listener.fileno(), thread_safe)
-    # the terminal sends Ctrl-C to the command too: let the command decide
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+    try:
+        # the terminal sends Ctrl-C to the command too: let the command decide
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda s, _f: os.kill(pid, s))
+    except ValueError:
+        pass  # not the main thread: signals keep their dispositions
+    return pid
+
+
+def wait(pid):
+    """Wait for the command and every descendant; run the exit hooks (the file systems'
+    destroy(), which also ends a fusepy script's FUSE() call); returns the command's
+    wait status (None if it was never seen)."""
     status = None
     while True:
         try:
@@ -73,6 +95,11 @@ def run(argv_exec, env, die):
     import atexit
 
     atexit._run_exitfuncs()     # the FS's destroy()
+    return status
+
+
+def exit_as(status):
+    """Exit as the command did."""
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)

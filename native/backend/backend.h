@@ -132,6 +132,9 @@ struct core_api {
     /* open(2) for an fd that will be handed back as a passthrough fd: not moved out of
      * the program's way like the FS's own fds (NULL: plain open) */
     int (*open_passthrough)(const char *path, int flags, mode_t mode);
+    /* make the calling thread the FS's own for good: its I/O never enters the mount
+     * (a fusepy script's thread); NULL where there is no interposer */
+    void (*guard_thread)(void);
 };
 
 /* Exported by the embedded backend's shared object. */

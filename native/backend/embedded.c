@@ -1123,6 +1123,19 @@ static PyObject *passthrough_open(PyObject *self, PyObject *args)
     return PyLong_FromLong(fd);
 }
 
+/* guard_this_thread(): the calling thread is the file system's own for good (a fusepy
+ * script's thread, which waits in FUSE() until the command ends): its I/O goes straight to
+ * libc, as the FS code's does while the library calls it, and never back into the mount.
+ * A no-op where the preload library is not loaded (the shared mode's launcher). */
+static PyObject *guard_this_thread(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    if (core && core->guard_thread)
+        core->guard_thread();
+    Py_RETURN_NONE;
+}
+
 /* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (server.c). */
 PyObject *ldp_serve_init(PyObject *self, PyObject *args);
 PyObject *ldp_serve_start(PyObject *self, PyObject *args);
@@ -1130,6 +1143,8 @@ PyObject *ldp_context(PyObject *self, PyObject *args);
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
       "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
+    { "guard_this_thread", guard_this_thread, METH_NOARGS,
+      "Make the calling thread the file system's own: its I/O never enters the mount." },
     { "context", ldp_context, METH_NOARGS, "The calling client's (uid, gid, pid) in the shared mode's server." },
     { "serve_init", ldp_serve_init, METH_NOARGS, "Build the file system objects for serving." },
     { "serve_start", ldp_serve_start, METH_VARARGS,
