@@ -224,6 +224,14 @@ def run_script(args, own_env, cmd):
     served = {}
 
     def on_fuse(call):
+        try:
+            launch_from_fuse(call)
+        except SystemExit:
+            raise
+        except BaseException as e:
+            die_now(f"{shown}: starting the command failed: {type(e).__name__}: {one_line(e)}")
+
+    def launch_from_fuse(call):
         mountpoint = args.mountpoint or call.mountpoint
         if not mountpoint:
             die_now(f"{shown}: FUSE() was given no mount point and there is no --mountpoint")
@@ -487,7 +495,12 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
             return shared_mode.start(argv_exec, env, die)
         return shared_mode.run(argv_exec, env, die)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_DFL)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except ValueError:  # a script's FUSE() on another thread than the main one
+            import ctypes
+
+            ctypes.CDLL(None).signal(int(sig), 0)   # 0: SIG_DFL
     try:
         os.execvpe(argv_exec[0], argv_exec, env)
     except OSError as e:

@@ -137,7 +137,8 @@ class ScriptRun:
         self.thread: int | None = None
         self.saved: dict[str, Any] = {}
         self.forked = False
-        self.gave_back = False  # the process's argv, __main__, streams are the program's again
+        self.gave_back = False
+        self.script_argv: list[str] = []  # the process's argv, __main__, streams are the program's again
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
@@ -198,7 +199,7 @@ class ScriptRun:
             sys.stdout = sys.stderr = self.stdout
         try:
             code, module, argv0 = self._main_module()
-            sys.argv = [argv0, *self.argv]
+            sys.argv = self.script_argv = [argv0, *self.argv]
             sys.modules["__main__"] = module
             exec(code, module.__dict__)
         except SystemExit as e:
@@ -248,18 +249,20 @@ class ScriptRun:
 
     def wait_finished(self, seconds: float = FINISH_SECONDS) -> bool:
         """Wait (bounded) for the script's code after FUSE() to finish. What it prints
-        meanwhile goes where its output went before FUSE(), even if the program (a Python
-        program hosting it) has its own streams back."""
+        meanwhile goes where its output went before FUSE(), and it sees its own sys.argv,
+        even if the program (a Python program hosting it) has had them back."""
         if self.forked or self.thread == _thread.get_ident():
             return True
-        streams = sys.stdout, sys.stderr
-        if self.stdout is not None and self.gave_back:
-            sys.stdout = sys.stderr = self.stdout
+        program = sys.stdout, sys.stderr, sys.argv
+        if self.gave_back:  # the program is exiting: the script has sys back meanwhile
+            sys.argv = self.script_argv
+            if self.stdout is not None:
+                sys.stdout = sys.stderr = self.stdout
         try:
             ok = self.finished.acquire(timeout=seconds)
         finally:
             if self.gave_back:
-                sys.stdout, sys.stderr = streams
+                sys.stdout, sys.stderr, sys.argv = program
         if ok:
             _release(self.finished)
         return ok

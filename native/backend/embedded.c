@@ -313,29 +313,78 @@ static int get_time(PyObject *d, PyObject *key, int use_ns, struct timespec *ts)
     return 0;
 }
 
-static int dict_to_stat(int mnt, PyObject *d, struct stat *st)
+/* A getattr dict with keys that are not struct stat's (`size` for `st_size`), or values
+ * that are not numbers: named once per process, the rest of the dict is used. */
+static void log_odd_stat_keys(const char *path, PyObject *d)
+{
+    static int said;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        return;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    char odd[512] = "";
+    size_t used = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        int known = 0;
+#define IS(n) known |= key == k_##n || (PyUnicode_Check(key) && PyUnicode_Compare(key, k_##n) == 0);
+        IS(st_mode) IS(st_ino) IS(st_dev) IS(st_nlink) IS(st_uid) IS(st_gid) IS(st_rdev)
+        IS(st_size) IS(st_blksize) IS(st_blocks) IS(st_atime) IS(st_mtime) IS(st_ctime)
+#undef IS
+        PyErr_Clear();
+        int number = PyLong_Check(value) || PyFloat_Check(value);
+        if (known && number)
+            continue;
+        PyObject *r = PyObject_Repr(key);
+        const char *k = r ? PyUnicode_AsUTF8(r) : NULL;
+        if (k && used < sizeof odd)
+            used += (size_t)snprintf(odd + used, sizeof odd - used, "%s%s%s", used ? ", " : "", k,
+                                     known ? " (not a number)" : "");
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    if (used)
+        log_msg(0, "getattr(%s) returned keys that are not struct stat's, ignored: %s "
+                "(st_mode, st_size, st_mtime, ...; logged once)", path, odd);
+}
+
+static int dict_to_stat(int mnt, const char *path, PyObject *d, struct stat *st)
 {
     long long v;
+    int used = 0;
     memset(st, 0, sizeof *st);
     st->st_nlink = 1;
     st->st_blksize = 4096;
-    if (get_ll(d, k_st_mode, &v)) st->st_mode = (mode_t)v;
-    if (get_ll(d, k_st_ino, &v)) st->st_ino = (ino_t)v;
-    if (get_ll(d, k_st_dev, &v)) st->st_dev = (dev_t)v;
-    if (get_ll(d, k_st_nlink, &v)) st->st_nlink = (nlink_t)v;
-    if (get_ll(d, k_st_uid, &v)) st->st_uid = (uid_t)v;
-    if (get_ll(d, k_st_gid, &v)) st->st_gid = (gid_t)v;
-    if (get_ll(d, k_st_rdev, &v)) st->st_rdev = (dev_t)v;
-    if (get_ll(d, k_st_size, &v)) st->st_size = (off_t)v;
-    if (get_ll(d, k_st_blksize, &v)) st->st_blksize = (blksize_t)v;
-    if (get_ll(d, k_st_blocks, &v))
+    if (get_ll(d, k_st_mode, &v)) {
+        st->st_mode = (mode_t)v;
+        used++;
+    }
+#define GET(field, type) if (get_ll(d, k_##field, &v)) { st->field = (type)v; used++; }
+    GET(st_ino, ino_t) GET(st_dev, dev_t) GET(st_nlink, nlink_t) GET(st_uid, uid_t)
+    GET(st_gid, gid_t) GET(st_rdev, dev_t) GET(st_size, off_t) GET(st_blksize, blksize_t)
+#undef GET
+    if (get_ll(d, k_st_blocks, &v)) {
         st->st_blocks = (blkcnt_t)v;
-    else
+        used++;
+    } else {
         st->st_blocks = (st->st_size + 511) / 512;
+    }
     int ns = mnts[mnt].use_ns;
-    get_time(d, k_st_atime, ns, &st->st_atim);
-    get_time(d, k_st_mtime, ns, &st->st_mtim);
-    get_time(d, k_st_ctime, ns, &st->st_ctim);
+    used += get_time(d, k_st_atime, ns, &st->st_atim);
+    used += get_time(d, k_st_mtime, ns, &st->st_mtim);
+    used += get_time(d, k_st_ctime, ns, &st->st_ctim);
+    if (__builtin_expect(used < PyDict_GET_SIZE(d), 0))
+        log_odd_stat_keys(path, d);
+    if (__builtin_expect((st->st_mode & S_IFMT) == 0, 0)) {
+        /* kernel FUSE refuses an attribute without a file type with EIO as well */
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            log_msg(0, "getattr(%s) returned no file type in st_mode (%s): EIO; every "
+                    "file needs one, e.g. st_mode=stat.S_IFREG | 0o644 (logged once)", path,
+                    PyDict_GetItemWithError(d, k_st_mode) ? "S_IFREG, S_IFDIR, ... missing"
+                                                         : "no st_mode key");
+        PyErr_Clear();
+        return -EIO;
+    }
     return 0;
 }
 
@@ -361,7 +410,7 @@ static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat
     if (r == NULL)
         ret = fail(s_getattr, path);
     else if (PyDict_Check(r))
-        ret = dict_to_stat(mnt, r, st);
+        ret = dict_to_stat(mnt, path, r, st);
     else if (PyLong_Check(r) && PyLong_AsLong(r) < 0)
         ret = (int)PyLong_AsLong(r);
     else
