@@ -220,6 +220,8 @@ def run_script(args, own_env, cmd):
     from . import fusepy_script
 
     shown = f"-m {args.module}" if args.module else args.fs
+    if args.log_file:   # what the script prints or logs here goes there too
+        os.environ["LDPFUSE_LOG_FILE"] = os.path.abspath(args.log_file)
     out = ScriptOutput(to_log=args.mode == "shared")
     served = {}
 
