@@ -223,3 +223,43 @@ def test_o_ro_without_value_and_after_the_fs_spec(ws):
 def test_o_other_than_ro_is_still_refused_for_scripts(ws, option):
     r = ldp(ws, SCRIPTS / "memory_builtins.py", ws.mnt, options=["-o", option], cmd=["true"])
     assert r.returncode == 2 and "-o" in one_line(r), r.describe()
+
+
+# -- the loop a FUSE() call sits in (unit)
+
+def test_mount_loop_runs_handed_calls_on_its_own_thread_until_it_ends():
+    import _thread
+    import threading
+
+    from ldpfuse_py.fusepy_script import MountLoop
+
+    box = {}
+
+    def fuse_thread():
+        box["loop"] = MountLoop()
+        box["ident"] = _thread.get_ident()
+        started.set()
+        box["loop"].serve()
+
+    started = threading.Event()
+    t = threading.Thread(target=fuse_thread)
+    t.start()
+    started.wait(10)
+    loop = box["loop"]
+    assert loop.run_here(_thread.get_ident) == box["ident"]
+    with pytest.raises(OSError) as e:
+        loop.run_here(os.stat, "/no/such/path/here")
+    assert e.value.errno == errno.ENOENT
+    results = []
+    workers = [threading.Thread(target=lambda: results.append(loop.run_here(_thread.get_ident)))
+               for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(10)
+    assert results == [box["ident"]] * 8
+    loop.end()
+    t.join(10)
+    assert not t.is_alive()
+    # after the end, calls run where they are made
+    assert loop.run_here(_thread.get_ident) == _thread.get_ident()
