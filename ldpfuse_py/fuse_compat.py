@@ -57,6 +57,7 @@ __all__ = [
     "log_callback",
     "overrides",
     "ENOATTR",
+    "ReadDirResult",
     "fuse_config",
     "fuse_conn_info",
     "set_st_attrs",
@@ -299,6 +300,14 @@ def __getattr__(name: str) -> Any:
         import logging
 
         return logging.getLogger("fuse")
+    if name == "ReadDirResult":
+        # mfusepy's annotation for what readdir returns (names, or (name, attrs or mode,
+        # offset) tuples); made on first use: importing typing costs milliseconds
+        from typing import Iterable, Tuple, Union
+
+        value = Iterable[Union[str, Tuple[str, dict, int], Tuple[str, int, int]]]
+        globals()[name] = value
+        return value
     if name in ("c_timespec", "c_utimbuf", "c_stat", "c_statvfs"):
         names = _ctypes_names()
         globals().update(names)

@@ -49,7 +49,7 @@ class ReaddirWithOffset(fuse.Operations):
         return ['user.kind']
 
     @fuse.overrides(fuse.Operations)
-    def readdir_with_offset(self, path: str, offset: int, fh: int):
+    def readdir_with_offset(self, path: str, offset: int, fh: int) -> fuse.ReadDirResult:
         log.debug('readdir path=%s, offset=%d', path, offset)
         if path != '/':
             raise fuse.FuseOSError(errno.ENOENT)
