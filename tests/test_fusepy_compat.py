@@ -159,6 +159,27 @@ def test_use_ino_false_gives_the_mounts_inode_numbers(ws):
     assert r.returncode == 0 and r.stdout == "7\n7\n", r.describe()
 
 
+def test_ioctl_reaches_the_file_systems_ioctl_with_the_callers_buffer(ws):
+    # fusepy's examples/ioctl.py: M_IOWR adds one to the caller's number in place
+    py = ("import errno, fcntl, os, struct, sys, termios; m = sys.argv[1]\n"
+          "open(m + '/test', 'w').close()\n"
+          "fd = os.open(m + '/test', os.O_RDONLY)\n"
+          "M_IOWR = (3 << 30) | (4 << 16) | (ord('M') << 8) | 1\n"
+          "buf = bytearray(struct.pack('<I', 100))\n"
+          "try:\n    fcntl.ioctl(fd, M_IOWR, buf, True); print(struct.unpack('<I', buf)[0])\n"
+          "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
+          "try:\n    fcntl.ioctl(fd, termios.TCGETS, bytes(64))\n"
+          "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
+          "print(os.isatty(fd), os.isatty(1))\n")
+    r = ldp(ws, SCRIPTS / "ioctl_counter.py", ws.mnt, options=["--log-file", ws.tmp / "log"],
+            cmd=[sys.executable, "-c", py, ws.mnt])
+    assert r.returncode == 0, r.describe()
+    # --mode shared: the server cannot reach the caller's memory (no wire request for
+    # ioctl yet): refused with ENOTTY, as the kernel answers the file's placeholder
+    answer = "101" if LDP_MODE == "embedded" else "ENOTTY"
+    assert r.stdout == f"{answer}\nENOTTY\nFalse False\n", r.describe()
+
+
 # -- wrong answers are named at once
 
 def test_getattr_without_st_mode_is_eio_and_a_misspelt_key_is_named(ws):

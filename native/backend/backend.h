@@ -122,6 +122,11 @@ struct backend_ops {
      * if there was none (*fresh = 1). Every cache_open is paired with one cache_close. */
     int (*cache_open)(int mnt, const char *path, off_t size, int *fd, int *fresh);
     void (*cache_close)(int mnt, const char *path);
+    /* FUSE's ioctl on an open file: data is the caller's buffer when the request carries
+     * one (_IOC_SIZE), else NULL; returns >= 0 or -errno. NULL: the kernel answers, on the
+     * file the fd holds (the shared mode, where the caller's memory is not the server's) */
+    int (*ioctl)(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
+                 unsigned int flags, void *data);
 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions

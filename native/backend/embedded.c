@@ -26,7 +26,7 @@ static int host_owns;
 #define OPS(X) X(getattr) X(readlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(symlink) \
     X(rename) X(link) X(chmod) X(chown) X(truncate) X(open) X(create) X(read) X(write) \
     X(statfs) X(flush) X(release) X(fsync) X(opendir) X(readdir) X(releasedir) X(access) \
-    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy)
+    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy) X(ioctl)
 #define ENUM(n) OP_##n,
 enum { OPS(ENUM) NOPS };
 #undef ENUM
@@ -966,6 +966,17 @@ static int be_removexattr(int mnt, const char *path, const char *name)
     return STATUS(mnt, s_removexattr, path, 1, str_obj(name));
 }
 
+/* fusepy's ioctl(path, cmd, arg, fh, flags, data): arg and data are addresses (ints, as
+ * ctypes hands c_void_p to fusepy's callbacks); the FS runs in the caller's process, so
+ * data is the caller's own buffer, read and written in place. */
+static int be_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
+                    unsigned int flags, void *data)
+{
+    return STATUS(mnt, s_ioctl, path, 5, PyLong_FromUnsignedLong(cmd), PyLong_FromVoidPtr(arg),
+                  fh_obj(fh), PyLong_FromUnsignedLong(flags),
+                  data ? PyLong_FromVoidPtr(data) : (Py_INCREF(Py_None), Py_None));
+}
+
 static void be_destroy(void)
 {
     if (!Py_IsInitialized() || host_owns)
@@ -990,7 +1001,7 @@ static struct backend_ops ops = {
     .opendir = be_opendir, .readdir = be_readdir, .releasedir = be_releasedir,
     .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
     .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
-    .destroy = be_destroy, .append = be_append,
+    .destroy = be_destroy, .append = be_append, .ioctl = be_ioctl,
 };
 
 /* ---- start-up */
