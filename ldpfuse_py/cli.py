@@ -265,6 +265,10 @@ def run_script(args, own_env, cmd):
                 served["status"] = shared_mode.wait(pid)
             finally:
                 done.release()
+            # the script's code after FUSE() had its time (FusepyOps._unmount): a script
+            # that still runs does not keep the command's exit status from its caller
+            if not run.wait_finished(1.0):
+                shared_mode.exit_as(served.get("status"))
 
         _thread.start_new_thread(waiter, ())
 
