@@ -144,11 +144,11 @@ def _load_script(spec, args, host_owns, ro):
     script's thread then waits in FUSE() until the command ends (fusepy_script)."""
     from .fusepy_script import ScriptRun, start_script
 
-    path = module = None
+    path = module = module_dir = None
     if spec.startswith(SCRIPT_PREFIX):
         path = os.path.abspath(spec[len(SCRIPT_PREFIX):])
     else:
-        module = spec[len(MODULE_PREFIX):]
+        module, _, module_dir = spec[len(MODULE_PREFIX):].partition(":")
     live = ScriptRun.current
     if live is not None and live.calls and (live.path, live.module) == (path, module):
         # the launcher of --mode shared: the script runs here already, in its FUSE()
@@ -164,7 +164,7 @@ def _load_script(spec, args, host_owns, ro):
         # program's main thread and make the interpreter's exit wait for it (before atexit,
         # where destroy() lets the script's FUSE() return)
         import threading  # noqa: F401
-    run = ScriptRun(path, args, module=module, stdout=_LogStream())
+    run = ScriptRun(path, args, module=module, stdout=_LogStream(), module_dir=module_dir)
     call = start_script(run, keep_process_state=not host_owns)
     if host_owns:
         _keep_root_logger(root, logging_state)

@@ -244,7 +244,7 @@ def run_script(args, own_env, cmd):
             for key in call.ignored_options():
                 sys.__stderr__.write(f"{PROG}: FUSE() option {key}={call.options[key]!r} has "
                                      f"no meaning without a kernel mount: ignored\n")
-        spec = (MODULE_PREFIX + args.module if args.module
+        spec = (f"{MODULE_PREFIX}{args.module}:{os.getcwd()}" if args.module
                 else SCRIPT_PREFIX + os.path.abspath(args.fs))
         streams = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # the launcher's own lines

@@ -18,7 +18,7 @@ import sys
 
 COMPAT_NAMES = ("fuse", "mfusepy")
 SCRIPT_PREFIX = "script:"  # how the launcher marks a fusepy script in LDPFUSE_FS_<i>
-MODULE_PREFIX = "module:"  # ... and a fusepy module run as `python -m NAME`
+MODULE_PREFIX = "module:"  # ... and a fusepy module run as `python -m NAME` (module:NAME:CWD)
 MOUNT_FLAGS = "\0mount"   # parse_options' key for FUSE's bare mount flags (-o ro)
 FLAGS = ("ro",)            # -o flags (no =value) that are the mount's, as FUSE's -o ro
 

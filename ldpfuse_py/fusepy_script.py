@@ -122,9 +122,13 @@ class ScriptRun:
     current: ScriptRun | None = None  # the run whose FUSE() calls are being taken
 
     def __init__(self, path: str | None, argv: list[str], *, module: str | None = None,
-                 launch: Callable[[Any], None] | None = None, stdout: Any = None) -> None:
+                 launch: Callable[[Any], None] | None = None, stdout: Any = None,
+                 module_dir: str | None = None) -> None:
         self.path = os.path.abspath(path) if path else None
         self.module = module
+        # `python -m` puts its working directory first on sys.path: the launcher's, in
+        # every process (a command may have changed directory)
+        self.module_dir = module_dir or os.getcwd()
         self.argv = list(argv)
         self.launch = launch
         self.stdout = stdout
@@ -137,8 +141,8 @@ class ScriptRun:
         self.thread: int | None = None
         self.saved: dict[str, Any] = {}
         self.forked = False
-        self.gave_back = False
-        self.script_argv: list[str] = []  # the process's argv, __main__, streams are the program's again
+        self.gave_back = False  # the process's argv, __main__, streams are the program's again
+        self.script_argv: list[str] = []
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
@@ -188,7 +192,7 @@ class ScriptRun:
         from .fs_loader import FusepyImports
 
         self.thread = _thread.get_ident()
-        first_path = os.getcwd() if self.module else os.path.dirname(str(self.path))
+        first_path = self.module_dir if self.module else os.path.dirname(str(self.path))
         self.saved = {"argv": sys.argv, "main": sys.modules.get("__main__"),
                       "out": sys.stdout, "err": sys.stderr, "path0": first_path,
                       "keep": keep_process_state, "imports": FusepyImports()}

@@ -85,8 +85,10 @@ def test_m_module_runs_as_python_dash_m(ws):
     (pkg / "memfs_mod.py").write_text((SCRIPTS / "memory_builtins.py").read_text())
     py = ("import sys; m = sys.argv[1]\n"
           "open(m + '/x', 'w').write('from -m\\n'); print(open(m + '/x').read(), end='')\n")
+    # the process using the mount works elsewhere: the module is still found where
+    # `python -m` found it, in the launcher's directory
     r = ldp(ws, "-m", "memfs_mod", ws.mnt, options=["--log-file", ws.tmp / "log"],
-            cmd=[sys.executable, "-c", py, ws.mnt], cwd=pkg)
+            cmd=["sh", "-c", f'cd / && exec {sys.executable} -c "$0" {ws.mnt}', py], cwd=pkg)
     assert r.returncode == 0, r.describe()
     assert r.stdout == "from -m\n", r.describe()
     r = ldp(ws, "-m", "no_such_module_here", ws.mnt, cmd=["true"], cwd=pkg)
