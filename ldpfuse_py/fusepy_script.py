@@ -154,11 +154,14 @@ class ScriptRun:
 
     # -- what FUSE() calls
     def publish(self, call: Any) -> None:
+        if self.calls:
+            # fusepy would mount again after an unmount; here the mount was the command
+            raise RuntimeError("ldpfuse-run mounts one file system per script: a second "
+                               "FUSE() call has no command to serve")
         self.calls.append(call)
-        if len(self.calls) == 1:
-            if self.launch is not None:
-                self.launch(call)
-            _release(self.published)
+        if self.launch is not None:
+            self.launch(call)
+        _release(self.published)
 
     # -- running
     def _main_module(self) -> tuple[Any, types.ModuleType, str]:
