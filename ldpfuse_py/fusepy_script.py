@@ -10,7 +10,13 @@ system is unmounted, then returns, and the script's code after it (``with`` bloc
    there (``nothreads=True``: libfuse's single-threaded loop calls every operation on the
    thread that called ``FUSE()``; sqlite3 connections, for one, insist on it), until
 3. the command ends (the file system's ``destroy`` is called: see
-   ``FusepyOps._op_destroy``), and then returns.
+   ``FusepyOps._unmount``, which then waits, at most FINISH_SECONDS, for the script's code
+   after ``FUSE()``), and then returns.
+
+"The command ends" is where each backend calls ``destroy``: the shared mode's launcher
+after the command and its descendants have ended (``shared_mode.wait`` runs the exit
+hooks), a process with its own instance when it exits (``be_destroy``, or ``atexit`` in a
+Python program). Nothing here depends on which thread calls the operations.
 
 Where the script runs:
 
@@ -20,9 +26,11 @@ Where the script runs:
   process, and ``FUSE()`` returns when the command has ended;
 - in every other process that builds the file system (``--mode embedded``), on a thread
   of its own (:func:`start_script`), since the process's own thread must go back to the
-  program as soon as the operations exist. The thread is started with ``_thread`` and
-  nothing imports ``threading`` before the script does, so in ldpfuse's own interpreter the
-  script's thread is the one ``threading`` calls the main thread.
+  program as soon as the operations exist. The thread is the file system's own (its I/O
+  never re-enters the mount: ``_embedded.guard_this_thread``). It is started with
+  ``_thread`` and nothing imports ``threading`` before the script does, so in ldpfuse's
+  own interpreter the script's thread is the one ``threading`` calls the main thread
+  (ratarmount refuses to start with other threads about).
 """
 
 from __future__ import annotations
