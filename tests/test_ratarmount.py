@@ -136,3 +136,22 @@ def test_ratarmount_errno_and_exit_status_reach_the_program(ws):
     # kernel FUSE: create is refused, and touch's fallback utimensat() finds no file
     assert "touch: cannot touch" in r.stderr, r.describe()
     assert ws.mnt.exists() is False or not (ws.mnt / "new").exists()
+
+
+def test_ratarmount_write_overlay_takes_writes_from_every_process_in_shared_mode(ws):
+    # -w DIR: ratarmount's writable mount over a read-only archive (an sqlite3 database of
+    # deletions in DIR). One instance must serve the whole command: --mode shared.
+    src, path = archive(ws, "tar")
+    overlay = ws.tmp / "overlay"
+    overlay.mkdir()
+    m = ws.mnt
+    r = ratarmount(ws, "-w", overlay, path, m, mode="shared", cmd=[
+        "sh", "-c", f"echo new > {m}/n.txt && cat {m}/n.txt && echo more >> {m}/docs/a.txt && "
+                    f"tail -n 1 {m}/docs/a.txt && rm {m}/b.bin && mv {m}/n.txt {m}/docs/n.txt && "
+                    f"cd {m} && find . | sort"])
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == ("new\nmore\n.\n./docs\n./docs/a.txt\n./docs/link\n./docs/n.txt\n"
+                        "./empty\n"), r.describe()
+    # what was written is in the overlay directory, on disk
+    assert (overlay / "docs" / "n.txt").read_text() == "new\n"
+    assert (overlay / "docs" / "a.txt").read_text() == "alpha\n" * 100 + "more\n"
