@@ -11,7 +11,8 @@ Kept small: it is imported in every process that touches a mount.
 import os
 import sys
 
-from .fs_loader import SCRIPT_PREFIX, load_class, parse_options
+from .fs_loader import (MODULE_PREFIX, MOUNT_FLAGS, SCRIPT_PREFIX, check_instance, load_class,
+                        parse_options)
 from .operations import Operations, FileInfo, Passthrough
 
 __all__ = ["boot", "log_exception", "Passthrough", "FileInfo"]
@@ -137,23 +138,37 @@ def _takes_fileinfo(ops):
 _host_owns = 0
 
 
-def _load_script(path, args, host_owns):
-    """A fusepy script (``script:PATH``): run it as ``__main__`` and wrap the operations
-    of its FUSE() call for the options it gave."""
-    from .fuse_compat import run_script
+def _load_script(spec, args, host_owns, ro):
+    """A fusepy script (``script:PATH``) or module (``module:NAME``): run it as ``__main__``
+    until its FUSE() call, and wrap the call's operations for the options it gave. The
+    script's thread then waits in FUSE() until the command ends (fusepy_script)."""
+    from .fusepy_script import ScriptRun, start_script
 
+    path = module = module_dir = None
+    if spec.startswith(SCRIPT_PREFIX):
+        path = os.path.abspath(spec[len(SCRIPT_PREFIX):])
+    else:
+        module, _, module_dir = spec[len(MODULE_PREFIX):].partition(":")
+    live = ScriptRun.current
+    if live is not None and live.calls and (live.path, live.module) == (path, module):
+        # the launcher of --mode shared: the script runs here already, in its FUSE()
+        return live.calls[0].wrap(ro=ro)
     root = logging_state = None
     if host_owns and "logging" in sys.modules:
         import logging
 
         root = logging.getLogger()
         logging_state = (list(root.handlers), root.level)
-    calls, _ = run_script(path, args, main_module=not host_owns, stdout=_LogStream())
-    if not calls:
-        raise RuntimeError(f"{path} did not call FUSE()")
+    if host_owns:
+        # threading, imported by the script's thread first, would take that thread for the
+        # program's main thread and make the interpreter's exit wait for it (before atexit,
+        # where destroy() lets the script's FUSE() return)
+        import threading  # noqa: F401
+    run = ScriptRun(path, args, module=module, stdout=_LogStream(), module_dir=module_dir)
+    call = start_script(run, keep_process_state=not host_owns)
     if host_owns:
         _keep_root_logger(root, logging_state)
-    return calls[0].wrap()
+    return call.wrap(ro=ro)
 
 
 def _keep_root_logger(root, state):
@@ -179,16 +194,30 @@ def _keep_root_logger(root, state):
 
 
 def _load(i, spec, args, opts, host_owns):
-    if spec.startswith(SCRIPT_PREFIX):
-        return _load_script(spec[len(SCRIPT_PREFIX):], args, host_owns)
+    ro = "ro" in opts.pop(MOUNT_FLAGS, ())
+    if spec.startswith((SCRIPT_PREFIX, MODULE_PREFIX)):
+        return _load_script(spec, args, host_owns, ro)
     cls = load_class(spec, private_name=f"_ldpfuse_fs_{i}")
-    ops = cls(*args, **opts)
+    ops = check_instance(cls(*args, **opts), spec)
     from_fusepy = any(getattr(ops, name, 0) is None for name in _NONE_CHECK)
-    if from_fusepy:  # fusepy's "set to None: not implemented"
+    if from_fusepy or ro or _MFUSEPY_ONLY & _own_methods(ops):
+        # fusepy's "set to None: not implemented", mfusepy's readdir_with_offset and
+        # init_with_config, a read-only mount
         from .fuse_compat import FusepyOps
 
-        ops = FusepyOps(ops)
+        ops = FusepyOps(ops, ro=ro)
     return ops
+
+
+_MFUSEPY_ONLY = {"readdir_with_offset", "init_with_config"}
+
+
+def _own_methods(ops):
+    own = set()
+    for name in _MFUSEPY_ONLY:
+        if getattr(type(ops), name, None) is not getattr(Operations, name, None):
+            own.add(name)
+    return own
 
 
 # operations the preload library calls that fusepy file systems set to None

@@ -3,8 +3,11 @@
     ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
                 [--log-level LEVEL] [--log-file FILE] [--trace]
                 FS [FS_ARG...] -- COMMAND [ARG...]
+    ldpfuse-run [options] -m MODULE [ARG...] -- COMMAND [ARG...]
 
-The launcher checks the file system can be loaded, writes the mount table and what the
+FS is a class (path/to/file.py:Class, package.module:Class) or a fusepy script
+(path/to/script.py), run as `python script.py FS_ARG...` would; -m runs a fusepy module as
+`python -m MODULE ARG...` would. The launcher checks the file system can be loaded, writes the mount table and what the
 preload library needs into the environment, and execs COMMAND with LD_PRELOAD set: the exit
 status is the command's. Bad input gets one line on stderr and exit status 2 (127 when the
 command does not exist); nothing is started then.
@@ -15,7 +18,8 @@ import shutil
 import sys
 import sysconfig
 
-from .fs_loader import SCRIPT_PREFIX, SpecError, is_script_spec, load_class, parse_options, split_spec
+from .fs_loader import (FLAGS, MODULE_PREFIX, MOUNT_FLAGS, SCRIPT_PREFIX, SpecError, check_instance,
+                        is_script_spec, load_class, parse_options, split_spec)
 
 PROG = "ldpfuse-run"
 SEP = "\x1f"
@@ -35,12 +39,14 @@ def parser():
     p = argparse.ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
-              "[--log-level LEVEL] [--log-file FILE] [--trace] FS [FS_ARG...] -- COMMAND [ARG...]",
+              "[--log-level LEVEL] [--log-file FILE] [--trace] FS [FS_ARG...] -- COMMAND [ARG...]\n"
+              "       %(prog)s [options] -m MODULE [ARG...] -- COMMAND [ARG...]",
         description="Run COMMAND (and every process it starts) with the file system FS mounted "
                     "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
     p.add_argument("--mountpoint", metavar="DIR", help="where the file system appears (need not exist)")
     p.add_argument("-o", dest="options", metavar="KEY=VALUE", action="append", default=[],
-                   help="keyword argument for the file system class (repeatable)")
+                   help="keyword argument for the file system class (repeatable); "
+                        "-o ro: a read-only mount")
     p.add_argument("--mode", choices=["embedded", "shared"], default=None,
                    help="shared: one FS process for the whole command (the default); embedded: the "
                         "FS runs inside each process (the default for a class whose "
@@ -153,7 +159,7 @@ def one_line(exc):
     return " ".join(str(exc).split())
 
 
-def mount_point(mountpoint):
+def mount_point(mountpoint, die=die):
     if "\n" in mountpoint:
         die("the mount point may not contain a newline")
     point = os.path.normpath(os.path.abspath(mountpoint))
@@ -162,67 +168,128 @@ def mount_point(mountpoint):
     return point
 
 
-def _root_logging():
-    if "logging" not in sys.modules:
-        return [], 30  # logging.WARNING
-    import logging
+class ScriptOutput:
+    """What a script run by the launcher prints: kept (its last lines name why a script
+    that exits before FUSE() failed) and, in --mode shared, where this process serves the
+    command, written to the log, never into the command's output."""
 
-    root = logging.getLogger()
-    return list(root.handlers), root.level
+    encoding = "utf-8"
+    errors = "backslashreplace"
+
+    def __init__(self, to_log):
+        self.to_log = to_log
+        self.lines = []
+        self.pending = ""
+
+    def write(self, text):
+        lines = (self.pending + text).split("\n")
+        self.pending = lines.pop()
+        for line in lines:
+            if line.strip():
+                self.lines = (self.lines + [line])[-5:]
+                if self.to_log:
+                    from ._runtime import log_line
+
+                    log_line(line)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def last_line(self):
+        lines = self.lines + ([self.pending] if self.pending.strip() else [])
+        return lines[-1].strip() if lines else ""
 
 
-def _restore_root_logging(state):
-    """Undo the script's logging.basicConfig(): its handlers wrote into the buffer of this
-    check run, and a later run of the script in this process (--mode shared) must be
-    able to configure logging again."""
-    if "logging" not in sys.modules:
-        return
-    import logging
-
-    root = logging.getLogger()
-    handlers, level = state
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-    root.setLevel(level)
+def die_now(msg, status=2):
+    """die() from inside a script's FUSE() call: a SystemExit there would be the script's."""
+    sys.stdout.flush()
+    sys.__stderr__.write(f"{PROG}: {msg}\n")
+    sys.__stderr__.flush()
+    os._exit(status)
 
 
-def load_script(args, own_env):
-    """A fusepy script: run it here once, as its own __main__, to learn the mount point and
-    options of its FUSE() call; every process that touches the mount runs it again to
-    build its operations object. Returns (spec, mount point)."""
-    import io
+def run_script(args, own_env, cmd):
+    """A fusepy script (or -m module): run it here as ``python script.py ARGS`` would; its
+    FUSE() call launches the command (see fusepy_script). --mode embedded execs it from
+    inside FUSE(); --mode shared (the default) serves it from this process, FUSE() returns when it has
+    ended, the script's code after FUSE() runs, and the exit status is the command's."""
+    import _thread
 
-    from .fuse_compat import ScriptExit, run_script
+    from . import fusepy_script
 
-    path = os.path.abspath(args.fs)
-    printed = io.StringIO()
-    logging_before = _root_logging()
-    try:
-        calls, _ = run_script(path, args.fs_args, stdout=printed)
-    except ScriptExit as e:
-        last = [line for line in printed.getvalue().splitlines() if line.strip()][-1:]
-        die(f"{args.fs}: {e}" + (f": {last[0].strip()}" if last else ""))
-    except BaseException as e:
-        die(f"{args.fs}: running the script failed: {type(e).__name__}: {one_line(e)}")
-    finally:
-        _restore_root_logging(logging_before)
-    if not calls:
-        die(f"{args.fs}: the script did not call FUSE(operations, mountpoint, ...)")
-    if len(calls) > 1:
-        die(f"{args.fs}: the script called FUSE() {len(calls)} times; "
-            f"ldpfuse-run mounts one file system per script")
-    call = calls[0]
-    mountpoint = args.mountpoint or call.mountpoint
-    if not mountpoint:
-        die(f"{args.fs}: FUSE() was given no mount point and there is no --mountpoint")
-    timeout = call.options.get("attr_timeout")
-    if timeout is not None and "LDPFUSE_ATTR_TIMEOUT" not in own_env:
-        own_env["LDPFUSE_ATTR_TIMEOUT"] = str(float(timeout))
-    if (args.log_level or "").lower() == "debug":
-        for key in call.ignored_options():
-            print(f"{PROG}: FUSE() option {key}={call.options[key]!r} has no meaning "
-                  f"without a kernel mount: ignored", file=sys.stderr)
-    return SCRIPT_PREFIX + path, mountpoint
+    shown = f"-m {args.module}" if args.module else args.fs
+    if args.mode is None:
+        args.mode = "shared"    # the default: one instance for the command tree
+    if args.log_file:   # what the script prints or logs here goes there too
+        os.environ["LDPFUSE_LOG_FILE"] = os.path.abspath(args.log_file)
+    out = ScriptOutput(to_log=args.mode == "shared")
+    served = {}
+
+    def on_fuse(call):
+        try:
+            launch_from_fuse(call)
+        except SystemExit:
+            raise
+        except BaseException as e:
+            die_now(f"{shown}: starting the command failed: {type(e).__name__}: {one_line(e)}")
+
+    def launch_from_fuse(call):
+        mountpoint = args.mountpoint or call.mountpoint
+        if not mountpoint:
+            die_now(f"{shown}: FUSE() was given no mount point and there is no --mountpoint")
+        timeout = call.options.get("attr_timeout")
+        if timeout is not None and "LDPFUSE_ATTR_TIMEOUT" not in own_env:
+            own_env["LDPFUSE_ATTR_TIMEOUT"] = str(float(timeout))
+        if (args.log_level or "").lower() == "debug":
+            for key in call.ignored_options():
+                sys.__stderr__.write(f"{PROG}: FUSE() option {key}={call.options[key]!r} has "
+                                     f"no meaning without a kernel mount: ignored\n")
+        spec = (f"{MODULE_PREFIX}{args.module}:{os.getcwd()}" if args.module
+                else SCRIPT_PREFIX + os.path.abspath(args.fs))
+        streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # the launcher's own lines
+        try:
+            pid = launch(args, spec, mount_point(mountpoint, die_now), own_env, cmd, die_now,
+                         script=True)
+        finally:
+            sys.stdout, sys.stderr = streams
+        # --mode shared: the command runs; wait for it beside the FUSE() call
+        from . import shared_mode
+
+        done = _thread.allocate_lock()
+        done.acquire()
+        served["done"] = done
+
+        def waiter():
+            try:
+                served["status"] = shared_mode.wait(pid)
+            finally:
+                done.release()
+            # the script's code after FUSE() had its time (FusepyOps._unmount): a script
+            # that still runs does not keep the command's exit status from its caller
+            if not run.wait_finished(1.0):
+                shared_mode.exit_as(served.get("status"))
+
+        _thread.start_new_thread(waiter, ())
+
+    run = fusepy_script.ScriptRun(None if args.module else args.fs, args.fs_args,
+                                  module=args.module, launch=on_fuse, stdout=out)
+    run.run(keep_process_state=True)
+    if "done" not in served:
+        e = run.error
+        if isinstance(e, fusepy_script.ScriptExit) or e is None:
+            why = str(e) if e else "the script did not call FUSE(operations, mountpoint, ...)"
+            last = out.last_line()
+            die(f"{shown}: {why}" + (f": {last}" if last and e else ""))
+        die(f"{shown}: running the script failed: {type(e).__name__}: {one_line(e)}")
+    served["done"].acquire()
+    from . import shared_mode
+
+    shared_mode.exit_as(served.get("status"))
 
 
 def unreachable_reason(program):
@@ -285,17 +352,30 @@ def main(argv=None):
     ours, cmd = argv[:split], argv[split + 1:]
     if not cmd:
         die("no command after '--'")
+    ours, module, module_args = split_module(ours)
     p = parser()
+    if module is not None:
+        ours = ours + ["-"]     # FS is given by -m
     try:
         args = p.parse_args(ours)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
-    script = is_script_spec(args.fs)
+    args.module = module
+    if module is not None:
+        if args.fs_args:
+            die(f"-m {module}: its arguments follow it (ldpfuse-run [options] -m MODULE "
+                f"[ARG...] -- COMMAND)")
+        args.fs, args.fs_args = module, module_args
+    script = module is not None or is_script_spec(args.fs)
     if not script and split_spec(args.fs)[1] is None and args.fs.endswith(".py"):
         die(f"no such file system file: {args.fs}")
+    if not script:
+        take_trailing_options(args)
     args.fs_args = [absolute_arg(a) for a in args.fs_args]
     if args.mountpoint is None and not script:
         die("--mountpoint DIR is required")
+    if args.log_file:
+        check_log_file(args.log_file)
     # -o options that are ldpfuse's own (FUSE's names), not the class's
     own = {"attr_timeout": "LDPFUSE_ATTR_TIMEOUT"}
     own_env = {}
@@ -309,30 +389,86 @@ def main(argv=None):
             own_env[own[key]] = value
             args.options.remove(kv)
     if script:
-        if args.options:
-            die(f"-o {args.options[0]}: -o is for a file system class; a fusepy script "
-                f"takes its options from its FUSE() call")
-        spec, mountpoint = load_script(args, own_env)
-    else:
-        mountpoint = args.mountpoint
-    class_mode = "shared"
-    point = mount_point(mountpoint)
-    if not script:
-        try:
-            opts = parse_options(args.options)
-            spec = absolute_spec(args.fs)
-            cls = load_class(spec, private_name="_ldpfuse_fs_check")
-        except SpecError as e:
-            die(str(e))
-        except BaseException as e:  # the FS file raised at import
-            die(f"{args.fs}: importing the file system failed: {type(e).__name__}: {one_line(e)}")
-        try:
-            cls(*args.fs_args, **opts)
-        except BaseException as e:
-            die(f"{args.fs}: {cls.__name__}({', '.join(map(repr, args.fs_args))}) failed: "
-                f"{type(e).__name__}: {one_line(e)}")
-        class_mode = preferred_mode(cls)
+        bad = [kv for kv in args.options if kv not in FLAGS]
+        if bad:
+            die(f"-o {bad[0]}: -o is for a file system class; a fusepy script "
+                f"takes its options from its FUSE() call (only -o ro applies to it)")
+        return run_script(args, own_env, cmd)
+    point = mount_point(args.mountpoint)
+    try:
+        opts = parse_options(args.options)
+        spec = absolute_spec(args.fs)
+        cls = load_class(spec, private_name="_ldpfuse_fs_check")
+    except SpecError as e:
+        die(str(e))
+    except BaseException as e:  # the FS file raised at import
+        die(f"{args.fs}: importing the file system failed: {type(e).__name__}: {one_line(e)}")
+    opts.pop(MOUNT_FLAGS, None)
+    try:
+        ops = cls(*args.fs_args, **opts)
+    except BaseException as e:
+        die(f"{args.fs}: {cls.__name__}({', '.join(map(repr, args.fs_args))}) failed: "
+            f"{type(e).__name__}: {one_line(e)}")
+    try:
+        check_instance(ops, args.fs)
+    except SpecError as e:
+        die(str(e))
+    if args.mode is None:
+        args.mode = preferred_mode(cls)
+    return launch(args, spec, point, own_env, cmd, die)
 
+
+def split_module(ours):
+    """``[options] -m MODULE ARG...``: as ``python -m``, everything after the module name
+    is the module's. Returns (options, module or None, module args)."""
+    takes_value = {"--mountpoint", "-o", "--mode", "--log-level", "--log-file"}
+    i = 0
+    while i < len(ours):
+        a = ours[i]
+        if a == "-m":
+            if i + 1 >= len(ours):
+                die("-m expects a module name")
+            return ours[:i], ours[i + 1], ours[i + 2:]
+        if a in takes_value:
+            i += 2
+            continue
+        if not a.startswith("-"):
+            break   # the FS: what follows is its
+        i += 1
+    return ours, None, []
+
+
+def take_trailing_options(args):
+    """``FS ARG... -o KEY=VALUE``: an -o after a class spec is still ldpfuse-run's, as
+    FUSE file systems take -o anywhere on their command line."""
+    rest = []
+    it = iter(args.fs_args)
+    for a in it:
+        if a == "-o":
+            value = next(it, None)
+            if value is None:
+                die("-o expects KEY=VALUE")
+            args.options.append(value)
+        elif a.startswith("-o") and len(a) > 2:
+            args.options.append(a[2:])
+        else:
+            rest.append(a)
+    args.fs_args = rest
+
+
+def check_log_file(path):
+    """--log-file must be writable now: a log that cannot be written drops every line."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        die(f"cannot write the log file {path}: {e.strerror}")
+    os.close(fd)
+
+
+def launch(args, spec, point, own_env, cmd, die, script=False):
+    """Put the mount in the environment and run the command: exec it (--mode embedded), or
+    serve it from this process (--mode shared: for a script, returns the command's pid and
+    leaves the waiting to the caller)."""
     env = dict(os.environ)
     mounts = [m for m in existing_mounts(env) if m["point"] != point]
     mounts.append({"point": point, "spec": spec, "args": SEP.join(args.fs_args),
@@ -373,14 +509,21 @@ def main(argv=None):
     # command the defaults it would have had (`yes | head -1` must end by SIGPIPE)
     import signal
 
-    if (args.mode or class_mode) == "shared":
+    if (args.mode or "shared") == "shared":
         from . import shared_mode
 
+        if script:
+            return shared_mode.start(argv_exec, env, die)
         return shared_mode.run(argv_exec, env, die)
     for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET"):    # an enclosing shared-mode launcher's
         env.pop(key, None)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_DFL)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except ValueError:  # a script's FUSE() on another thread than the main one
+            import ctypes
+
+            ctypes.CDLL(None).signal(int(sig), 0)   # 0: SIG_DFL
     try:
         os.execvpe(argv_exec[0], argv_exec, env)
     except OSError as e:

@@ -18,6 +18,9 @@ import sys
 
 COMPAT_NAMES = ("fuse", "mfusepy")
 SCRIPT_PREFIX = "script:"  # how the launcher marks a fusepy script in LDPFUSE_FS_<i>
+MODULE_PREFIX = "module:"  # ... and a fusepy module run as `python -m NAME` (module:NAME:CWD)
+MOUNT_FLAGS = "\0mount"   # parse_options' key for FUSE's bare mount flags (-o ro)
+FLAGS = ("ro",)            # -o flags (no =value) that are the mount's, as FUSE's -o ro
 
 
 class _FusepyFinder:
@@ -130,11 +133,29 @@ def load_class(spec, private_name="_ldpfuse_fs"):
     return cls
 
 
+def check_instance(ops, spec):
+    """A file system object must be an ``Operations`` (or have fusepy's ``__call__``
+    dispatch and the methods): anything else would fail at the first operation."""
+    from .operations import Operations
+
+    if isinstance(ops, Operations):
+        return ops
+    if callable(ops) and callable(getattr(ops, "getattr", None)):
+        return ops
+    name = type(ops).__name__
+    raise SpecError(f"{spec}: {name} is not an Operations subclass "
+                    f"(write `class {name}(Operations):`, from ldpfuse_py or fuse)")
+
+
 def parse_options(pairs):
-    """['k=v', ...] -> {'k': 'v'}"""
+    """['k=v', ...] -> {'k': 'v'}; FUSE's bare mount flags (``ro``) are gathered under
+    MOUNT_FLAGS, never passed to the class."""
     opts = {}
     for kv in pairs:
         key, sep, value = kv.partition("=")
+        if not sep and key in FLAGS:
+            opts.setdefault(MOUNT_FLAGS, []).append(key)
+            continue
         if not sep or not key.isidentifier():
             raise SpecError(f"-o expects KEY=VALUE with KEY a Python identifier, got {kv!r}")
         opts[key] = value

@@ -11,24 +11,24 @@ Three parts, in the order a fusepy script meets them:
 - the names fusepy exports (``FUSE``, ``Operations``, ``FuseOSError``,
   ``LoggingMixIn``, ``fuse_get_context``, ``ENOTSUP``, ``fuse_exit``,
   ``fuse_file_info``, mfusepy's ``overrides`` and ``log_callback``);
-- ``FUSE(operations, mountpoint, **options)``: registers the mount and returns
-  at once (there is no kernel loop to block in);
+- ``FUSE(operations, mountpoint, **options)``: the mount, for as long as the
+  command runs; it returns when the command has ended (``fusepy_script``);
 - :class:`FusepyOps`: what libfuse and fusepy's ``FUSE`` class do between the
   kernel and the operations object that matters here: ``raw_fi``, ``ro``,
   ``nothreads``, ``encoding``, operations set to ``None``, and fusepy's known
-  bugs done right (a ``str`` from ``read``/``getxattr``).
-
-:func:`run_script` runs a script as ``__main__`` and returns its ``FUSE()`` calls.
+  bugs done right (a ``str`` from ``read``/``getxattr``), and mfusepy's additions
+  (``readdir_with_offset``, ``init_with_config``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
 
-from .fs_loader import FusepyImports
+import _thread
+
+from .fusepy_script import FINISH_SECONDS, MountLoop, ScriptExit, ScriptRun
 from .operations import (
     ENOTSUP,
     FileInfo,
@@ -56,10 +56,16 @@ __all__ = [
     "fuse_get_context",
     "log_callback",
     "overrides",
-    "run_script",
+    "ENOATTR",
+    "ReadDirResult",
+    "fuse_config",
+    "fuse_conn_info",
     "set_st_attrs",
     "time_of_timespec",
 ]
+
+# mfusepy's name for the errno of a missing extended attribute (ENODATA on Linux)
+ENOATTR = getattr(errno, "ENOATTR", errno.ENODATA)
 
 # mfusepy exposes the libfuse version it found; scripts that branch on it take
 # the FUSE 2 path, whose calling conventions are the ones ldpfuse implements.
@@ -95,43 +101,101 @@ class fuse_file_info(FileInfo):
         self.lock_owner = 0
 
 
+class fuse_conn_info:
+    """What ``init_with_config(conn_info, config)`` receives as ``conn_info``: libfuse's
+    connection parameters (read-only here: there is no kernel connection to tune)."""
+
+    def __init__(self) -> None:
+        self.proto_major = 7
+        self.proto_minor = 31
+        self.async_read = 0
+        self.max_write = 1 << 20
+        self.max_readahead = 1 << 17
+        self.max_read = 0
+        self.capable = 0
+        self.want = 0
+        self.max_background = 0
+        self.congestion_threshold = 0
+        self.time_gran = 1
+
+
+class fuse_config:
+    """libfuse 3's ``struct fuse_config``. ldpfuse implements the FUSE 2 calling
+    conventions (``fuse_version_major == 2``), so ``init_with_config`` receives None for
+    it, as mfusepy does on FUSE 2; the class exists for scripts that name it."""
+
+
 class FUSE:
     """``FUSE(operations, mountpoint, raw_fi=False, encoding='utf-8', **options)``
 
-    Under ldpfuse-run this registers ``operations`` as the file system for
-    ``mountpoint`` and returns at once; the program given after ``--`` is what
-    then uses the mount. fusepy's options are accepted: ``raw_fi``, ``ro``,
-    ``nothreads``, ``encoding``, ``attr_timeout`` and ``use_ino`` are honoured,
-    the others (``foreground``, ``allow_other``, ``fsname``, ...) mean nothing
-    without a kernel mount and are ignored (logged at debug level).
+    Under ldpfuse-run this is the mount of ``operations`` at ``mountpoint`` for as long
+    as the command given after ``--`` runs: as fusepy's, the call returns when the file
+    system is unmounted (the command has ended), and the script's code after it runs
+    then (see :mod:`ldpfuse_py.fusepy_script`). fusepy's options are accepted:
+    ``raw_fi``, ``ro``, ``nothreads`` (every operation on the thread that called
+    ``FUSE()``), ``encoding``, ``attr_timeout`` and ``use_ino`` are honoured; the others
+    (``foreground``, ``allow_other``, ``fsname``, ...) mean nothing without a kernel
+    mount and are ignored (logged at debug level).
     """
 
     OPTIONS = OPTIONS
 
     def __init__(self, operations: Any, mountpoint: str, raw_fi: bool = False,
                  encoding: str = "utf-8", **kwargs: Any) -> None:
-        if _capture is None:
+        run = ScriptRun.current
+        if run is None:
             raise RuntimeError(
-                "FUSE() registers a mount for ldpfuse-run; run this script as "
+                "FUSE() mounts for ldpfuse-run; run this script as "
                 "`ldpfuse-run SCRIPT.py ARG... -- COMMAND`")
+        check_operations(operations)
         self.operations = operations
         self.mountpoint = os.fsdecode(mountpoint) if mountpoint is not None else None
         self.raw_fi = bool(raw_fi)
         self.encoding = encoding
         self.options = dict(kwargs)
         self.use_ns = bool(getattr(operations, "use_ns", False))
-        _capture.append(self)
+        self.run = run
+        self.loop = MountLoop()
+        try:
+            run.publish(self)
+        except BaseException:
+            self.loop.serving = False
+            raise
+        self.loop.serve()   # until the command ends
 
     def ignored_options(self) -> list[str]:
         return sorted(k for k in self.options if k not in HONOURED)
 
-    def wrap(self) -> FusepyOps:
+    def wrap(self, ro: bool = False) -> FusepyOps:
         return FusepyOps(self.operations, raw_fi=self.raw_fi, encoding=self.encoding,
-                         ro=bool(self.options.get("ro")),
-                         nothreads=bool(self.options.get("nothreads")))
+                         ro=ro or _true(self.options.get("ro")),
+                         nothreads=_true(self.options.get("nothreads")),
+                         use_ino=_true(self.options.get("use_ino")), call=self)
 
     def __repr__(self) -> str:
         return f"FUSE({type(self.operations).__name__}, {self.mountpoint!r}, {self.options})"
+
+
+def _true(value: Any) -> bool:
+    """An option's value as fusepy passes it to libfuse: True, 'true', 1, '1' are set."""
+    if isinstance(value, str):
+        return value.lower() not in ("", "0", "false", "no", "off")
+    return bool(value)
+
+
+def check_operations(operations: Any) -> None:
+    """The object fusepy's FUSE() calls as ``operations(op, path, *args)``: an
+    ``Operations`` (or anything with fusepy's ``__call__`` dispatch). Anything else would
+    fail at the first operation; it is refused with one line now."""
+    if isinstance(operations, Operations):
+        return
+    if isinstance(operations, type):
+        raise TypeError(f"FUSE() needs an instance, got the class {operations.__name__} "
+                        f"(write {operations.__name__}())")
+    if callable(operations) and callable(getattr(operations, "getattr", None)):
+        return  # fusepy's duck typing: a __call__ dispatch and the methods
+    raise TypeError(f"FUSE() needs an Operations object (class {type(operations).__name__}"
+                    f"(Operations): ...), got a {type(operations).__name__}")
 
 
 def fuse_exit() -> None:
@@ -144,7 +208,8 @@ def overrides(parent_class: type) -> Callable[[Callable[..., Any]], Callable[...
     """mfusepy's decorator: checks that the method exists in ``parent_class``."""
 
     def check(method: Callable[..., Any]) -> Callable[..., Any]:
-        if not callable(getattr(parent_class, method.__name__, None)):
+        # fusepy's "not implemented" None (bmap, lock) counts as a method to override
+        if not hasattr(parent_class, method.__name__):
             raise AssertionError(f"{method.__name__} does not override a method of {parent_class.__name__}")
         return method
 
@@ -235,84 +300,19 @@ def __getattr__(name: str) -> Any:
         import logging
 
         return logging.getLogger("fuse")
+    if name == "ReadDirResult":
+        # mfusepy's annotation for what readdir returns (names, or (name, attrs or mode,
+        # offset) tuples); made on first use: importing typing costs milliseconds
+        from typing import Iterable, Tuple, Union
+
+        value = Iterable[Union[str, Tuple[str, dict, int], Tuple[str, int, int]]]
+        globals()[name] = value
+        return value
     if name in ("c_timespec", "c_utimbuf", "c_stat", "c_statvfs"):
         names = _ctypes_names()
         globals().update(names)
         return names[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# ------------------------------------------------------------ loading
-
-_capture: list[FUSE] | None = None
-
-
-class ScriptExit(Exception):
-    """The script ended (SystemExit or an exception) before calling FUSE()."""
-
-
-def run_script(path: str, argv: list[str], *, main_module: bool = False,
-               stdout: Any = None) -> tuple[list[FUSE], Any]:
-    """Run a fusepy script as ``__main__`` with ``sys.argv = [path, *argv]`` and
-    return ``(fuse_calls, module)``.
-
-    The script runs in a fresh module (never the program's ``__main__``, unless
-    ``main_module`` is true, as in a process whose interpreter is ldpfuse's own),
-    with its directory first on ``sys.path`` while it runs, as ``python
-    script.py`` has it. Output it prints goes to ``stdout`` (a file-like object)
-    when given, so it never mixes with the program's. A ``SystemExit`` or an
-    exception after ``FUSE()`` was called is what fusepy scripts do after
-    unmounting: it is logged at debug level and the mount stands. Before
-    ``FUSE()`` it raises :class:`ScriptExit`.
-    """
-    import types
-
-    global _capture
-    path = os.path.abspath(path)
-    with open(path, "rb") as f:
-        source = f.read()
-    code = compile(source, path, "exec")
-    module = types.ModuleType("__main__")
-    module.__file__ = path
-    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
-    calls: list[FUSE] = []
-    saved_argv = sys.argv
-    saved_main = sys.modules.get("__main__")
-    saved_out, saved_err = sys.stdout, sys.stderr
-    saved_capture = _capture
-    script_dir = os.path.dirname(path)
-    sys.argv = [path, *argv]
-    sys.modules["__main__"] = module
-    sys.path.insert(0, script_dir)
-    if stdout is not None:
-        sys.stdout = sys.stderr = stdout
-    _capture = calls
-    try:
-        with FusepyImports():
-            exec(code, module.__dict__)
-    except SystemExit as e:
-        if not calls:
-            code_ = e.code
-            why = (f"exit status {code_}" if isinstance(code_, int) or code_ is None
-                   else str(code_))
-            raise ScriptExit(f"the script exited ({why}) before calling FUSE()") from None
-        _debug(f"{path}: SystemExit({e.code!r}) after FUSE(): ignored")
-    except BaseException as e:
-        if not calls:
-            raise
-        _debug(f"{path}: {type(e).__name__}: {e} after FUSE(): ignored")
-    finally:
-        _capture = saved_capture
-        sys.stdout, sys.stderr = saved_out, saved_err
-        with contextlib.suppress(ValueError):
-            sys.path.remove(script_dir)
-        if main_module:
-            sys.path.insert(0, script_dir)  # later imports in methods find siblings
-        else:
-            sys.argv = saved_argv
-            if saved_main is not None:
-                sys.modules["__main__"] = saved_main
-    return calls, module
 
 
 # ------------------------------------------------------------ adapting
@@ -331,6 +331,15 @@ _WRITE_OPS = {"mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link", 
               "chown", "truncate", "create", "write", "utimens", "setxattr", "removexattr"}
 _FI_OPS = {"read", "write", "flush", "release", "fsync", "truncate", "getattr"}
 _ACCMODE_WRITE = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND
+
+
+def overrides_default(ops: Any, name: str) -> bool:
+    """``ops`` has its own ``name`` method (not Operations' default, not mfusepy's
+    ``libfuse_ignore`` placeholder, not None)."""
+    method = getattr(ops, name, None)
+    if method is None or getattr(method, "libfuse_ignore", False):
+        return False
+    return getattr(type(ops), name, None) is not getattr(Operations, name, None)
 
 
 def absent_operations(ops: Any) -> list[str]:
@@ -369,36 +378,60 @@ class FusepyOps:
     """
 
     def __init__(self, operations: Any, *, raw_fi: bool = False, encoding: str = "utf-8",
-                 ro: bool = False, nothreads: bool = False) -> None:
+                 ro: bool = False, nothreads: bool = False, use_ino: bool = True,
+                 call: Any = None) -> None:
         self.operations = operations
         self.use_ns = bool(getattr(operations, "use_ns", False))
         self.raw_fi = raw_fi
         self.ro = ro
+        self.use_ino = use_ino
         self.encoding = None if encoding.lower().replace("-", "") in ("utf8",) else encoding
         self.absent = set(absent_operations(operations))
         self.create_takes_fi = raw_fi or _takes_fileinfo(getattr(operations, "create", None))
+        self.with_offset = overrides_default(operations, "readdir_with_offset")
+        self.with_config = overrides_default(operations, "init_with_config")
         self._fis: dict[int, Any] = {}
         self._next_fh = 1
         self._warned: set[str] = set()
+        self.call = call        # the FUSE() call, when a script made one
+        self._loop = call.loop if call is not None and nothreads else None
         self._lock = None
-        if nothreads:
-            import threading
-
-            self._lock = threading.RLock()
+        if nothreads and self._loop is None:
+            self._lock = _thread.RLock()
             os.register_at_fork(after_in_child=self._renew_lock)
 
     def _renew_lock(self) -> None:
-        import threading
-
-        self._lock = threading.RLock()
+        self._lock = _thread.RLock()
 
     # -- the entry point the preload library calls
     def __call__(self, op: str, path: str, *args: Any) -> Any:
+        if op == "destroy":
+            return self._unmount(path)
+        if self._loop is not None:   # nothreads: on the thread that called FUSE()
+            return self._loop.run_here(self._dispatch, op, path, args)
         lock = self._lock
         if lock is None:
             return self._dispatch(op, path, args)
         with lock:
             return self._dispatch(op, path, args)
+
+    def _unmount(self, path: str) -> Any:
+        """The command has ended: ``destroy``, then the script's ``FUSE()`` returns and its
+        code after it runs (waited for, bounded, as an unmount waits for the daemon)."""
+        try:
+            if self._loop is not None:
+                return self._loop.run_here(self._dispatch, "destroy", path, ())
+            return self._dispatch("destroy", path, ())
+        finally:
+            call = self.call
+            if call is not None:
+                call.loop.end()
+                if not call.run.wait_finished():
+                    from ._runtime import log_line
+
+                    log_line(f"ldpfuse[{os.getpid()}]: {call.run.name}: the script's code after "
+                             f"FUSE() did not finish within {FINISH_SECONDS:.0f} s of the "
+                             f"command's end: left running")
 
     def _dispatch(self, op: str, path: str, args: tuple) -> Any:
         if self.encoding:
@@ -489,16 +522,44 @@ class FusepyOps:
         return value
 
     def _op_readdir(self, path: str, fh: Any) -> Any:
-        entries = self.operations("readdir", path, fh)
-        if not self.encoding or isinstance(entries, int):
+        if self.with_offset:
+            # mfusepy's readdir_with_offset(path, offset, fh): from offset 0, the whole
+            # directory (ldpfuse hands programs the listing in pieces itself)
+            entries = self.operations("readdir_with_offset", path, 0, fh)
+        else:
+            entries = self.operations("readdir", path, fh)
+        if isinstance(entries, int) or (not self.encoding and self.use_ino
+                                        and not self.with_offset):
             return entries
         out = []
         for e in entries:
             if isinstance(e, (tuple, list)):
-                out.append((self._out(e[0]),) + tuple(e[1:]))
+                name, attrs = self._out(e[0]), (e[1] if len(e) > 1 else None)
+                if isinstance(attrs, int):      # mfusepy: the mode alone
+                    attrs = {"st_mode": attrs}
+                elif isinstance(attrs, dict) and not self.use_ino and "st_ino" in attrs:
+                    attrs = {k: v for k, v in attrs.items() if k != "st_ino"}
+                out.append((name, attrs, 0))
             else:
                 out.append(self._out(e))
         return out
+
+    def _op_getattr(self, path: str, *args: Any) -> Any:
+        if self.raw_fi:
+            args = self._with_fi("getattr", args)
+        st = self.operations("getattr", path, *args)
+        if not self.use_ino and isinstance(st, dict) and "st_ino" in st:
+            # fusepy's default use_ino=False: inode numbers are the mount's, not the FS's
+            st = dict(st)
+            del st["st_ino"]
+        return st
+
+    def _op_init(self, path: str) -> Any:
+        if self.with_config:
+            # mfusepy: init_with_config instead of init, called directly; FUSE 2 passes
+            # no fuse_config
+            return self.operations.init_with_config(fuse_conn_info(), None)
+        return self.operations("init", path)
 
     def _op_readlink(self, path: str) -> Any:
         target = self.operations("readlink", path)

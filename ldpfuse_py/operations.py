@@ -190,6 +190,9 @@ class Operations:
 
     # An operation set to None is not implemented (fusepy's convention):
     # ldpfuse treats it as absent.
+    # bmap (block mapping for block-device file systems) and lock are never called:
+    # POSIX record locks (fcntl F_SETLK) are the kernel's, on the file the program
+    # holds, as kernel FUSE keeps them when the file system has no lock.
     bmap = None
 
     def chmod(self, path: str, mode: int) -> int | None:
@@ -214,6 +217,17 @@ class Operations:
 
     def flush(self, path: str, fh: int) -> int | None:
         return 0
+
+    def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int | None:
+        """Not called: ldpfuse grows a file by fallocate() itself, through truncate();
+        other modes (punching holes) fail with EOPNOTSUPP, as over kernel FUSE when
+        the file system lacks fallocate."""
+        raise FuseOSError(errno.EOPNOTSUPP)
+
+    def flock(self, path: str, fh: int, op: int) -> int | None:
+        """Not called: flock() locks are the kernel's, on the file the program holds,
+        as kernel FUSE keeps them when the file system has no flock."""
+        raise FuseOSError(errno.ENOSYS)
 
     def fsync(self, path: str, datasync: int, fh: int) -> int | None:
         return 0
@@ -242,6 +256,11 @@ class Operations:
         """
         pass
 
+    def init_with_config(self, conn_info: Any, config_3: Any) -> None:
+        """mfusepy's init: called instead of init() when overridden, with a
+        fuse_conn_info and (FUSE 2 conventions) None for the FUSE 3 config."""
+        pass
+
     def ioctl(
         self, path: str, cmd: int, arg: Any, fip: Any, flags: int, data: Any
     ) -> int | None:
@@ -254,7 +273,6 @@ class Operations:
     def listxattr(self, path: str) -> Iterable[str]:
         return []
 
-    # Not implemented unless overridden: lock(path, fh, cmd, lock).
     lock = None
 
     def mkdir(self, path: str, mode: int) -> int | None:
@@ -271,6 +289,10 @@ class Operations:
         "Returns a numerical file handle."
         return 0
 
+    def poll(self, path: str, fh: int, ph: Any, reventsp: Any) -> int:
+        "Not called: poll() on a file is answered by the kernel (always ready)."
+        raise FuseOSError(errno.ENOSYS)
+
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         "Returns the bytes requested (fewer at end of file)."
         raise FuseOSError(errno.EIO)
@@ -282,6 +304,11 @@ class Operations:
         a dict as from getattr (st_ino and st_mode are enough to give d_ino
         and d_type) or None, and offset is 0.
         """
+        return [".", ".."]
+
+    def readdir_with_offset(self, path: str, offset: int, fh: int) -> Iterable[DirEntry]:
+        """mfusepy's readdir with a resume offset: used instead of readdir() when
+        overridden, called once with offset 0 for the whole listing."""
         return [".", ".."]
 
     def readlink(self, path: str) -> str:

@@ -25,11 +25,23 @@ def _subreaper():
         pass  # descendants that outlive the command are then adopted by init
 
 
+_listeners = []
+
+
 def run(argv_exec, env, die):
+    """Serve the command and exit as it did."""
+    exit_as(wait(start(argv_exec, env, die)))
+
+
+def start(argv_exec, env, die):
+    """Build the file system objects, start the command and the server; returns the
+    command's pid. Called on the main thread, or (a fusepy script's FUSE() on another
+    thread) without the signal forwarding."""
     name = f"ldpfuse-{os.getpid()}-{secrets.token_hex(8)}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
     listener.listen(256)
+    _listeners.append(listener)     # open until this process exits
     env["LDPFUSE_MODE"] = "shared"
     env["LDPFUSE_SOCKET"] = name
     # the FS objects are built from the same description the clients get
@@ -56,16 +68,28 @@ def run(argv_exec, env, die):
             os.write(2, f"ldpfuse-run: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
         os._exit(127)
     _embedded.serve_start(listener.fileno(), thread_safe)
-    # the terminal sends Ctrl-C to the command too: let the command decide
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda s, _f: _forward(pid, s))
+    try:
+        # the terminal sends Ctrl-C to the command too: let the command decide
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda s, _f: _forward(pid, s))
+    except ValueError:
+        pass  # not the main thread: signals keep their dispositions
+    return pid
+
+
+def wait(pid):
+    """Serve until the command and every descendant have ended: this thread answers the
+    calls of a class that is not thread_safe (on the launcher's main thread, the one that
+    built the objects: sqlite3 connections made in __init__ work). Then run the exit hooks
+    (the file systems' destroy(), which also ends a fusepy script's FUSE() call); returns
+    the command's wait status (None if it was never seen)."""
+    from . import _embedded
+
     status = []
     threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop),
                      name="ldpfuse-wait", daemon=True).start()
-    # this thread built the FS objects: it answers the calls of a class that is not
-    # thread_safe (sqlite3 connections made in __init__ work), until the tree has ended
     while True:
         try:
             _embedded.serve_loop()
@@ -74,9 +98,9 @@ def run(argv_exec, env, die):
             continue
     import atexit
 
-    atexit._run_exitfuncs()     # the FS's destroy(), on the thread that built it
+    atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
     _embedded.serve_cleanup()
-    _exit_as(status[0] if status else None)
+    return status[0] if status else None
 
 
 def _forward(pid, sig):
@@ -100,7 +124,7 @@ def _wait_all(pid, status, stop):
     stop()
 
 
-def _exit_as(status):
+def exit_as(status):
     """End with the command's status: the same exit code, or death by the same signal
     (a shell then reports 128 + the signal's number, 137 for SIGKILL)."""
     if status is not None and os.WIFSIGNALED(status):

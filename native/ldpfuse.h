@@ -168,6 +168,7 @@ void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
 int vfile_ensure_fh(struct vfile *v);
 int vfs_sync(int fd, struct vfile *v, int datasync);
+int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);
 
 /* ---- the page cache of cached files (vfs/pagecache.c) */
 struct pcache;

@@ -24,6 +24,7 @@ REAL_SYM(dup3, int, (int, int, int))
 REAL_SYM(fcntl, int, (int, int, ...))
 REAL_SYM(fcntl64, int, (int, int, ...))
 REAL_SYM(fsync, int, (int))
+REAL_SYM(ioctl, int, (int, unsigned long, ...))
 REAL_SYM(fdatasync, int, (int))
 /* stat family */
 REAL_SYM(stat, int, (const char *, struct stat *))

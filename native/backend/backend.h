@@ -129,6 +129,11 @@ struct backend_ops {
      * mount: without the FS's open (NULL: call open as for a file, the embedded mode,
      * where the process itself may block). Returns a kernel fd, or -errno. */
     int (*open_special)(int mnt, const char *path, const struct stat *st, int flags);
+    /* FUSE's ioctl on an open file: data is the caller's buffer when the request carries
+     * one (_IOC_SIZE), else NULL; returns >= 0 or -errno. NULL: the kernel answers, on the
+     * file the fd holds (the shared mode, where the caller's memory is not the server's) */
+    int (*ioctl)(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
+                 unsigned int flags, void *data);
 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions
@@ -139,6 +144,9 @@ struct core_api {
     /* open(2) for an fd that will be handed back as a passthrough fd: not moved out of
      * the program's way like the FS's own fds (NULL: plain open) */
     int (*open_passthrough)(const char *path, int flags, mode_t mode);
+    /* make the calling thread the FS's own for good: its I/O never enters the mount
+     * (a fusepy script's thread); NULL where there is no interposer */
+    void (*guard_thread)(void);
 };
 
 /* Exported by the embedded backend's shared object. */

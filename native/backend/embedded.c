@@ -26,7 +26,7 @@ static int host_owns;
 #define OPS(X) X(getattr) X(readlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(symlink) \
     X(rename) X(link) X(chmod) X(chown) X(truncate) X(open) X(create) X(read) X(write) \
     X(statfs) X(flush) X(release) X(fsync) X(opendir) X(readdir) X(releasedir) X(access) \
-    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy)
+    X(utimens) X(setxattr) X(getxattr) X(listxattr) X(removexattr) X(destroy) X(ioctl)
 #define ENUM(n) OP_##n,
 enum { OPS(ENUM) NOPS };
 #undef ENUM
@@ -313,29 +313,78 @@ static int get_time(PyObject *d, PyObject *key, int use_ns, struct timespec *ts)
     return 0;
 }
 
-static int dict_to_stat(int mnt, PyObject *d, struct stat *st)
+/* A getattr dict with keys that are not struct stat's (`size` for `st_size`), or values
+ * that are not numbers: named once per process, the rest of the dict is used. */
+static void log_odd_stat_keys(const char *path, PyObject *d)
+{
+    static int said;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        return;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    char odd[512] = "";
+    size_t used = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        int known = 0;
+#define IS(n) known |= key == k_##n || (PyUnicode_Check(key) && PyUnicode_Compare(key, k_##n) == 0);
+        IS(st_mode) IS(st_ino) IS(st_dev) IS(st_nlink) IS(st_uid) IS(st_gid) IS(st_rdev)
+        IS(st_size) IS(st_blksize) IS(st_blocks) IS(st_atime) IS(st_mtime) IS(st_ctime)
+#undef IS
+        PyErr_Clear();
+        int number = PyLong_Check(value) || PyFloat_Check(value);
+        if (known && number)
+            continue;
+        PyObject *r = PyObject_Repr(key);
+        const char *k = r ? PyUnicode_AsUTF8(r) : NULL;
+        if (k && used < sizeof odd)
+            used += (size_t)snprintf(odd + used, sizeof odd - used, "%s%s%s", used ? ", " : "", k,
+                                     known ? " (not a number)" : "");
+        Py_XDECREF(r);
+        PyErr_Clear();
+    }
+    if (used)
+        log_msg(0, "getattr(%s) returned keys that are not struct stat's, ignored: %s "
+                "(st_mode, st_size, st_mtime, ...; logged once)", path, odd);
+}
+
+static int dict_to_stat(int mnt, const char *path, PyObject *d, struct stat *st)
 {
     long long v;
+    int used = 0;
     memset(st, 0, sizeof *st);
     st->st_nlink = 1;
     st->st_blksize = 4096;
-    if (get_ll(d, k_st_mode, &v)) st->st_mode = (mode_t)v;
-    if (get_ll(d, k_st_ino, &v)) st->st_ino = (ino_t)v;
-    if (get_ll(d, k_st_dev, &v)) st->st_dev = (dev_t)v;
-    if (get_ll(d, k_st_nlink, &v)) st->st_nlink = (nlink_t)v;
-    if (get_ll(d, k_st_uid, &v)) st->st_uid = (uid_t)v;
-    if (get_ll(d, k_st_gid, &v)) st->st_gid = (gid_t)v;
-    if (get_ll(d, k_st_rdev, &v)) st->st_rdev = (dev_t)v;
-    if (get_ll(d, k_st_size, &v)) st->st_size = (off_t)v;
-    if (get_ll(d, k_st_blksize, &v)) st->st_blksize = (blksize_t)v;
-    if (get_ll(d, k_st_blocks, &v))
+    if (get_ll(d, k_st_mode, &v)) {
+        st->st_mode = (mode_t)v;
+        used++;
+    }
+#define GET(field, type) if (get_ll(d, k_##field, &v)) { st->field = (type)v; used++; }
+    GET(st_ino, ino_t) GET(st_dev, dev_t) GET(st_nlink, nlink_t) GET(st_uid, uid_t)
+    GET(st_gid, gid_t) GET(st_rdev, dev_t) GET(st_size, off_t) GET(st_blksize, blksize_t)
+#undef GET
+    if (get_ll(d, k_st_blocks, &v)) {
         st->st_blocks = (blkcnt_t)v;
-    else
+        used++;
+    } else {
         st->st_blocks = (st->st_size + 511) / 512;
+    }
     int ns = mnts[mnt].use_ns;
-    get_time(d, k_st_atime, ns, &st->st_atim);
-    get_time(d, k_st_mtime, ns, &st->st_mtim);
-    get_time(d, k_st_ctime, ns, &st->st_ctim);
+    used += get_time(d, k_st_atime, ns, &st->st_atim);
+    used += get_time(d, k_st_mtime, ns, &st->st_mtim);
+    used += get_time(d, k_st_ctime, ns, &st->st_ctim);
+    if (__builtin_expect(used < PyDict_GET_SIZE(d), 0))
+        log_odd_stat_keys(path, d);
+    if (__builtin_expect((st->st_mode & S_IFMT) == 0, 0)) {
+        /* kernel FUSE refuses an attribute without a file type with EIO as well */
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            log_msg(0, "getattr(%s) returned no file type in st_mode (%s): EIO; every "
+                    "file needs one, e.g. st_mode=stat.S_IFREG | 0o644 (logged once)", path,
+                    PyDict_GetItemWithError(d, k_st_mode) ? "S_IFREG, S_IFDIR, ... missing"
+                                                         : "no st_mode key");
+        PyErr_Clear();
+        return -EIO;
+    }
     return 0;
 }
 
@@ -361,7 +410,7 @@ static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat
     if (r == NULL)
         ret = fail(s_getattr, path);
     else if (PyDict_Check(r))
-        ret = dict_to_stat(mnt, r, st);
+        ret = dict_to_stat(mnt, path, r, st);
     else if (PyLong_Check(r) && PyLong_AsLong(r) < 0)
         ret = (int)PyLong_AsLong(r);
     else
@@ -946,6 +995,17 @@ static int be_removexattr(int mnt, const char *path, const char *name)
     return STATUS(mnt, s_removexattr, path, 1, str_obj(name));
 }
 
+/* fusepy's ioctl(path, cmd, arg, fh, flags, data): arg and data are addresses (ints, as
+ * ctypes hands c_void_p to fusepy's callbacks); the FS runs in the caller's process, so
+ * data is the caller's own buffer, read and written in place. */
+static int be_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
+                    unsigned int flags, void *data)
+{
+    return STATUS(mnt, s_ioctl, path, 5, PyLong_FromUnsignedLong(cmd), PyLong_FromVoidPtr(arg),
+                  fh_obj(fh), PyLong_FromUnsignedLong(flags),
+                  data ? PyLong_FromVoidPtr(data) : (Py_INCREF(Py_None), Py_None));
+}
+
 static void be_destroy(void)
 {
     if (!Py_IsInitialized() || host_owns)
@@ -970,7 +1030,7 @@ static struct backend_ops ops = {
     .opendir = be_opendir, .readdir = be_readdir, .releasedir = be_releasedir,
     .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
     .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
-    .destroy = be_destroy, .append = be_append,
+    .destroy = be_destroy, .append = be_append, .ioctl = be_ioctl,
 };
 
 /* ---- start-up */
@@ -1152,6 +1212,19 @@ static PyObject *passthrough_open(PyObject *self, PyObject *args)
     return PyLong_FromLong(fd);
 }
 
+/* guard_this_thread(): the calling thread is the file system's own for good (a fusepy
+ * script's thread, which waits in FUSE() until the command ends): its I/O goes straight to
+ * libc, as the FS code's does while the library calls it, and never back into the mount.
+ * A no-op where the preload library is not loaded (the shared mode's launcher). */
+static PyObject *guard_this_thread(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    if (core && core->guard_thread)
+        core->guard_thread();
+    Py_RETURN_NONE;
+}
+
 /* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (server.c). */
 PyObject *ldp_serve_init(PyObject *self, PyObject *args);
 PyObject *ldp_serve_start(PyObject *self, PyObject *args);
@@ -1162,6 +1235,8 @@ PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
       "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
+    { "guard_this_thread", guard_this_thread, METH_NOARGS,
+      "Make the calling thread the file system's own: its I/O never enters the mount." },
     { "context", ldp_context, METH_NOARGS, "The calling client's (uid, gid, pid) in the shared mode's server." },
     { "serve_init", ldp_serve_init, METH_NOARGS, "Build the file system objects for serving." },
     { "serve_start", ldp_serve_start, METH_VARARGS,

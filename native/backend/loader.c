@@ -27,10 +27,16 @@ static int core_open_passthrough(const char *path, int flags, mode_t mode)
     return REAL(open)(path, flags, mode);
 }
 
+static void core_guard_thread(void)
+{
+    guard_enter();      /* never left: the thread belongs to the FS until it ends */
+}
+
 static const struct core_api core = {
     .abi = LDP_BACKEND_ABI,
     .log = core_log,
     .open_passthrough = core_open_passthrough,
+    .guard_thread = core_guard_thread,
 };
 
 static int host_python_state(void)

@@ -10,6 +10,8 @@
 #include "../ldpfuse.h"
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -392,6 +394,23 @@ int vfs_sync(int fd, struct vfile *v, int datasync)
     int r = be->fsync(v->mnt, v->path, datasync, v->fh);
     guard_leave();
     return be_errno(r);
+}
+
+/* ioctl on a file the FS serves: its ioctl() answers (ENOTTY by default), as FUSE's; the
+ * requests below are the kernel's VFS's for every regular file, answered on the fd. */
+int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg)
+{
+    struct backend_ops *be = backend_get();
+    if (be->ioctl == NULL || request == FIOCLEX || request == FIONCLEX || request == FIONBIO ||
+        request == FIOASYNC || request == FIONREAD || request == FIOQSIZE || request == FIGETBSZ)
+        return REAL(ioctl)(fd, request, arg);
+    if (vfile_ensure_fh(v) < 0)
+        return -1;
+    guard_enter();
+    int r = be->ioctl(v->mnt, v->path, (unsigned int)request, arg, v->fh, 0,
+                      _IOC_SIZE(request) ? arg : NULL);
+    guard_leave();
+    return (int)be_errno(r);
 }
 
 /* A virtual fd inherited through exec: the record comes from the old image, the FS

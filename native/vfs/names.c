@@ -197,6 +197,12 @@ int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow
         return r < 0 ? -1 : REAL(utimensat)(AT_FDCWD, out, ts, 0);
     struct timespec t[2], now;
     clock_gettime(CLOCK_REALTIME, &now);
+    /* a missing path is ENOENT, as the kernel's lookup makes it, whatever the FS's
+     * utimens would say (fusepy's default answers 0: `touch` on a read-only FS then
+     * "succeeds" at creating nothing) */
+    struct stat st;
+    if (vfs_getattr(&vp, 0, &st) < 0)
+        return -1;
     if (ts == NULL) {
         t[0] = t[1] = now;
     } else {
@@ -204,8 +210,7 @@ int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow
         t[1] = ts[1];
         if (t[0].tv_nsec == UTIME_OMIT && t[1].tv_nsec == UTIME_OMIT)
             return 0;
-        struct stat st;
-        int have = 0;
+        int have = 1;
         for (int i = 0; i < 2; i++) {
             if (t[i].tv_nsec == UTIME_NOW) {
                 t[i] = now;
