@@ -193,6 +193,14 @@ class ScriptOutput:
                     log_line(line)
         return len(text)
 
+    def start_logging(self):
+        """FUSE() was called: what the script printed so far, and from now on, is logged."""
+        from ._runtime import log_line
+
+        for line in self.lines:
+            log_line(line)
+        self.to_log = True
+
     def flush(self):
         pass
 
@@ -226,7 +234,7 @@ def run_script(args, own_env, cmd):
         args.mode = "shared"    # the default: one instance for the command tree
     if args.log_file:   # what the script prints or logs here goes there too
         os.environ["LDPFUSE_LOG_FILE"] = os.path.abspath(args.log_file)
-    out = ScriptOutput(to_log=args.mode == "shared")
+    out = ScriptOutput(to_log=False)   # logged from FUSE() on: before it, a failure names it
     served = {}
 
     def on_fuse(call):
@@ -238,6 +246,8 @@ def run_script(args, own_env, cmd):
             die_now(f"{shown}: starting the command failed: {type(e).__name__}: {one_line(e)}")
 
     def launch_from_fuse(call):
+        if args.mode == "shared":
+            out.start_logging()
         mountpoint = args.mountpoint or call.mountpoint
         if not mountpoint:
             die_now(f"{shown}: FUSE() was given no mount point and there is no --mountpoint")
