@@ -19,8 +19,7 @@ TIMEOUT = 90
 def fsspec_fuse(ws, *args, cmd, mode=None):
     argv = ldpfuse_run_argv()
     mode = mode or LDP_MODE
-    if mode != "embedded":
-        argv += ["--mode", mode]
+    argv += ["--mode", mode]
     argv += ["--log-file", ws.tmp / "ldpfuse.log", "-m", "fsspec.fuse", *args, "--"] + cmd
     return run(argv, timeout=TIMEOUT, cwd=ws.tmp, env=base_env(HOME=ws.home))
 

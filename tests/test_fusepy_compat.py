@@ -23,8 +23,7 @@ def ldp(ws, *fs, cmd, options=(), mode=None, env=None, cwd=None):
     """ldpfuse-run [--mode M] [options] FS... -- CMD, from the test's tmp dir."""
     argv = ldpfuse_run_argv()
     mode = mode or LDP_MODE
-    if mode != "embedded":
-        argv += ["--mode", mode]
+    argv += ["--mode", mode]
     argv += [str(o) for o in options] + [str(a) for a in fs] + ["--"] + [str(c) for c in cmd]
     return run(argv, timeout=TIMEOUT, cwd=cwd or ws.tmp, env=env or base_env(HOME=ws.home))
 

@@ -20,7 +20,7 @@ from conftest import LDP_MODE, REPO, base_env
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(LDP_MODE != "embedded",
+    pytest.mark.skipif(LDP_MODE != "shared",
                        reason="packaging does not depend on the mode: run once, in the default mode"),
 ]
 pytest.importorskip("build", reason="the `build` package is not installed (pip install '.[test]')")

@@ -71,8 +71,7 @@ def archive(ws, kind):
 def ratarmount(ws, *args, cmd, mode=None):
     argv = ldpfuse_run_argv()
     mode = mode or LDP_MODE
-    if mode != "embedded":
-        argv += ["--mode", mode]
+    argv += ["--mode", mode]
     argv += ["--log-file", ws.tmp / "ldpfuse.log", RATARMOUNT, *args, "--"] + cmd
     return run(argv, timeout=TIMEOUT, cwd=ws.tmp, env=base_env(HOME=ws.home))
 
