@@ -365,18 +365,27 @@ static void become_self(void)
 
 /* Supplementary groups of a process that changed identity since it connected (a root
  * process dropping to another user): /proc says. */
-static int proc_groups(pid_t pid, gid_t **out)
+/* /proc/PID/NAME into buf, NUL-terminated; 0 if there is nothing to read. */
+static int read_proc(pid_t pid, const char *name, char *buf, size_t size)
 {
-    char p[64], buf[8192];
-    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/%s", (int)pid, name);
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
+    return 1;
+}
+
+static int proc_groups(pid_t pid, gid_t **out)
+{
+    char buf[8192];
+    if (!read_proc(pid, "status", buf, sizeof buf))
+        return 0;
     char *g = strstr(buf, "\nGroups:");
     if (g == NULL)
         return 0;
@@ -731,16 +740,9 @@ static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int pid_alive(pid_t pid)
 {
-    char p[64], buf[256];
-    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[256];
+    if (!read_proc(pid, "stat", buf, sizeof buf))
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     char *end = strrchr(buf, ')');     /* "pid (comm) S ...": comm may hold anything */
     return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X' && end[2] != 'x';
 }

@@ -36,19 +36,28 @@ static size_t iov_len(const struct iovec *iov, int cnt)
     return n;
 }
 
-/* direct_io: the FS reads into one buffer, scattered over the vector after. */
-static ssize_t direct_readv(struct vfile *v, int fd, const struct iovec *iov, int cnt, off_t off)
+/* One buffer as long as the vector (*n), for the calls that pass it to the FS whole; NULL
+ * and errno (EINVAL as the kernel's for a bad count) on failure. */
+static char *iov_buffer(const struct iovec *iov, int cnt, size_t *n)
 {
     if (cnt < 0 || cnt > IOV_MAX) {
         errno = EINVAL;
-        return -1;
+        return NULL;
     }
-    size_t n = iov_len(iov, cnt);
-    char *buf = malloc(n ? n : 1);
-    if (buf == NULL) {
+    *n = iov_len(iov, cnt);
+    char *buf = malloc(*n ? *n : 1);
+    if (buf == NULL)
         errno = ENOMEM;
+    return buf;
+}
+
+/* direct_io: the FS reads into one buffer, scattered over the vector after. */
+static ssize_t direct_readv(struct vfile *v, int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    size_t n;
+    char *buf = iov_buffer(iov, cnt, &n);
+    if (buf == NULL)
         return -1;
-    }
     ssize_t r = direct_read(v, fd, buf, n, off);
     int e = errno;
     for (size_t at = 0, i = 0; r > 0 && at < (size_t)r; i++) {
@@ -191,16 +200,10 @@ static ssize_t cached_write(int fd, struct vfile *v, const void *buf, size_t n, 
 static ssize_t cached_writev(int fd, struct vfile *v, const struct iovec *iov, int cnt, off_t off,
                              int positional)
 {
-    if (cnt < 0 || cnt > IOV_MAX) {
-        errno = EINVAL;
+    size_t n;
+    char *buf = iov_buffer(iov, cnt, &n);
+    if (buf == NULL)
         return -1;
-    }
-    size_t n = iov_len(iov, cnt);
-    char *buf = malloc(n ? n : 1);
-    if (buf == NULL) {
-        errno = ENOMEM;
-        return -1;
-    }
     size_t at = 0;
     for (int i = 0; i < cnt; i++) {
         memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
