@@ -3,6 +3,8 @@ what it prints natively: open, os.listdir, os.stat, shutil.copytree, pathlib,
 os.walk, scandir, mmap, fcntl locks.  Runs on both loopback data paths."""
 
 
+import sys
+
 import pytest
 
 SCRIPT = r'''
@@ -111,3 +113,15 @@ print("final", sorted(os.listdir(D)))
                          ids=["passthrough", "no-passthrough"])
 def test_python_file_api_matches_native(ws, options):
     ws.compare_py(SCRIPT, options=options)
+
+
+@pytest.mark.parametrize("options", [{}, {"passthrough": "no"}],
+                         ids=["passthrough", "no-passthrough"])
+def test_python_whose_stdout_the_shell_opened_in_the_mount(ws, options):
+    # python3 asks isatty(1) of the inherited mount fd before its interpreter runs: the
+    # embedded backend must not give up on the process for good at that call.
+    py = sys.executable
+    ws.compare_sh(f'{py} -c "print(123)" > "$D/out"\n'
+                  f'{py} -c "import sys; sys.stdout.write(\'456\\n\')" >> "$D/out"\n'
+                  f'echo 789 | {py} -c "import sys; print(sys.stdin.read().strip())" >> "$D/out"\n'
+                  'cat "$D/out"\n', options=options)

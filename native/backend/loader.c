@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int loaded;              /* load() has decided, for good */
 static struct backend_ops *backend;
 
 static void core_log(int level, const char *msg)
@@ -41,7 +42,9 @@ static const struct core_api core = {
 
 static int host_python_state(void)
 {
-    /* 1 = a running CPython of our version, 0 = none, -1 = one we cannot use */
+    /* 1 = a running CPython of our version, 0 = none, -1 = one we cannot use,
+     * -2 = ours, not running (yet: a python3 whose stdout is a mount file asks isatty(1)
+     * before Py_Initialize; or no more: after Py_Finalize) */
     int (*is_init)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     if (is_init == NULL)
         return 0;
@@ -67,26 +70,31 @@ static int host_python_state(void)
     }
     if (!is_init()) {
         /* libpython is here but not running (a host before Py_Initialize or after
-         * Py_Finalize): starting a second interpreter under it would corrupt it. */
-        ldp_log(LOG_ERROR, "this program carries a Python interpreter that is not running; "
-                "mount operations fail with EIO");
-        return -1;
+         * Py_Finalize): starting a second interpreter under it would corrupt it. The
+         * call fails with EIO; a later one, once the host's interpreter runs, starts the
+         * backend. */
+        return -2;
     }
     return 1;
 }
 
 struct backend_ops *backend_shared_init(void);
 
-static void load(void)
+/* 0 when decided for good (backend set, or NULL for good); 1: ask again at the next call */
+static int load(void)
 {
     const char *mode = getenv("LDPFUSE_MODE");
     if (mode && strcmp(mode, "shared") == 0) {
         backend = backend_shared_init();    /* no Python in this process at all */
-        return;
+        return 0;
     }
     guard_enter();
     char err[512] = "";
     int host = host_python_state();
+    if (host == -2) {
+        guard_leave();
+        return 1;
+    }
     if (host < 0)
         goto out;
     if (host == 0) {
@@ -112,6 +120,7 @@ static void load(void)
         ldp_log(LOG_ERROR, "the file system could not start: %s", err);
 out:
     guard_leave();
+    return 0;
 }
 
 /* At exit in a Python program that never touched the mount by name and has already
@@ -126,7 +135,20 @@ int backend_unreachable_at_exit(void)
 
 struct backend_ops *backend_get(void)
 {
-    pthread_once(&once, load);
+    if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
+        return backend;
+    static int waiting_logged;
+    pthread_mutex_lock(&load_lock);
+    if (!loaded) {
+        if (load() == 0) {
+            __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
+        } else if (!waiting_logged) {
+            waiting_logged = 1;
+            ldp_log(LOG_DEBUG, "this program's Python interpreter is not running (yet); "
+                    "mount operations fail with EIO until it is");
+        }
+    }
+    pthread_mutex_unlock(&load_lock);
     return backend;
 }
 
