@@ -240,6 +240,9 @@ class Loopback(Operations):
             os.close(fh)
 
     def opendir(self, path):
+        # Opening checks read permission on the directory, with the caller's rights,
+        # as the kernel does for open(dir, O_RDONLY) and opendir().
+        os.close(os.open(self._lower(path), os.O_RDONLY | os.O_DIRECTORY))
         return 0
 
     def releasedir(self, path, fh):

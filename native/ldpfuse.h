@@ -164,6 +164,7 @@ void vfs_unlinked(int mnt, const char *path);
 ssize_t be_errno(ssize_t r);    /* backend result -> libc convention */
 int fs_fd(int fd);      /* an fd the FS opened for itself: moved out of the program's way */
 int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
+int path_last_is_dot(const char *path);      /* last component "." (1), ".." (2), else 0 */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
 int vfile_ensure_fh(struct vfile *v);

@@ -122,3 +122,25 @@ except OSError as e:
 def test_pathconf_answers_for_paths_in_the_mount(ws, fs):
     native, _ = ws.compare_py(PATHCONF, fs=fs)
     assert "missing: ENOENT" in native.stdout
+
+
+DOT_NAMES = r'''
+cd "$D"
+mkdir -p a/b
+rmdir a/b/. || true
+rmdir a/b/.. || true
+mv a/b/. c || true
+python3 -c 'import os; os.rename("a/b/..", "c")' 2>&1 | tail -1 || true
+python3 -c 'import os; os.unlink("a/b/.")' 2>&1 | tail -1 || true
+rmdir a/x/. || true
+ls -R
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_removing_or_renaming_dot_and_dotdot_is_refused(ws, fs):
+    """rmdir "a/b/." is EINVAL and "a/b/.." ENOTEMPTY, rename of either EBUSY, unlink
+    EISDIR, as the kernel refuses them: the directory itself is never removed."""
+    native, _ = ws.compare_sh(DOT_NAMES, fs=fs)
+    assert "Invalid argument" in native.stderr
+    assert "a/b:" in native.stdout
