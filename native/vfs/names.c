@@ -203,8 +203,10 @@ int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow
     struct stat st;
     if (vfs_getattr(&vp, 0, &st) < 0)
         return -1;
-    if (ts == NULL) {
-        t[0] = t[1] = now;
+    if (ts == NULL || (ts[0].tv_nsec == UTIME_NOW && ts[1].tv_nsec == UTIME_NOW)) {
+        /* "now" goes as is: the FS applies its own rule (the kernel lets a writer who is not
+         * the owner set the times to now, but only the owner set them to given values) */
+        return be_errno(BE(utimens(vp.mnt, vp.path, NULL)));
     } else {
         t[0] = ts[0];
         t[1] = ts[1];
