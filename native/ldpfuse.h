@@ -60,11 +60,16 @@ struct mount {
 extern struct mount *ldp_mounts;
 extern int ldp_nmounts;
 
+/* The longest absolute path resolved for a mount. The kernel limits the string a program
+ * passes to PATH_MAX, not the path it resolves to: a relative path of PATH_MAX - 1 bytes
+ * from a working directory in a mount is longer, and must still reach the FS whole. */
+#define VPATH_MAX (PATH_MAX + 1024)
+
 /* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
 struct vpath {
     int mnt;
     int trailing_slash;     /* the caller wrote "dir/": the object must be a directory */
-    char path[PATH_MAX];
+    char path[VPATH_MAX];
 };
 
 /* Is (dirfd, *path) inside a mount? Fills vp and returns 1 if so. Costs a few ns and

@@ -144,3 +144,36 @@ def test_removing_or_renaming_dot_and_dotdot_is_refused(ws, fs):
     native, _ = ws.compare_sh(DOT_NAMES, fs=fs)
     assert "Invalid argument" in native.stderr
     assert "a/b:" in native.stdout
+
+
+LONG_RELATIVE_PATH = r'''
+cd "$D"
+name=$(printf 'n%.0s' $(seq 255))
+p=$name
+for i in $(seq 14); do p=$p/$name; done
+p=$p/$(printf 'f%.0s' $(seq 255))
+echo ${#p}
+mkdir -p "${p%/*}"
+touch "$p"
+chmod 640 "$p"
+stat -c %a "$p"
+echo data >> "$p"
+cat "$p"
+ln -s target "${p%/*}/l"
+readlink "${p%/*}/l"
+mv "$p" "${p%/*}/g"
+ls "${p%/*}" | cut -c1-3
+touch "${p}x" 2>&1 | sed 's/"[^"]*"/PATH/; s/'"'"'[^'"'"']*'"'"'/PATH/'
+rm -r "$name"
+ls
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_relative_paths_of_path_max_minus_one_bytes_work(ws, fs):
+    """A relative path of PATH_MAX - 1 bytes from a directory in the mount names a file
+    (the kernel limits the string, not the path it resolves to); one byte more is
+    ENAMETOOLONG. The loopback's real path behind it is longer than PATH_MAX."""
+    native, _ = ws.compare_sh(LONG_RELATIVE_PATH, fs=fs)
+    assert native.stdout.startswith("4095\n640\ndata\ntarget\n")
+    assert "File name too long" in native.stdout
