@@ -3,6 +3,7 @@ a native directory: a path pointer the program never mapped is EFAULT, not a cra
 the program inside the preload library; a name over NAME_MAX is ENAMETOOLONG for every
 call, not ENOENT from the file system."""
 
+import os
 import shutil
 
 import pytest
@@ -177,3 +178,74 @@ def test_relative_paths_of_path_max_minus_one_bytes_work(ws, fs):
     native, _ = ws.compare_sh(LONG_RELATIVE_PATH, fs=fs)
     assert native.stdout.startswith("4095\n640\ndata\ntarget\n")
     assert "File name too long" in native.stdout
+
+
+XATTR_LIMITS = r'''
+import errno, os
+D = os.environ["D"]
+f = f"{D}/f"
+open(f, "w").close()
+for what, name, value in (("value of 64 KiB + 1", "user.big", b"x" * 65537),
+                          ("value of 1000", "user.small", b"x" * 1000),
+                          ("name of 256", "user." + "n" * 251, b"v"),
+                          ("empty name", "", b"v")):
+    try:
+        os.setxattr(f, name, value)
+        print(what, "set", len(os.getxattr(f, name)))
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+for call in (os.getxattr, os.removexattr):
+    try:
+        call(f, "user." + "n" * 251)
+    except OSError as e:
+        print(call.__name__, errno.errorcode[e.errno])
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_xattr_names_and_values_over_the_kernel_limits_are_refused(ws, fs):
+    """A value over 64 KiB is E2BIG and a name over 255 bytes (or empty) ERANGE, as the
+    kernel refuses them before any file system sees them."""
+    native, _ = ws.compare_py(XATTR_LIMITS, fs=fs)
+    assert "value of 64 KiB + 1 E2BIG" in native.stdout
+    assert "name of 256 ERANGE" in native.stdout
+
+
+SETID_ON_CHOWN = r'''
+cd "$D"
+touch a b c
+chmod 6755 a
+chmod 6745 b
+chmod 4755 c
+chown 65534:65534 a b
+chown 0 c
+stat -c '%n %a %u %g' a b c
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_chown_clears_set_user_id_and_group_executable_set_group_id(ws, fs):
+    """chown of a file clears its set-user-ID bit, and its set-group-ID bit when it is
+    group-executable (even by root), as Linux does."""
+    native, _ = ws.compare_sh(SETID_ON_CHOWN, fs=fs)
+    assert "a 755 65534 65534" in native.stdout
+
+
+SETID_ON_WRITE = r'''
+cd "$D"
+touch d e
+chmod 6777 d e
+setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo x >&3' 3>>d
+echo y >> e
+stat -c '%n %a' d e
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="writing as another user needs root and setpriv")
+def test_a_write_by_another_user_clears_set_id_bits_in_the_memory_example(ws):
+    """Data written by someone other than root clears the set-ID bits (root's own write
+    keeps them). Another user's process loads the FS only in the shared mode."""
+    native, _ = ws.compare_sh(SETID_ON_WRITE, fs=MEMORY, mode="shared")
+    assert native.stdout == "d 777\ne 6777\n"

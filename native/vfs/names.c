@@ -241,8 +241,29 @@ int vfs_statvfs(const struct vpath *vp, struct statvfs *sv)
     return r;
 }
 
+/* The kernel's limits on an xattr, checked before the path is looked up: a name of 1 to
+ * XATTR_NAME_MAX bytes (else ERANGE), a value of at most XATTR_SIZE_MAX (else E2BIG). The
+ * FS never sees what the kernel would refuse. */
+#define KERNEL_XATTR_NAME_MAX 255
+#define KERNEL_XATTR_SIZE_MAX 65536
+static int xattr_name_refused(const char *name)
+{
+    if (name == NULL) {
+        errno = EFAULT;
+        return 1;
+    }
+    size_t n = strnlen(name, KERNEL_XATTR_NAME_MAX + 1);
+    if (n == 0 || n > KERNEL_XATTR_NAME_MAX) {
+        errno = ERANGE;
+        return 1;
+    }
+    return 0;
+}
+
 ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_t size, int follow_links)
 {
+    if (xattr_name_refused(name))
+        return -1;
     struct vpath vp = *vp0;
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
@@ -255,6 +276,12 @@ ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_
 int vfs_setxattr(const struct vpath *vp0, const char *name, const void *val, size_t size, int flags,
                  int follow_links)
 {
+    if (xattr_name_refused(name))
+        return -1;
+    if (size > KERNEL_XATTR_SIZE_MAX) {
+        errno = E2BIG;
+        return -1;
+    }
     struct vpath vp = *vp0;
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
@@ -275,6 +302,8 @@ ssize_t vfs_listxattr(const struct vpath *vp0, char *list, size_t size, int foll
 
 int vfs_removexattr(const struct vpath *vp0, const char *name, int follow_links)
 {
+    if (xattr_name_refused(name))
+        return -1;
     struct vpath vp = *vp0;
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
