@@ -255,3 +255,33 @@ def test_a_write_by_another_user_clears_set_id_bits_in_the_memory_example(ws):
     keeps them). Another user's process loads the FS only in the shared mode."""
     native, _ = ws.compare_sh(SETID_ON_WRITE, fs=MEMORY, mode="shared")
     assert native.stdout == "d 777\ne 6777\n"
+
+
+THROUGH_DIRECTORY_LINKS = r'''
+cd "$D"
+mkdir d
+ln -s d l
+mkdir l/x
+touch l/f
+ln -s t l/s
+mkfifo l/p
+rm l/f
+rmdir l/x
+rm -f l/missing
+ln -s a b
+ln -s b a
+mkdir a/t || true
+rm a/t || true
+rm nodir/x || true
+ls d
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_names_made_and_removed_through_a_symlinked_directory(ws, fs):
+    """mkdir, mkfifo, ln -s, rm and rmdir of "link/name" (link -> a directory) act in the
+    directory, also for a file system that never follows links itself (the memory
+    example answers ENOTDIR for them), and a loop of links is ELOOP."""
+    native, _ = ws.compare_sh(THROUGH_DIRECTORY_LINKS, fs=fs, mode=one_tree(fs))
+    assert native.stdout == "p\ns\n"
+    assert "Too many levels of symbolic links" in native.stderr

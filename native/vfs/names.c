@@ -58,21 +58,43 @@ int vfs_access(const struct vpath *vp0, int mode, int flags)
     return be_errno(BE_RO(access(vp.mnt, vp.path, mode)));
 }
 
-int vfs_mkdir(const struct vpath *vp, mode_t mode)
+/* The FS sees whole paths: a symlink among the directories ("link/new", link -> dir)
+ * reaches it unresolved, and an FS that does not follow links answers ENOENT or ENOTDIR.
+ * Then the directories are resolved (ELOOP if their links never end) and the call made
+ * once more: 1 to retry with vp changed, 0 to keep the answer r, -1 with errno. */
+static int retry_in_real_parent(struct vpath *vp, ssize_t r)
 {
-    if (!new_name_ok(vp))
+    if (r != -ENOENT && r != -ENOTDIR)
+        return 0;
+    return vfs_resolve_parents(vp);
+}
+#define BE_NAME(vp, call) ({ \
+    ssize_t rn_; \
+    int again_ = 0; \
+    for (int try_ = 0; try_ < 2; try_++) { \
+        rn_ = BE(call); \
+        if (try_ > 0 || (again_ = retry_in_real_parent(vp, rn_)) <= 0) \
+            break; \
+    } \
+    again_ < 0 ? -errno : rn_; })
+
+int vfs_mkdir(const struct vpath *vp0, mode_t mode)
+{
+    if (!new_name_ok(vp0))
         return -1;
-    return be_errno(BE(mkdir(vp->mnt, vp->path, S_IFDIR | (mode & 07777 & ~ldp_umask))));
+    struct vpath vp = *vp0;
+    return be_errno(BE_NAME(&vp, mkdir(vp.mnt, vp.path, S_IFDIR | (mode & 07777 & ~ldp_umask))));
 }
 
-int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev)
+int vfs_mknod(const struct vpath *vp0, mode_t mode, dev_t dev)
 {
-    if (!new_name_ok(vp))
+    if (!new_name_ok(vp0))
         return -1;
     mode_t type = mode & S_IFMT;
     if (type == 0)
         type = S_IFREG;
-    return be_errno(BE(mknod(vp->mnt, vp->path, type | (mode & 07777 & ~ldp_umask), dev)));
+    struct vpath vp = *vp0;
+    return be_errno(BE_NAME(&vp, mknod(vp.mnt, vp.path, type | (mode & 07777 & ~ldp_umask), dev)));
 }
 
 int vfs_rmdir(const struct vpath *vp)
@@ -81,14 +103,16 @@ int vfs_rmdir(const struct vpath *vp)
         errno = EBUSY;
         return -1;
     }
-    return be_errno(BE(rmdir(vp->mnt, vp->path)));
+    struct vpath v = *vp;
+    return be_errno(BE_NAME(&v, rmdir(v.mnt, v.path)));
 }
 
-int vfs_unlink(const struct vpath *vp)
+int vfs_unlink(const struct vpath *vp0)
 {
-    int r = be_errno(BE(unlink(vp->mnt, vp->path)));
+    struct vpath vp = *vp0;
+    int r = be_errno(BE_NAME(&vp, unlink(vp.mnt, vp.path)));
     if (r == 0)
-        vfs_unlinked(vp->mnt, vp->path);
+        vfs_unlinked(vp.mnt, vp.path);
     return r;
 }
 
@@ -132,11 +156,12 @@ int vfs_link(const struct vpath *from, const struct vpath *to)
     return be_errno(BE(link(to->mnt, to->path, from->path)));
 }
 
-int vfs_symlink(const char *target, const struct vpath *vp)
+int vfs_symlink(const char *target, const struct vpath *vp0)
 {
-    if (!new_name_ok(vp))
+    if (!new_name_ok(vp0))
         return -1;
-    return be_errno(BE(symlink(vp->mnt, vp->path, target)));
+    struct vpath vp = *vp0;
+    return be_errno(BE_NAME(&vp, symlink(vp.mnt, vp.path, target)));
 }
 
 ssize_t vfs_readlink(const struct vpath *vp, char *buf, size_t size)
