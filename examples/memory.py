@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from errno import (
-    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY,
+    EACCES, EBUSY, EEXIST, EFBIG, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY,
     EOPNOTSUPP, EPERM,
 )
 from stat import (
@@ -31,6 +31,7 @@ XATTR_CREATE = getattr(os, "XATTR_CREATE", 1)
 XATTR_REPLACE = getattr(os, "XATTR_REPLACE", 2)
 UNCHANGED_IDS = (-1, 0xFFFFFFFF)  # chown's "leave it": -1, or as an unsigned id_t
 BLOCK_SIZE = 4096
+MAX_FILE_SIZE = 16 * 2**30  # what statfs says the tree holds: a larger file is EFBIG
 
 
 def without_privileges(mode):
@@ -262,7 +263,7 @@ class Memory(Operations):
 
     def statfs(self, path):
         # Nominal numbers (16 GiB, a million inodes): the tree has no quota.
-        blocks = 16 * 2**30 // BLOCK_SIZE
+        blocks = MAX_FILE_SIZE // BLOCK_SIZE
         files = 2**20
         return {
             "f_bsize": BLOCK_SIZE,
@@ -488,6 +489,8 @@ class Memory(Operations):
 
     def write(self, path, data, offset, fh):
         node = self._file(path, fh)
+        if offset + len(data) > MAX_FILE_SIZE:
+            raise FuseOSError(EFBIG)
         buf = node.data
         size = len(buf)
         if offset > size:
@@ -508,6 +511,8 @@ class Memory(Operations):
 
     def truncate(self, path, length, fh=None):
         node = self._file(path, fh)
+        if length > MAX_FILE_SIZE:
+            raise FuseOSError(EFBIG)
         buf = node.data
         if length < len(buf):
             del buf[length:]

@@ -4,6 +4,7 @@ the program inside the preload library; a name over NAME_MAX is ENAMETOOLONG for
 call, not ENOENT from the file system."""
 
 import os
+import sys
 import shutil
 
 import pytest
@@ -285,3 +286,32 @@ def test_names_made_and_removed_through_a_symlinked_directory(ws, fs):
     native, _ = ws.compare_sh(THROUGH_DIRECTORY_LINKS, fs=fs, mode=one_tree(fs))
     assert native.stdout == "p\ns\n"
     assert "Too many levels of symbolic links" in native.stderr
+
+
+SIZE_AND_LINK_LIMITS = r'''
+import errno, os
+D = os.environ["D"]
+f = f"{D}/f"
+open(f, "w").close()
+try:
+    os.truncate(f, 999999999999999)
+    print("truncated to", os.stat(f).st_size)
+except OSError as e:
+    print("truncate", errno.errorcode[e.errno], os.stat(f).st_size)
+os.truncate(f, 0)
+for n in (4095, 4096):
+    try:
+        os.symlink("x" * n, f"{D}/l{n}")
+        print("symlink", n, len(os.readlink(f"{D}/l{n}")))
+    except OSError as e:
+        print("symlink", n, errno.errorcode[e.errno])
+'''
+
+
+def test_size_beyond_the_memory_example_and_link_contents_beyond_path_max(ws):
+    """A truncate past what the memory example holds is EFBIG (ext4 also refuses 1 PB),
+    and a symlink's content of PATH_MAX bytes is ENAMETOOLONG as the kernel refuses it."""
+    native, ldp = ws.native_run([sys.executable, ws.write_script("s.py", SIZE_AND_LINK_LIMITS)]), \
+        ws.ldp_run([sys.executable, ws.tmp / "s.py"], fs=MEMORY)
+    assert native.stdout == "truncate EFBIG 0\nsymlink 4095 4095\nsymlink 4096 ENAMETOOLONG\n"
+    assert ldp.stdout == native.stdout, ldp.stderr

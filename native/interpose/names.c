@@ -144,6 +144,10 @@ int symlinkat(const char *target, int dirfd, const char *linkpath)
         errno = EFAULT;
         return -1;
     }
+    if (strnlen(target, PATH_MAX) >= PATH_MAX) {
+        errno = ENAMETOOLONG;   /* the kernel takes a link's content as it takes a path */
+        return -1;
+    }
     return vfs_symlink(target, &vp);
 }
 int symlink(const char *target, const char *linkpath)
