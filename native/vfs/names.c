@@ -78,6 +78,18 @@ static int retry_in_real_parent(struct vpath *vp, ssize_t r)
     } \
     again_ < 0 ? -errno : rn_; })
 
+/* The same for a call with two paths: 1 if either changed. */
+static int retry_in_real_parents(struct vpath *a, struct vpath *b, ssize_t r)
+{
+    if (r != -ENOENT && r != -ENOTDIR)
+        return 0;
+    int ca = vfs_resolve_parents(a);
+    int cb = ca < 0 ? 0 : vfs_resolve_parents(b);
+    if (ca < 0 || cb < 0)
+        return -1;
+    return ca || cb;
+}
+
 int vfs_mkdir(const struct vpath *vp0, mode_t mode)
 {
     if (!new_name_ok(vp0))
@@ -139,9 +151,16 @@ int vfs_rename(const struct vpath *from, const struct vpath *to, unsigned flags)
         errno = EBUSY;
         return -1;
     }
-    int r = be_errno(BE(rename(from->mnt, from->path, to->path)));
+    struct vpath f = *from, t = *to;
+    ssize_t rr = BE(rename(f.mnt, f.path, t.path));
+    int again = retry_in_real_parents(&f, &t, rr);
+    if (again < 0)
+        return -1;
+    if (again)
+        rr = BE(rename(f.mnt, f.path, t.path));
+    int r = be_errno(rr);
     if (r == 0)
-        vfs_renamed(from->mnt, from->path, to->path);
+        vfs_renamed(f.mnt, f.path, t.path);
     return r;
 }
 
@@ -153,7 +172,14 @@ int vfs_link(const struct vpath *from, const struct vpath *to)
     }
     if (!new_name_ok(to))
         return -1;
-    return be_errno(BE(link(to->mnt, to->path, from->path)));
+    struct vpath f = *from, t = *to;
+    ssize_t r = BE(link(t.mnt, t.path, f.path));
+    int again = retry_in_real_parents(&f, &t, r);
+    if (again < 0)
+        return -1;
+    if (again)
+        r = BE(link(t.mnt, t.path, f.path));
+    return be_errno(r);
 }
 
 int vfs_symlink(const char *target, const struct vpath *vp0)
@@ -189,7 +215,7 @@ int vfs_chown(const struct vpath *vp0, uid_t uid, gid_t gid, int follow_links)
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(chown)(out, uid, gid);
-    return be_errno(BE(chown(vp.mnt, vp.path, uid, gid)));
+    return be_errno(BE_NAME(&vp, chown(vp.mnt, vp.path, uid, gid)));
 }
 
 int vfs_truncate(const struct vpath *vp0, off_t len)
