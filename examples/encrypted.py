@@ -259,7 +259,10 @@ class Encrypted(Operations):
         os.lchown(self._lower(path), uid, gid)
 
     def utimens(self, path, times=None):
-        os.utime(self._lower(path), ns=times, follow_symlinks=False)
+        if times is None:  # now
+            os.utime(self._lower(path), follow_symlinks=False)
+        else:
+            os.utime(self._lower(path), ns=times, follow_symlinks=False)
 
     def statfs(self, path):
         sv = os.statvfs(self._lower(path))

@@ -21,7 +21,7 @@
 
 import os
 from errno import EACCES, ENOTDIR, EOPNOTSUPP
-from stat import S_IFDIR, S_IFLNK, S_IFREG, S_ISDIR
+from stat import S_IFDIR, S_IFLNK, S_IFREG, S_ISDIR, S_ISLNK
 
 from ldpfuse_py import FuseOSError, Operations, Passthrough
 
@@ -50,6 +50,7 @@ class Loopback(Operations):
         # '/a/b' -> root + '/a/b', the same as os.path.join(root, 'a/b'),
         # without the join; '' when root is '/' so that '/a' stays '/a'.
         self._prefix = self.root.rstrip("/")
+        self._root_fd = None
 
     def _lower(self, path):
         "The real path behind a mount path ('/' is root itself)."
@@ -57,13 +58,28 @@ class Loopback(Operations):
             return self.root
         return self._prefix + path
 
+    def _at(self, path):
+        """(dir_fd, name) for an os.* call on the real file behind path.
+
+        The real path, with dir_fd None; or, when root + path is longer than
+        the kernel takes (PATH_MAX), the path relative to an fd of root: a
+        program may name a file by a relative path of PATH_MAX - 1 bytes, which
+        the real path behind it would exceed."""
+        lower = self._lower(path)
+        if len(lower) < 1024 or len(os.fsencode(lower)) < 4096:
+            return None, lower
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._root_fd, path.lstrip("/")
+
     # Metadata
 
     def getattr(self, path, fh=None):
         if fh is not None and not self.passthrough:
             st = os.fstat(fh)  # the open file, even after unlink
         else:
-            st = os.lstat(self._lower(path))
+            d, p = self._at(path)
+            st = os.stat(p, dir_fd=d, follow_symlinks=False)
         return {
             "st_mode": st.st_mode,
             "st_ino": st.st_ino,
@@ -81,29 +97,33 @@ class Loopback(Operations):
         }
 
     def access(self, path, amode):
-        if not os.access(self._lower(path), amode):
+        d, p = self._at(path)
+        if not os.access(p, amode, dir_fd=d):
             raise FuseOSError(EACCES)
 
     def chmod(self, path, mode):
         # path names the object itself: ldpfuse resolves symlinks that are to
         # be followed. A symlink's mode cannot change on Linux (lchmod fails
         # with EOPNOTSUPP); os.chmod would change its target instead.
-        lower = self._lower(path)
-        if os.path.islink(lower):
+        d, p = self._at(path)
+        if S_ISLNK(os.stat(p, dir_fd=d, follow_symlinks=False).st_mode):
             raise FuseOSError(EOPNOTSUPP)
-        os.chmod(lower, mode)
+        os.chmod(p, mode, dir_fd=d)
 
     def chown(self, path, uid, gid):
-        os.chown(self._lower(path), uid, gid, follow_symlinks=False)
+        d, p = self._at(path)
+        os.chown(p, uid, gid, dir_fd=d, follow_symlinks=False)
 
     def utimens(self, path, times=None):
+        d, p = self._at(path)
         if times is None:
-            os.utime(self._lower(path), follow_symlinks=False)
+            os.utime(p, dir_fd=d, follow_symlinks=False)
         else:
-            os.utime(self._lower(path), ns=times, follow_symlinks=False)
+            os.utime(p, ns=times, dir_fd=d, follow_symlinks=False)
 
     def statfs(self, path):
-        sv = os.statvfs(self._lower(path))
+        d, p = self._at(path)
+        sv = os.statvfs(p if d is None else self.root)  # statvfs has no *at form
         return {
             "f_bsize": sv.f_bsize,
             "f_frsize": sv.f_frsize,
@@ -138,7 +158,14 @@ class Loopback(Operations):
         # One scandir per directory: d_ino and d_type come from the kernel's
         # getdents, no stat per entry.
         entries = [".", ".."]
-        with os.scandir(self._lower(path)) as it:
+        d, p = self._at(path)
+        fd = None if d is None else os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d)
+        try:
+            it = os.scandir(p if fd is None else fd)
+        finally:
+            if fd is not None:
+                os.close(fd)  # scandir works on its own dup of it
+        with it:
             for entry in it:
                 if entry.is_symlink():
                     kind = S_IFLNK
@@ -152,55 +179,77 @@ class Loopback(Operations):
         return entries
 
     def readlink(self, path):
-        return os.readlink(self._lower(path))
+        d, p = self._at(path)
+        return os.readlink(p, dir_fd=d)
 
     def mknod(self, path, mode, dev):
-        os.mknod(self._lower(path), mode, dev)
+        d, p = self._at(path)
+        os.mknod(p, mode, dev, dir_fd=d)
 
     def mkdir(self, path, mode):
-        os.mkdir(self._lower(path), mode)
+        d, p = self._at(path)
+        os.mkdir(p, mode, dir_fd=d)
 
     def rmdir(self, path):
-        os.rmdir(self._lower(path))
+        d, p = self._at(path)
+        os.rmdir(p, dir_fd=d)
 
     def unlink(self, path):
-        os.unlink(self._lower(path))
+        d, p = self._at(path)
+        os.unlink(p, dir_fd=d)
 
     def rename(self, old, new):
-        os.rename(self._lower(old), self._lower(new))
+        d, p = self._at(old)
+        d2, p2 = self._at(new)
+        os.rename(p, p2, src_dir_fd=d, dst_dir_fd=d2)
 
     def link(self, target, source):
         "ln source target: target is the new name, source the existing file."
-        os.link(self._lower(source), self._lower(target))
+        d, p = self._at(source)
+        d2, p2 = self._at(target)
+        os.link(p, p2, src_dir_fd=d, dst_dir_fd=d2)
 
     def symlink(self, target, source):
         "ln -s source target: source is the link's content, stored as is."
-        os.symlink(source, self._lower(target))
+        d, p = self._at(target)
+        os.symlink(source, p, dir_fd=d)
 
     def truncate(self, path, length, fh=None):
         if fh is not None and not self.passthrough:
             os.ftruncate(fh, length)
-        else:
-            os.truncate(self._lower(path), length)
+            return
+        d, p = self._at(path)
+        if d is None:
+            os.truncate(p, length)
+        else:  # truncate has no *at form
+            fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC, dir_fd=d)
+            try:
+                os.ftruncate(fd, length)
+            finally:
+                os.close(fd)
 
     # Files. With passthrough the fd becomes the caller's file descriptor and
     # read/write/flush/release below are never called for it.
 
     def open(self, path, flags):
+        d, p = self._at(path)
         if self.passthrough:
-            return Passthrough.open(self._lower(path), flags)
-        return self._open_for_cache(self._lower(path), flags)
+            return Passthrough.open(p, flags) if d is None else Passthrough(os.open(p, flags, dir_fd=d))
+        return self._open_for_cache(p, flags, dir_fd=d)
 
     def create(self, path, mode, fi=None):
         # fi.flags holds the caller's flags: O_RDWR must stay O_RDWR (a
         # write-only create breaks sqlite), O_EXCL must stay O_EXCL.
         flags = fi.flags if fi is not None else os.O_WRONLY | os.O_TRUNC
+        d, p = self._at(path)
         if self.passthrough:
-            return Passthrough.open(self._lower(path), flags | os.O_CREAT, mode)
-        return self._open_for_cache(self._lower(path), flags | os.O_CREAT, mode)
+            if d is None:
+                return Passthrough.open(p, flags | os.O_CREAT, mode)
+            return Passthrough(os.open(p, flags | os.O_CREAT, mode, dir_fd=d))
+        return self._open_for_cache(p, flags | os.O_CREAT, mode, dir_fd=d)
 
     @staticmethod
-    def _open_for_cache(lower, flags, mode=0o777):
+    def _open_for_cache(lower, flags, mode=0o777, dir_fd=None):
         """The fd behind a handle whose data ldpfuse moves with read()/write().
 
         As libfuse's passthrough examples do under the kernel's writeback
@@ -212,10 +261,10 @@ class Loopback(Operations):
         flags &= ~os.O_APPEND
         if flags & os.O_ACCMODE == os.O_WRONLY:
             try:
-                return os.open(lower, (flags & ~os.O_ACCMODE) | os.O_RDWR, mode)
+                return os.open(lower, (flags & ~os.O_ACCMODE) | os.O_RDWR, mode, dir_fd=dir_fd)
             except PermissionError:
                 pass  # write-only by permission: reads of it will fail
-        return os.open(lower, flags, mode)
+        return os.open(lower, flags, mode, dir_fd=dir_fd)
 
     def read(self, path, size, offset, fh):
         return os.pread(fh, size, offset)
@@ -240,6 +289,10 @@ class Loopback(Operations):
             os.close(fh)
 
     def opendir(self, path):
+        # Opening checks read permission on the directory, with the caller's rights,
+        # as the kernel does for open(dir, O_RDONLY) and opendir().
+        d, p = self._at(path)
+        os.close(os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d))
         return 0
 
     def releasedir(self, path, fh):

@@ -17,11 +17,12 @@ import os
 import threading
 import time
 from errno import (
-    EACCES, EBUSY, EEXIST, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY,
+    EACCES, EBUSY, EEXIST, EFBIG, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY,
     EOPNOTSUPP, EPERM,
 )
 from stat import (
-    S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
+    S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK, S_ISGID,
+    S_ISUID, S_IXGRP,
 )
 
 from ldpfuse_py import FuseOSError, Operations, fuse_get_context
@@ -30,6 +31,17 @@ XATTR_CREATE = getattr(os, "XATTR_CREATE", 1)
 XATTR_REPLACE = getattr(os, "XATTR_REPLACE", 2)
 UNCHANGED_IDS = (-1, 0xFFFFFFFF)  # chown's "leave it": -1, or as an unsigned id_t
 BLOCK_SIZE = 4096
+MAX_FILE_SIZE = 16 * 2**30  # what statfs says the tree holds: a larger file is EFBIG
+
+
+def without_privileges(mode):
+    """mode less the set-user-ID bit, and the set-group-ID bit when group-executable: what
+    Linux clears on a file that changes owner, or is written by someone who is not root.
+    (A set-group-ID bit without group execute marks mandatory locking: it stays.)"""
+    mode &= ~S_ISUID
+    if mode & S_IXGRP:
+        mode &= ~S_ISGID
+    return mode
 
 
 class Inode:
@@ -236,6 +248,8 @@ class Memory(Operations):
             node.uid = uid
         if gid not in UNCHANGED_IDS:
             node.gid = gid
+        if not isinstance(node, Directory):
+            node.mode = without_privileges(node.mode)
         node.ctime = time.time_ns()
 
     def utimens(self, path, times=None):
@@ -249,7 +263,7 @@ class Memory(Operations):
 
     def statfs(self, path):
         # Nominal numbers (16 GiB, a million inodes): the tree has no quota.
-        blocks = 16 * 2**30 // BLOCK_SIZE
+        blocks = MAX_FILE_SIZE // BLOCK_SIZE
         files = 2**20
         return {
             "f_bsize": BLOCK_SIZE,
@@ -475,6 +489,8 @@ class Memory(Operations):
 
     def write(self, path, data, offset, fh):
         node = self._file(path, fh)
+        if offset + len(data) > MAX_FILE_SIZE:
+            raise FuseOSError(EFBIG)
         buf = node.data
         size = len(buf)
         if offset > size:
@@ -484,17 +500,25 @@ class Memory(Operations):
             buf += data  # grows in place: amortised O(1) per append
         else:
             buf[offset:offset + len(data)] = data
-        node.mtime = node.ctime = time.time_ns()
+        self._written_by_caller(node)
         return len(data)
+
+    def _written_by_caller(self, node):
+        "New data: new times, and no set-ID bits left for anyone but root to run."
+        if node.mode & (S_ISUID | S_ISGID) and fuse_get_context()[0] != 0:
+            node.mode = without_privileges(node.mode)
+        node.mtime = node.ctime = time.time_ns()
 
     def truncate(self, path, length, fh=None):
         node = self._file(path, fh)
+        if length > MAX_FILE_SIZE:
+            raise FuseOSError(EFBIG)
         buf = node.data
         if length < len(buf):
             del buf[length:]
         else:
             buf.extend(bytes(length - len(buf)))
-        node.mtime = node.ctime = time.time_ns()
+        self._written_by_caller(node)
 
     def flush(self, path, fh):
         return 0

@@ -60,11 +60,16 @@ struct mount {
 extern struct mount *ldp_mounts;
 extern int ldp_nmounts;
 
+/* The longest absolute path resolved for a mount. The kernel limits the string a program
+ * passes to PATH_MAX, not the path it resolves to: a relative path of PATH_MAX - 1 bytes
+ * from a working directory in a mount is longer, and must still reach the FS whole. */
+#define VPATH_MAX (PATH_MAX + 1024)
+
 /* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
 struct vpath {
     int mnt;
     int trailing_slash;     /* the caller wrote "dir/": the object must be a directory */
-    char path[PATH_MAX];
+    char path[VPATH_MAX];
 };
 
 /* Is (dirfd, *path) inside a mount? Fills vp and returns 1 if so. Costs a few ns and
@@ -155,6 +160,7 @@ void vfile_unref(struct vfile *v);     /* release to the FS on the last one */
 /* ---- VFS operations (vfs/): libc conventions, -1 and errno on failure. */
 struct backend_ops *backend_get(void); /* starts the backend on first use; NULL = EIO */
 int vfs_getattr(const struct vpath *vp, int follow, struct stat *st);
+int vfs_resolve_parents(struct vpath *vp);  /* symlinks among the directories: 1 changed, 0, -1 ELOOP */
 int vfs_fgetattr(int fd, struct vfile *v, struct stat *st);
 int vfs_open(const struct vpath *vp, int flags, mode_t mode);
 int vfs_close(int fd, struct vfile *v);
@@ -164,6 +170,7 @@ void vfs_unlinked(int mnt, const char *path);
 ssize_t be_errno(ssize_t r);    /* backend result -> libc convention */
 int fs_fd(int fd);      /* an fd the FS opened for itself: moved out of the program's way */
 int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
+int path_last_is_dot(const char *path);      /* last component "." (1), ".." (2), else 0 */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
 int vfile_ensure_fh(struct vfile *v);

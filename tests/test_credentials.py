@@ -156,3 +156,45 @@ def test_a_fifo_in_the_mount_keeps_its_owner_and_mode(tmp_path, lower):
     """))
     assert r.stdout == "refused\nthrough\n", r.stderr
     assert "Permission denied" in r.stderr
+
+
+def native_as_nobody(script):
+    return subprocess.run(as_nobody("sh", "-c", script), capture_output=True, text=True,
+                          timeout=60, env=base_env(), cwd="/")
+
+
+def test_listing_a_directory_needs_read_permission(tmp_path, lower):
+    """opendir() and open(dir, O_RDONLY) check read permission with the caller's rights
+    (a directory that is searchable but not readable lists for nobody with EACCES, while
+    its files stay reachable), the same as on a native directory."""
+    native = tmp_path / "native"
+    shutil.copytree(lower, native)
+    for d in (native, lower):
+        (d / "hidden").mkdir()
+        (d / "hidden" / "f").write_text("reachable\n")
+        os.chmod(d / "hidden", 0o711)
+    script = "ls {d}/hidden || echo refused; cat {d}/hidden/f; ls {d}/open && echo listed"
+    want = native_as_nobody(script.format(d=native))
+    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", script.format(d=tmp_path / "mnt")))
+    assert want.stdout == "refused\nreachable\nlisted\n", want.stderr
+    assert r.stdout == want.stdout, r.stderr
+    assert r.stderr.replace(str(tmp_path / "mnt"), "D") == want.stderr.replace(str(native), "D")
+
+
+def test_a_writer_who_is_not_the_owner_may_set_times_to_now_only(tmp_path, lower):
+    """utimensat(UTIME_NOW, UTIME_NOW) is allowed to anyone who may write the file, explicit
+    times only to its owner (EPERM), and neither to someone who may not write (EACCES):
+    the FS gets times=None for "now" and applies that rule with the caller's rights."""
+    native = tmp_path / "native"
+    shutil.copytree(lower, native)
+    for d in (native, lower):
+        (d / "shared").write_text("x\n")
+        os.chmod(d / "shared", 0o666)
+    script = ("touch -c {d}/shared && echo now; touch -c -d 2001-02-03 {d}/shared || echo refused; "
+              "touch -c {d}/public || echo refused; "
+              "python3 -c 'import os, sys; os.utime(sys.argv[1])' {d}/shared && echo utime")
+    want = native_as_nobody(script.format(d=native))
+    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", script.format(d=tmp_path / "mnt")))
+    assert want.stdout == "now\nrefused\nrefused\nutime\n", want.stderr
+    assert r.stdout == want.stdout, r.stderr
+    assert r.stderr.replace(str(tmp_path / "mnt"), "D") == want.stderr.replace(str(native), "D")

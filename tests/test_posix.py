@@ -3,11 +3,19 @@ a native directory: a path pointer the program never mapped is EFAULT, not a cra
 the program inside the preload library; a name over NAME_MAX is ENAMETOOLONG for every
 call, not ENOENT from the file system."""
 
+import os
+import sys
 import shutil
 
 import pytest
 
 from conftest import LOOPBACK, MEMORY
+
+def one_tree(fs):
+    """The mode for a script of several commands: the memory example keeps its tree in the
+    process that serves it, so the commands must share one (the shared mode)."""
+    return "shared" if fs == MEMORY else None
+
 
 # ctypes calls libc directly, so the pointer reaches the wrapper exactly as given.
 SCRIPT = r'''
@@ -122,3 +130,195 @@ except OSError as e:
 def test_pathconf_answers_for_paths_in_the_mount(ws, fs):
     native, _ = ws.compare_py(PATHCONF, fs=fs)
     assert "missing: ENOENT" in native.stdout
+
+
+DOT_NAMES = r'''
+cd "$D"
+mkdir -p a/b
+rmdir a/b/. || true
+rmdir a/b/.. || true
+mv a/b/. c || true
+python3 -c 'import os; os.rename("a/b/..", "c")' 2>&1 | tail -1 || true
+python3 -c 'import os; os.unlink("a/b/.")' 2>&1 | tail -1 || true
+rmdir a/x/. || true
+ls -R
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_removing_or_renaming_dot_and_dotdot_is_refused(ws, fs):
+    """rmdir "a/b/." is EINVAL and "a/b/.." ENOTEMPTY, rename of either EBUSY, unlink
+    EISDIR, as the kernel refuses them: the directory itself is never removed."""
+    native, _ = ws.compare_sh(DOT_NAMES, fs=fs, mode=one_tree(fs))
+    assert "Invalid argument" in native.stderr
+    assert "a/b:" in native.stdout
+
+
+LONG_RELATIVE_PATH = r'''
+cd "$D"
+name=$(printf 'n%.0s' $(seq 255))
+p=$name
+for i in $(seq 14); do p=$p/$name; done
+p=$p/$(printf 'f%.0s' $(seq 255))
+echo ${#p}
+mkdir -p "${p%/*}"
+touch "$p"
+chmod 640 "$p"
+stat -c %a "$p"
+echo data >> "$p"
+cat "$p"
+ln -s target "${p%/*}/l"
+readlink "${p%/*}/l"
+mv "$p" "${p%/*}/g"
+ls "${p%/*}" | cut -c1-3
+touch "${p}x" 2>&1 | sed 's/"[^"]*"/PATH/; s/'"'"'[^'"'"']*'"'"'/PATH/'
+rm -r "$name"
+ls
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_relative_paths_of_path_max_minus_one_bytes_work(ws, fs):
+    """A relative path of PATH_MAX - 1 bytes from a directory in the mount names a file
+    (the kernel limits the string, not the path it resolves to); one byte more is
+    ENAMETOOLONG. The loopback's real path behind it is longer than PATH_MAX."""
+    native, _ = ws.compare_sh(LONG_RELATIVE_PATH, fs=fs, mode=one_tree(fs))
+    assert native.stdout.startswith("4095\n640\ndata\ntarget\n")
+    assert "File name too long" in native.stdout
+
+
+XATTR_LIMITS = r'''
+import errno, os
+D = os.environ["D"]
+f = f"{D}/f"
+open(f, "w").close()
+for what, name, value in (("value of 64 KiB + 1", "user.big", b"x" * 65537),
+                          ("value of 1000", "user.small", b"x" * 1000),
+                          ("name of 256", "user." + "n" * 251, b"v"),
+                          ("empty name", "", b"v")):
+    try:
+        os.setxattr(f, name, value)
+        print(what, "set", len(os.getxattr(f, name)))
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+for call in (os.getxattr, os.removexattr):
+    try:
+        call(f, "user." + "n" * 251)
+    except OSError as e:
+        print(call.__name__, errno.errorcode[e.errno])
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_xattr_names_and_values_over_the_kernel_limits_are_refused(ws, fs):
+    """A value over 64 KiB is E2BIG and a name over 255 bytes (or empty) ERANGE, as the
+    kernel refuses them before any file system sees them."""
+    native, _ = ws.compare_py(XATTR_LIMITS, fs=fs)
+    assert "value of 64 KiB + 1 E2BIG" in native.stdout
+    assert "name of 256 ERANGE" in native.stdout
+
+
+SETID_ON_CHOWN = r'''
+cd "$D"
+touch a b c
+chmod 6755 a
+chmod 6745 b
+chmod 4755 c
+chown 65534:65534 a b
+chown 0 c
+stat -c '%n %a %u %g' a b c
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_chown_clears_set_user_id_and_group_executable_set_group_id(ws, fs):
+    """chown of a file clears its set-user-ID bit, and its set-group-ID bit when it is
+    group-executable (even by root), as Linux does."""
+    native, _ = ws.compare_sh(SETID_ON_CHOWN, fs=fs, mode=one_tree(fs))
+    assert "a 755 65534 65534" in native.stdout
+
+
+SETID_ON_WRITE = r'''
+cd "$D"
+touch d e
+chmod 6777 d e
+setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo x >&3' 3>>d
+echo y >> e
+stat -c '%n %a' d e
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="writing as another user needs root and setpriv")
+def test_a_write_by_another_user_clears_set_id_bits_in_the_memory_example(ws):
+    """Data written by someone other than root clears the set-ID bits (root's own write
+    keeps them). Another user's process loads the FS only in the shared mode."""
+    native, _ = ws.compare_sh(SETID_ON_WRITE, fs=MEMORY, mode="shared")
+    assert native.stdout == "d 777\ne 6777\n"
+
+
+THROUGH_DIRECTORY_LINKS = r'''
+cd "$D"
+mkdir d
+ln -s d l
+mkdir l/x
+touch l/f
+ln -s t l/s
+mkfifo l/p
+rm l/f
+rmdir l/x
+rm -f l/missing
+touch l/g
+mv l/g l/h
+ln l/h l/i
+chown -h 0:0 l/h
+ln -s a b
+ln -s b a
+mkdir a/t || true
+rm a/t || true
+mv a/t x || true
+ln a/t x || true
+chown -h 0 a/t || true
+rm nodir/x || true
+ls d
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_names_made_and_removed_through_a_symlinked_directory(ws, fs):
+    """mkdir, mkfifo, ln, ln -s, mv, chown -h, rm and rmdir of "link/name" (link -> a directory) act in the
+    directory, also for a file system that never follows links itself (the memory
+    example answers ENOTDIR for them), and a loop of links is ELOOP."""
+    native, _ = ws.compare_sh(THROUGH_DIRECTORY_LINKS, fs=fs, mode=one_tree(fs))
+    assert native.stdout == "h\ni\np\ns\n"
+    assert "Too many levels of symbolic links" in native.stderr
+
+
+SIZE_AND_LINK_LIMITS = r'''
+import errno, os
+D = os.environ["D"]
+f = f"{D}/f"
+open(f, "w").close()
+try:
+    os.truncate(f, 999999999999999)
+    print("truncated to", os.stat(f).st_size)
+except OSError as e:
+    print("truncate", errno.errorcode[e.errno], os.stat(f).st_size)
+os.truncate(f, 0)
+for n in (4095, 4096):
+    try:
+        os.symlink("x" * n, f"{D}/l{n}")
+        print("symlink", n, len(os.readlink(f"{D}/l{n}")))
+    except OSError as e:
+        print("symlink", n, errno.errorcode[e.errno])
+'''
+
+
+def test_size_beyond_the_memory_example_and_link_contents_beyond_path_max(ws):
+    """A truncate past what the memory example holds is EFBIG (ext4 also refuses 1 PB),
+    and a symlink's content of PATH_MAX bytes is ENAMETOOLONG as the kernel refuses it."""
+    native, ldp = ws.native_run([sys.executable, ws.write_script("s.py", SIZE_AND_LINK_LIMITS)]), \
+        ws.ldp_run([sys.executable, ws.tmp / "s.py"], fs=MEMORY)
+    assert native.stdout == "truncate EFBIG 0\nsymlink 4095 4095\nsymlink 4096 ENAMETOOLONG\n"
+    assert ldp.stdout == native.stdout, ldp.stderr

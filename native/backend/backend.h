@@ -110,7 +110,7 @@ struct backend_ops {
     int (*releasedir)(int mnt, const char *path, uint64_t fh);
     int (*access)(int mnt, const char *path, int mode);
     /* ts never holds UTIME_NOW/UTIME_OMIT: the core resolves them */
-    int (*utimens)(int mnt, const char *path, const struct timespec ts[2]);
+    int (*utimens)(int mnt, const char *path, const struct timespec ts[2]);    /* ts NULL: now */
     int (*setxattr)(int mnt, const char *path, const char *name, const void *value, size_t size, int flags);
     ssize_t (*getxattr)(int mnt, const char *path, const char *name, void *value, size_t size);
     ssize_t (*listxattr)(int mnt, const char *path, char *list, size_t size);

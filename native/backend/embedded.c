@@ -918,7 +918,10 @@ static int be_utimens(int mnt, const char *path, const struct timespec ts[2])
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
     struct pyctx g = gil_enter();
-    PyObject *t = Py_BuildValue("(NN)", time_obj(mnt, &ts[0]), time_obj(mnt, &ts[1]));
+    /* NULL is "now" (touch, utimensat with UTIME_NOW twice): times=None, so that the FS
+     * applies the rule for it (the owner or a writer may), not that for explicit times */
+    PyObject *t = ts == NULL ? (Py_INCREF(Py_None), Py_None)
+                             : Py_BuildValue("(NN)", time_obj(mnt, &ts[0]), time_obj(mnt, &ts[1]));
     int r = call_status(mnt, s_utimens, path, 1, t);
     GIL_LEAVE(g);
     return r;

@@ -675,7 +675,8 @@ static void do_op(struct client *cl)
     case W_ACCESS: r = ops->access(mnt, path, (int)rq->a); break;
     case W_UTIMENS:
         r = rq->data_len == 2 * sizeof(struct timespec) ? ops->utimens(mnt, path, (const struct timespec *)data)
-                                                         : -EINVAL;
+            : rq->data_len == 0 ? ops->utimens(mnt, path, NULL)    /* "now" */
+                                : -EINVAL;
         break;
     case W_SETXATTR: r = ops->setxattr(mnt, path, path2, data, rq->data_len, (int)rq->a); break;
     case W_REMOVEXATTR: r = ops->removexattr(mnt, path, path2); break;

@@ -647,7 +647,7 @@ static int sh_utimens(int mnt, const char *path, const struct timespec ts[2])
 {
     CALL(W_UTIMENS, mnt, path);
     c.data = ts;
-    c.data_len = 2 * sizeof ts[0];
+    c.data_len = ts ? 2 * sizeof ts[0] : 0;     /* none: "now" */
     return (int)xact(&c);
 }
 static int sh_setxattr(int mnt, const char *path, const char *name, const void *value, size_t size, int flags)

@@ -2,6 +2,20 @@
 #include "../ldpfuse.h"
 #include <string.h>
 
+/* "dir/." and "dir/.." name a directory the kernel resolves, then refuses to remove or
+ * rename (rmdir: EINVAL and ENOTEMPTY, unlink: EISDIR, rename: EBUSY); lexical
+ * normalisation would hand the FS the directory itself. -1 with errno if path is one. */
+static int refuse_dot(const char *path, const struct vpath *vp, int e_dot, int e_dotdot)
+{
+    int d = path_last_is_dot(path);
+    if (LIKELY(d == 0))
+        return 0;
+    struct stat st;
+    if (vfs_getattr(vp, 1, &st) == 0)
+        errno = !S_ISDIR(st.st_mode) ? ENOTDIR : d == 1 ? e_dot : e_dotdot;
+    return -1;
+}
+
 int mkdirat(int dirfd, const char *path, mode_t mode)
 {
     struct vpath vp;
@@ -21,6 +35,8 @@ int rmdir(const char *path)
     struct vpath vp;
     if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
         return REAL(rmdir)(path);
+    if (refuse_dot(path, &vp, EINVAL, ENOTEMPTY))
+        return -1;
     return vfs_rmdir(&vp);
 }
 int unlink(const char *path)
@@ -32,6 +48,8 @@ int unlink(const char *path)
         errno = EISDIR;
         return -1;
     }
+    if (refuse_dot(path, &vp, EISDIR, EISDIR))
+        return -1;
     return vfs_unlink(&vp);
 }
 int unlinkat(int dirfd, const char *path, int flags)
@@ -39,6 +57,8 @@ int unlinkat(int dirfd, const char *path, int flags)
     struct vpath vp;
     if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
         return REAL(unlinkat)(dirfd, path, flags);
+    if ((flags & AT_REMOVEDIR) ? refuse_dot(path, &vp, EINVAL, ENOTEMPTY) : refuse_dot(path, &vp, EISDIR, EISDIR))
+        return -1;
     return (flags & AT_REMOVEDIR) ? vfs_rmdir(&vp) : vfs_unlink(&vp);
 }
 
@@ -72,6 +92,9 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
         errno = e ? e : EXDEV;          /* across the mount boundary, as between two file systems */
         return -1;
     }
+    if (refuse_dot(oldpath, &a, EBUSY, EBUSY) ||
+        refuse_dot(newpath, &b, (flags & RENAME_NOREPLACE) ? EEXIST : EBUSY, (flags & RENAME_NOREPLACE) ? EEXIST : EBUSY))
+        return -1;
     return vfs_rename(&a, &b, flags);
 }
 int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
@@ -119,6 +142,10 @@ int symlinkat(const char *target, int dirfd, const char *linkpath)
         return REAL(symlinkat)(target, dirfd, linkpath);
     if (vfs_lookup_refused(target) == EFAULT) {
         errno = EFAULT;
+        return -1;
+    }
+    if (strnlen(target, PATH_MAX) >= PATH_MAX) {
+        errno = ENAMETOOLONG;   /* the kernel takes a link's content as it takes a path */
         return -1;
     }
     return vfs_symlink(target, &vp);

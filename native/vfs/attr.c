@@ -84,8 +84,9 @@ static int link_target(const struct vpath *vp, char *out, size_t size)
 /* The FS sees whole paths, so a symlink in a middle component ("link/x", link -> dir)
  * reaches it unresolved. Only after a lookup failed with ENOENT/ENOTDIR are the directory
  * components walked, each symlink among them replaced by its target (within the mount);
- * returns 1 if vp changed. Paths without links in their middle never pay for this. */
-static int resolve_parents(struct vpath *vp)
+ * returns 1 if vp changed, -1 (ELOOP) if the links never end. Paths without links in
+ * their middle never pay for this. */
+int vfs_resolve_parents(struct vpath *vp)
 {
     int changed = 0;
     for (int loops = 0; loops < SYMLOOP_MAX; loops++) {
@@ -129,7 +130,8 @@ static int resolve_parents(struct vpath *vp)
         if (!restarted)
             return changed;
     }
-    return changed;
+    errno = ELOOP;
+    return -1;
 }
 
 /* getattr_once, retried once after resolving symlinks among the directory components */
@@ -138,8 +140,12 @@ static int lookup(struct vpath *vp, struct stat *st)
     if (getattr_once(vp, st) == 0)
         return 0;
     int e = errno;
-    if ((e != ENOENT && e != ENOTDIR) || !resolve_parents(vp)) {
-        errno = e;      /* the FS calls on the way may have changed it */
+    if (e != ENOENT && e != ENOTDIR)
+        return -1;
+    int changed = vfs_resolve_parents(vp);
+    if (changed <= 0) {
+        if (changed == 0)
+            errno = e;  /* the FS calls on the way may have changed it */
         return -1;
     }
     return getattr_once(vp, st);

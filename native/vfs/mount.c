@@ -113,7 +113,7 @@ static int has_dotdot(const char *p)
 static int check_dotdot(const char *base, const char **pathp, struct vpath *vp, char *prefix)
 {
     const char *rel = *pathp;
-    snprintf(prefix, PATH_MAX, "%s", rel[0] == '/' ? "/" : base);
+    snprintf(prefix, VPATH_MAX, "%s", rel[0] == '/' ? "/" : base);
     const char *p = rel;
     while (*p) {
         while (*p == '/')
@@ -148,7 +148,7 @@ static int check_dotdot(const char *base, const char **pathp, struct vpath *vp, 
                 return 0;
             }
         }
-        char comp[NAME_MAX + 1], next[PATH_MAX];
+        char comp[NAME_MAX + 1], next[VPATH_MAX];
         if (cl > NAME_MAX)
             return 1;
         memcpy(comp, p, cl);
@@ -167,7 +167,9 @@ static int refuse_too_long(const char **pathp);
 /* normalise base+rel; in a mount -> 1; through one and out -> rewrite *pathp; else 0 */
 static int resolve(const char *base, const char **pathp, struct vpath *vp)
 {
-    char norm[PATH_MAX];
+    if (strnlen(*pathp, PATH_MAX) >= PATH_MAX)
+        return refuse_too_long(pathp);  /* the kernel refuses the string itself */
+    char norm[VPATH_MAX];
     int visited = 0;
     if (path_normalize_probe(base, *pathp, norm, sizeof norm, &vp->trailing_slash, probe_mount, &visited) < 0)
         return (visited || mount_match(base, NULL)) ? refuse_too_long(pathp) : 0;
@@ -310,7 +312,7 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
     struct vfile *v = fdtable_get(dirfd);
     if (v == NULL || v->kind != VF_DIR)
         return 0;
-    char base[PATH_MAX];
+    char base[VPATH_MAX];
     struct vpath dv = { .mnt = v->mnt };
     snprintf(dv.path, sizeof dv.path, "%s", v->path);
     vfs_fullpath(&dv, base, sizeof base);

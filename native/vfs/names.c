@@ -58,21 +58,55 @@ int vfs_access(const struct vpath *vp0, int mode, int flags)
     return be_errno(BE_RO(access(vp.mnt, vp.path, mode)));
 }
 
-int vfs_mkdir(const struct vpath *vp, mode_t mode)
+/* The FS sees whole paths: a symlink among the directories ("link/new", link -> dir)
+ * reaches it unresolved, and an FS that does not follow links answers ENOENT or ENOTDIR.
+ * Then the directories are resolved (ELOOP if their links never end) and the call made
+ * once more: 1 to retry with vp changed, 0 to keep the answer r, -1 with errno. */
+static int retry_in_real_parent(struct vpath *vp, ssize_t r)
 {
-    if (!new_name_ok(vp))
+    if (r != -ENOENT && r != -ENOTDIR)
+        return 0;
+    return vfs_resolve_parents(vp);
+}
+#define BE_NAME(vp, call) ({ \
+    ssize_t rn_; \
+    int again_ = 0; \
+    for (int try_ = 0; try_ < 2; try_++) { \
+        rn_ = BE(call); \
+        if (try_ > 0 || (again_ = retry_in_real_parent(vp, rn_)) <= 0) \
+            break; \
+    } \
+    again_ < 0 ? -errno : rn_; })
+
+/* The same for a call with two paths: 1 if either changed. */
+static int retry_in_real_parents(struct vpath *a, struct vpath *b, ssize_t r)
+{
+    if (r != -ENOENT && r != -ENOTDIR)
+        return 0;
+    int ca = vfs_resolve_parents(a);
+    int cb = ca < 0 ? 0 : vfs_resolve_parents(b);
+    if (ca < 0 || cb < 0)
         return -1;
-    return be_errno(BE(mkdir(vp->mnt, vp->path, S_IFDIR | (mode & 07777 & ~ldp_umask))));
+    return ca || cb;
 }
 
-int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev)
+int vfs_mkdir(const struct vpath *vp0, mode_t mode)
 {
-    if (!new_name_ok(vp))
+    if (!new_name_ok(vp0))
+        return -1;
+    struct vpath vp = *vp0;
+    return be_errno(BE_NAME(&vp, mkdir(vp.mnt, vp.path, S_IFDIR | (mode & 07777 & ~ldp_umask))));
+}
+
+int vfs_mknod(const struct vpath *vp0, mode_t mode, dev_t dev)
+{
+    if (!new_name_ok(vp0))
         return -1;
     mode_t type = mode & S_IFMT;
     if (type == 0)
         type = S_IFREG;
-    return be_errno(BE(mknod(vp->mnt, vp->path, type | (mode & 07777 & ~ldp_umask), dev)));
+    struct vpath vp = *vp0;
+    return be_errno(BE_NAME(&vp, mknod(vp.mnt, vp.path, type | (mode & 07777 & ~ldp_umask), dev)));
 }
 
 int vfs_rmdir(const struct vpath *vp)
@@ -81,14 +115,16 @@ int vfs_rmdir(const struct vpath *vp)
         errno = EBUSY;
         return -1;
     }
-    return be_errno(BE(rmdir(vp->mnt, vp->path)));
+    struct vpath v = *vp;
+    return be_errno(BE_NAME(&v, rmdir(v.mnt, v.path)));
 }
 
-int vfs_unlink(const struct vpath *vp)
+int vfs_unlink(const struct vpath *vp0)
 {
-    int r = be_errno(BE(unlink(vp->mnt, vp->path)));
+    struct vpath vp = *vp0;
+    int r = be_errno(BE_NAME(&vp, unlink(vp.mnt, vp.path)));
     if (r == 0)
-        vfs_unlinked(vp->mnt, vp->path);
+        vfs_unlinked(vp.mnt, vp.path);
     return r;
 }
 
@@ -115,9 +151,16 @@ int vfs_rename(const struct vpath *from, const struct vpath *to, unsigned flags)
         errno = EBUSY;
         return -1;
     }
-    int r = be_errno(BE(rename(from->mnt, from->path, to->path)));
+    struct vpath f = *from, t = *to;
+    ssize_t rr = BE(rename(f.mnt, f.path, t.path));
+    int again = retry_in_real_parents(&f, &t, rr);
+    if (again < 0)
+        return -1;
+    if (again)
+        rr = BE(rename(f.mnt, f.path, t.path));
+    int r = be_errno(rr);
     if (r == 0)
-        vfs_renamed(from->mnt, from->path, to->path);
+        vfs_renamed(f.mnt, f.path, t.path);
     return r;
 }
 
@@ -129,14 +172,22 @@ int vfs_link(const struct vpath *from, const struct vpath *to)
     }
     if (!new_name_ok(to))
         return -1;
-    return be_errno(BE(link(to->mnt, to->path, from->path)));
+    struct vpath f = *from, t = *to;
+    ssize_t r = BE(link(t.mnt, t.path, f.path));
+    int again = retry_in_real_parents(&f, &t, r);
+    if (again < 0)
+        return -1;
+    if (again)
+        r = BE(link(t.mnt, t.path, f.path));
+    return be_errno(r);
 }
 
-int vfs_symlink(const char *target, const struct vpath *vp)
+int vfs_symlink(const char *target, const struct vpath *vp0)
 {
-    if (!new_name_ok(vp))
+    if (!new_name_ok(vp0))
         return -1;
-    return be_errno(BE(symlink(vp->mnt, vp->path, target)));
+    struct vpath vp = *vp0;
+    return be_errno(BE_NAME(&vp, symlink(vp.mnt, vp.path, target)));
 }
 
 ssize_t vfs_readlink(const struct vpath *vp, char *buf, size_t size)
@@ -164,7 +215,7 @@ int vfs_chown(const struct vpath *vp0, uid_t uid, gid_t gid, int follow_links)
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(chown)(out, uid, gid);
-    return be_errno(BE(chown(vp.mnt, vp.path, uid, gid)));
+    return be_errno(BE_NAME(&vp, chown(vp.mnt, vp.path, uid, gid)));
 }
 
 int vfs_truncate(const struct vpath *vp0, off_t len)
@@ -203,8 +254,10 @@ int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow
     struct stat st;
     if (vfs_getattr(&vp, 0, &st) < 0)
         return -1;
-    if (ts == NULL) {
-        t[0] = t[1] = now;
+    if (ts == NULL || (ts[0].tv_nsec == UTIME_NOW && ts[1].tv_nsec == UTIME_NOW)) {
+        /* "now" goes as is: the FS applies its own rule (the kernel lets a writer who is not
+         * the owner set the times to now, but only the owner set them to given values) */
+        return be_errno(BE(utimens(vp.mnt, vp.path, NULL)));
     } else {
         t[0] = ts[0];
         t[1] = ts[1];
@@ -239,8 +292,29 @@ int vfs_statvfs(const struct vpath *vp, struct statvfs *sv)
     return r;
 }
 
+/* The kernel's limits on an xattr, checked before the path is looked up: a name of 1 to
+ * XATTR_NAME_MAX bytes (else ERANGE), a value of at most XATTR_SIZE_MAX (else E2BIG). The
+ * FS never sees what the kernel would refuse. */
+#define KERNEL_XATTR_NAME_MAX 255
+#define KERNEL_XATTR_SIZE_MAX 65536
+static int xattr_name_refused(const char *name)
+{
+    if (name == NULL) {
+        errno = EFAULT;
+        return 1;
+    }
+    size_t n = strnlen(name, KERNEL_XATTR_NAME_MAX + 1);
+    if (n == 0 || n > KERNEL_XATTR_NAME_MAX) {
+        errno = ERANGE;
+        return 1;
+    }
+    return 0;
+}
+
 ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_t size, int follow_links)
 {
+    if (xattr_name_refused(name))
+        return -1;
     struct vpath vp = *vp0;
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
@@ -253,6 +327,12 @@ ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_
 int vfs_setxattr(const struct vpath *vp0, const char *name, const void *val, size_t size, int flags,
                  int follow_links)
 {
+    if (xattr_name_refused(name))
+        return -1;
+    if (size > KERNEL_XATTR_SIZE_MAX) {
+        errno = E2BIG;
+        return -1;
+    }
     struct vpath vp = *vp0;
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
@@ -273,6 +353,8 @@ ssize_t vfs_listxattr(const struct vpath *vp0, char *list, size_t size, int foll
 
 int vfs_removexattr(const struct vpath *vp0, const char *name, int follow_links)
 {
+    if (xattr_name_refused(name))
+        return -1;
     struct vpath vp = *vp0;
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);

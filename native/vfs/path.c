@@ -70,3 +70,21 @@ int path_normalize_probe(const char *base, const char *rel, char *out, size_t si
     out[n] = '\0';
     return (int)n;
 }
+
+/* The kernel will not remove or rename a path whose last component is "." or "..": 1 for
+ * ".", 2 for "..", 0 for a name (trailing slashes ignored, as the kernel ignores them). */
+int path_last_is_dot(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t s = n;
+    while (s > 0 && path[s - 1] != '/')
+        s--;
+    size_t cl = n - s;
+    if (cl == 1 && path[s] == '.')
+        return 1;
+    if (cl == 2 && path[s] == '.' && path[s + 1] == '.')
+        return 2;
+    return 0;
+}
