@@ -223,3 +223,5 @@ REAL_SYM(setlinebuf, void, (FILE *))
 /* Unix sockets named by a path (native/interpose/socket.c) */
 REAL_SYM(bind, int, (int, const struct sockaddr *, socklen_t))
 REAL_SYM(connect, int, (int, const struct sockaddr *, socklen_t))
+/* system calls by number (native/interpose/syscall.c) */
+REAL_SYM(syscall, long, (long, ...))
