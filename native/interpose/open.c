@@ -17,8 +17,13 @@ static int openat_common(int dirfd, const char *path, int flags, mode_t mode, in
     struct vpath vp;
     if (UNLIKELY(ldp_guard))
         return fs_fd(real(dirfd, path, flags, mode));
-    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
-        return real(dirfd, path, flags, mode);
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp))) {
+        int fd = real(dirfd, path, flags, mode);
+        /* a symlink outside the mount that points into it: the kernel found nothing */
+        if (LIKELY(fd >= 0) || errno != ENOENT ||
+            !vfs_lookup_outside_link(dirfd, path, !(flags & O_NOFOLLOW), &vp))
+            return fd;
+    }
     if ((flags & __O_TMPFILE) == __O_TMPFILE) {
         errno = EOPNOTSUPP;
         return -1;
