@@ -1,5 +1,6 @@
 /* open, openat, creat and their 64-bit and fortified names: one vfs_open. */
 #include "../ldpfuse.h"
+#include "tmpfile.h"
 #include <stdarg.h>
 
 #define MODE_ARG(flags) ({ \
@@ -24,10 +25,8 @@ static int openat_common(int dirfd, const char *path, int flags, mode_t mode, in
             !vfs_lookup_outside_link(dirfd, path, !(flags & O_NOFOLLOW), &vp))
             return fd;
     }
-    if ((flags & __O_TMPFILE) == __O_TMPFILE) {
-        errno = EOPNOTSUPP;
-        return -1;
-    }
+    if ((flags & __O_TMPFILE) == __O_TMPFILE)
+        return tmpfile_open(&vp, flags, mode);
     return vfs_open(&vp, flags, mode);
 }
 

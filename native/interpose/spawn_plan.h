@@ -15,9 +15,10 @@ struct spawn_plan {
 
 /* 0: nothing to change (use the program's actions); 1: use plan->fa, then
  * spawn_plan_done(); -1: posix_spawn must fail with errno (an open failed). */
-int spawn_plan_make(struct spawn_plan *plan, const posix_spawn_file_actions_t *fa);
+#define SPAWN_HIDDEN __attribute__((visibility("hidden")))   /* not a libc name: not exported */
+SPAWN_HIDDEN int spawn_plan_make(struct spawn_plan *plan, const posix_spawn_file_actions_t *fa);
 /* env, with the records of the fds the plan hands the child */
-char **spawn_plan_env(struct spawn_plan *plan, char **env);
-void spawn_plan_done(struct spawn_plan *plan);
+SPAWN_HIDDEN char **spawn_plan_env(struct spawn_plan *plan, char **env);
+SPAWN_HIDDEN void spawn_plan_done(struct spawn_plan *plan);
 
 #endif
