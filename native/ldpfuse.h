@@ -84,6 +84,9 @@ static inline int vfs_lookup(int dirfd, const char **path, struct vpath *vp)
         return 0;
     return vfs_lookup_slow(dirfd, path, vp);
 }
+/* After a real call on a path answered ENOENT: does a symlink outside the mounts on the way
+ * lead into one (vfs/outside_link.c)? Fills vp and returns 1 if so; errno is kept. */
+int vfs_lookup_outside_link(int dirfd, const char *path, int follow_last, struct vpath *vp);
 /* Why the kernel will refuse a path vfs_lookup passed on: EFAULT (not readable),
  * ENAMETOOLONG (a name in a mount over NAME_MAX), or 0. For calls with two paths,
  * whose errors come before EXDEV. */

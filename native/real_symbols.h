@@ -223,3 +223,8 @@ REAL_SYM(setlinebuf, void, (FILE *))
 /* Unix sockets named by a path (native/interpose/socket.c) */
 REAL_SYM(bind, int, (int, const struct sockaddr *, socklen_t))
 REAL_SYM(connect, int, (int, const struct sockaddr *, socklen_t))
+/* system calls by number (native/interpose/syscall.c) */
+REAL_SYM(syscall, long, (long, ...))
+/* the dynamic loader's entry points (native/interpose/dlopen.c); Lmid_t is a long */
+REAL_SYM(dlopen, void *, (const char *, int))
+REAL_SYM(dlmopen, void *, (long, const char *, int))

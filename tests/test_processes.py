@@ -187,9 +187,6 @@ print(open(f"{D}/spawned").read(), end="")
 '''
 
 
-@pytest.mark.xfail(strict=False, reason="posix_spawn's file actions are run by glibc in "
-                   "the child, past the interposer: opening a mount path there fails "
-                   "with ENOENT (issue 4, item 3)")
 def test_posix_spawn_file_actions_open_mount_paths(pws):
     pws.compare_py(PY_SPAWN_OPEN, options=pws.options)
 

@@ -14,6 +14,17 @@ int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
     struct vpath vp;
     if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
         return REAL(fchmodat)(dirfd, path, mode, flags);
+    if (flags & AT_SYMLINK_NOFOLLOW) {
+        /* a symlink's mode cannot change on Linux: glibc answers EOPNOTSUPP before any
+         * file system is asked, so the FS is not asked here either */
+        struct stat st;
+        if (vfs_getattr(&vp, 0, &st) < 0)
+            return -1;
+        if (S_ISLNK(st.st_mode)) {
+            errno = EOPNOTSUPP;
+            return -1;
+        }
+    }
     return vfs_chmod(&vp, mode, !(flags & AT_SYMLINK_NOFOLLOW));
 }
 int chmod(const char *path, mode_t mode)

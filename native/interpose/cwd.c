@@ -18,7 +18,8 @@ int chdir(const char *path)
         int r = REAL(chdir)(path);
         if (r == 0 && ldp_nmounts && !ldp_guard)
             refresh_real_cwd();
-        return r;
+        if (r == 0 || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 1, &vp))
+            return r;
     }
     struct stat st;
     char out[PATH_MAX], full[PATH_MAX];

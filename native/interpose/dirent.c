@@ -7,8 +7,11 @@
 DIR *opendir(const char *path)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
-        return REAL(opendir)(path);
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
+        DIR *d = REAL(opendir)(path);
+        if (LIKELY(d != NULL) || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 1, &vp))
+            return d;
+    }
     return vdir_open(&vp);
 }
 

@@ -1,5 +1,7 @@
 /* Creating, removing, renaming and linking names; reading links. */
 #include "../ldpfuse.h"
+#include "tmpfile.h"
+#include <stdio.h>
 #include <string.h>
 
 /* "dir/." and "dir/.." name a directory the kernel resolves, then refuses to remove or
@@ -113,6 +115,16 @@ int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
     int ib = vfs_lookup(newdirfd, &newpath, &b);
     if (LIKELY(!ia && !ib))
         return REAL(linkat)(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (!ia && ib) {
+        /* naming an O_TMPFILE file: by its fd, or by /proc/self/fd/N */
+        int fd = -1, r;
+        if ((flags & AT_EMPTY_PATH) && oldpath && oldpath[0] == '\0')
+            fd = olddirfd;
+        else if ((flags & AT_SYMLINK_FOLLOW) && oldpath && sscanf(oldpath, "/proc/self/fd/%d", &fd) != 1)
+            fd = -1;
+        if (fd >= 0 && tmpfile_link(fd, &b, &r))
+            return r;
+    }
     if (!ia || !ib) {
         int e = vfs_lookup_refused(ia ? newpath : oldpath);
         errno = e ? e : EXDEV;

@@ -1,5 +1,6 @@
 /* open, openat, creat and their 64-bit and fortified names: one vfs_open. */
 #include "../ldpfuse.h"
+#include "tmpfile.h"
 #include <stdarg.h>
 
 #define MODE_ARG(flags) ({ \
@@ -17,12 +18,15 @@ static int openat_common(int dirfd, const char *path, int flags, mode_t mode, in
     struct vpath vp;
     if (UNLIKELY(ldp_guard))
         return fs_fd(real(dirfd, path, flags, mode));
-    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
-        return real(dirfd, path, flags, mode);
-    if ((flags & __O_TMPFILE) == __O_TMPFILE) {
-        errno = EOPNOTSUPP;
-        return -1;
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp))) {
+        int fd = real(dirfd, path, flags, mode);
+        /* a symlink outside the mount that points into it: the kernel found nothing */
+        if (LIKELY(fd >= 0) || errno != ENOENT ||
+            !vfs_lookup_outside_link(dirfd, path, !(flags & O_NOFOLLOW), &vp))
+            return fd;
     }
+    if ((flags & __O_TMPFILE) == __O_TMPFILE)
+        return tmpfile_open(&vp, flags, mode);
     return vfs_open(&vp, flags, mode);
 }
 

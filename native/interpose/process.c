@@ -8,6 +8,7 @@
 #include "../ldpfuse.h"
 #include <paths.h>
 #include <spawn.h>
+#include "spawn_plan.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,10 +370,17 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         real_resolve(name, (void **)slot);
     if (ldp_nmounts == 0 || ldp_guard)
         return (*slot)(pid, path, fa, attr, argv, envp);
+    struct spawn_plan plan;     /* file actions that open mount paths: done here */
+    int planned = spawn_plan_make(&plan, fa);
+    if (planned < 0)
+        return errno;
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(fa != NULL);
-    int r = (*slot)(pid, path, fa, attr, argv, env);
+    int r = (*slot)(pid, path, planned ? &plan.fa : fa, attr, argv,
+                    planned ? spawn_plan_env(&plan, env) : env);
+    if (planned)
+        spawn_plan_done(&plan);
     if (env != envp)
         free(env);
     return r;

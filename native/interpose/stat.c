@@ -22,16 +22,23 @@ static int statat(int dirfd, const char *path, struct stat *st, int flags)
         return REAL(fstatat)(dirfd, path, st, flags);
     }
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
-        return REAL(fstatat)(dirfd, path, st, flags);
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp))) {
+        int r = REAL(fstatat)(dirfd, path, st, flags);
+        if (LIKELY(r == 0) || errno != ENOENT ||
+            !vfs_lookup_outside_link(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), &vp))
+            return r;
+    }
     return vfs_getattr(&vp, !(flags & AT_SYMLINK_NOFOLLOW), st);
 }
 
 int stat(const char *path, struct stat *st)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
-        return REAL(stat)(path, st);
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
+        int r = REAL(stat)(path, st);
+        if (LIKELY(r == 0) || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 1, &vp))
+            return r;
+    }
     return vfs_getattr(&vp, 1, st);
 }
 int stat64(const char *path, struct stat64 *st)
@@ -41,8 +48,11 @@ int stat64(const char *path, struct stat64 *st)
 int lstat(const char *path, struct stat *st)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
-        return REAL(lstat)(path, st);
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
+        int r = REAL(lstat)(path, st);
+        if (LIKELY(r == 0) || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 0, &vp))
+            return r;
+    }
     return vfs_getattr(&vp, 0, st);
 }
 int lstat64(const char *path, struct stat64 *st)
@@ -120,8 +130,12 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
         r = statat(dirfd, path, &st, flags);
     } else {
         struct vpath vp;
-        if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
-            return REAL(statx)(dirfd, path, flags, mask, stx);
+        if (LIKELY(!vfs_lookup(dirfd, &path, &vp))) {
+            r = REAL(statx)(dirfd, path, flags, mask, stx);
+            if (LIKELY(r == 0) || errno != ENOENT ||
+                !vfs_lookup_outside_link(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), &vp))
+                return r;
+        }
         r = vfs_getattr(&vp, !(flags & AT_SYMLINK_NOFOLLOW), &st);
     }
     if (r == 0)
@@ -133,15 +147,22 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 int faccessat(int dirfd, const char *path, int mode, int flags)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
-        return REAL(faccessat)(dirfd, path, mode, flags);
+    if (LIKELY(!vfs_lookup(dirfd, &path, &vp))) {
+        int r = REAL(faccessat)(dirfd, path, mode, flags);
+        if (LIKELY(r == 0) || errno != ENOENT ||
+            !vfs_lookup_outside_link(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), &vp))
+            return r;
+    }
     return vfs_access(&vp, mode, flags);
 }
 int access(const char *path, int mode)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
-        return REAL(access)(path, mode);
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
+        int r = REAL(access)(path, mode);
+        if (LIKELY(r == 0) || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 1, &vp))
+            return r;
+    }
     return vfs_access(&vp, mode, 0);
 }
 int euidaccess(const char *path, int mode)

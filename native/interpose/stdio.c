@@ -112,16 +112,22 @@ FILE *fdopen(int fd, const char *mode)
 FILE *fopen(const char *path, const char *mode)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
-        return REAL(fopen)(path, mode);
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
+        FILE *f = REAL(fopen)(path, mode);
+        if (LIKELY(f != NULL) || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 1, &vp))
+            return f;
+    }
     return vfopen(&vp, mode);
 }
 
 FILE *fopen64(const char *path, const char *mode)
 {
     struct vpath vp;
-    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp)))
-        return REAL(fopen64)(path, mode);
+    if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
+        FILE *f = REAL(fopen64)(path, mode);
+        if (LIKELY(f != NULL) || errno != ENOENT || !vfs_lookup_outside_link(AT_FDCWD, path, 1, &vp))
+            return f;
+    }
     return vfopen(&vp, mode);
 }
 

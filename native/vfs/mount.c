@@ -286,6 +286,26 @@ int vfs_lookup_slow(int dirfd, const char **pathp, struct vpath *vp)
     return in;
 }
 
+/* A real directory fd and a relative path that leads into a mount: the mount point's
+ * parent opened by rsync's component-by-component walk ("/", then "tmp", then "mnt"), or
+ * find -execdir's. Such a path names the mount point's last component, so any other costs
+ * one strstr per mount; one that does pays a readlink of /proc/self/fd/N for the
+ * directory's path (the kernel's, with symlinks resolved). */
+static int real_dirfd_into_mount(int dirfd, const char **pathp, struct vpath *vp)
+{
+    if (LIKELY(!may_touch_a_mount(*pathp)))
+        return 0;
+    char link[32], base[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+    int saved = errno;
+    ssize_t n = REAL(readlink)(link, base, sizeof base - 1);
+    errno = saved;
+    if (n <= 0 || base[0] != '/')
+        return 0;       /* not an fd (the real call says EBADF), or not a directory's */
+    base[n] = '\0';
+    return resolve(base, pathp, vp);
+}
+
 static int lookup(int dirfd, const char **pathp, struct vpath *vp)
 {
     const char *path = *pathp;
@@ -310,7 +330,9 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
         return resolve(ldp_cwd, pathp, vp);
     }
     struct vfile *v = fdtable_get(dirfd);
-    if (v == NULL || v->kind != VF_DIR)
+    if (v == NULL)
+        return real_dirfd_into_mount(dirfd, pathp, vp);
+    if (v->kind != VF_DIR)
         return 0;
     char base[VPATH_MAX];
     struct vpath dv = { .mnt = v->mnt };

@@ -1,0 +1,184 @@
+/*
+ * dlopen()/dlmopen() of a library in a mount (ctypes.CDLL, Python's C extensions, plugins):
+ * the dynamic loader opens, reads and maps the file with its own system calls, past every
+ * wrapper. So the library is opened here, through the mount, and the loader is handed a
+ * real file that holds its bytes, by the name /proc/self/fd/N:
+ *   - a passthrough file: the lower file itself;
+ *   - a cached file: its page cache, filled to the end first;
+ *   - a direct_io file: a memfd copy of what the file system reads.
+ * The loader then knows the library by that name; the name the program asked for is put
+ * back in the link map (what dladdr, dl_iterate_phdr and /proc/PID/maps-less tools show),
+ * best effort. The loader knows a library again by its device and inode, so a second
+ * dlopen of the same path finds the one already loaded.
+ *
+ * A name without '/' is searched by the loader along LD_LIBRARY_PATH and the rest; the
+ * LD_LIBRARY_PATH directories in a mount are searched here, in their turn.
+ *
+ * dlopen looks at its caller (RUNPATH of the calling object, its link-map namespace), so
+ * the call that is not ours must leave with a jump, not a call: these two functions are
+ * built with sibling calls on, whatever the rest of the library is built with.
+ */
+#include "../ldpfuse.h"
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* A real fd that holds the bytes of the mount file at vp, or -1 (errno set). */
+static int loadable_fd(const struct vpath *vp)
+{
+    int fd = vfs_open(vp, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct vfile *v = fdtable_get(fd);
+    if (v == NULL || v->kind == VF_WRITER)
+        return fd;      /* passthrough: the lower file */
+    if (v->kind != VF_FILE) {
+        close(fd);
+        errno = v->kind == VF_DIR ? EISDIR : EACCES;
+        return -1;
+    }
+    if (v->pc != NULL && !v->direct_io)
+        return pcache_fill(v, 0, 0, 1) < 0 ? (close(fd), -1) : fd;
+    /* read through the FS into a private copy */
+    int copy = memfd_create("ldpfuse-dlopen", MFD_CLOEXEC);
+    if (copy < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        if (REAL(write)(copy, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        REAL(close)(copy);
+        errno = e;
+        return -1;
+    }
+    return copy;
+}
+
+/* Is a LD_LIBRARY_PATH directory in a mount? Then a bare name is searched here. */
+static int library_path_in_mount(void)
+{
+    static int answer = -1;
+    if (answer < 0) {
+        const char *lp = getenv("LD_LIBRARY_PATH");
+        answer = 0;
+        for (int i = 0; lp && i < ldp_nmounts; i++)
+            if (strstr(lp, ldp_mounts[i].point) != NULL)
+                answer = 1;
+    }
+    return answer;
+}
+
+/* The loader's search along LD_LIBRARY_PATH, for a name without '/': the first directory
+ * that holds it decides. Fills vp and returns 1 if that directory is in a mount. */
+static int search_library_path(const char *name, struct vpath *vp)
+{
+    const char *lp = getenv("LD_LIBRARY_PATH");
+    while (lp && *lp) {
+        const char *end = strpbrk(lp, ":;");
+        size_t len = end ? (size_t)(end - lp) : strlen(lp);
+        char cand[PATH_MAX];
+        if (len > 0 && len + strlen(name) + 2 < sizeof cand) {
+            memcpy(cand, lp, len);
+            cand[len] = '/';
+            strcpy(cand + len + 1, name);
+            const char *p = cand;
+            struct stat st;
+            if (vfs_lookup(AT_FDCWD, &p, vp)) {
+                if (vfs_getattr(vp, 1, &st) == 0 && !S_ISDIR(st.st_mode))
+                    return 1;
+            } else if (REAL(stat)(p, &st) == 0) {
+                return 0;
+            }
+        }
+        lp = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* 1 if file names a library in a mount: *fd then holds its bytes (or -1, errno set). */
+static int library_in_mount(const char *file, int *fd, char *asked, size_t size)
+{
+    struct vpath vp;
+    if (file == NULL || ldp_nmounts == 0 || ldp_guard)
+        return 0;
+    if (strchr(file, '/') == NULL) {
+        if (!library_path_in_mount() || !search_library_path(file, &vp))
+            return 0;
+    } else {
+        const char *p = file;
+        if (LIKELY(!vfs_lookup(AT_FDCWD, &p, &vp)))
+            return 0;
+    }
+    vfs_fullpath(&vp, asked, size);
+    *fd = loadable_fd(&vp);
+    return 1;
+}
+
+/* The loader named the library /proc/self/fd/N: give it the name the program asked for. */
+static void *loaded(void *handle, int fd, const char *asked)
+{
+    int e = errno;
+    struct link_map *lm;
+    if (handle != NULL && dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 &&
+        strncmp(lm->l_name, "/proc/self/fd/", 14) == 0) {
+        char *name = strdup(asked);
+        if (name != NULL)
+            lm->l_name = name;     /* the loader's own string stays allocated: it may still
+                                    * point at it (its list of names) */
+    }
+    close(fd);
+    errno = e;
+    return handle;
+}
+
+/* The cheap question, asked in a frame of its own so that the caller's stays empty. */
+static __attribute__((noinline)) int may_be_in_mount(const char *file)
+{
+    if (file == NULL || LIKELY(ldp_nmounts == 0) || ldp_guard)
+        return 0;
+    if (strchr(file, '/') == NULL)
+        return library_path_in_mount();
+    struct vpath vp;
+    return vfs_lookup(AT_FDCWD, &file, &vp);
+}
+
+/* lmid < 0: dlopen, else dlmopen in that namespace */
+static __attribute__((noinline)) void *open_from_mount(long lmid, const char *file, int mode)
+{
+    int fd;
+    char asked[PATH_MAX], byfd[32];
+    if (!library_in_mount(file, &fd, asked, sizeof asked) || fd < 0)
+        /* the loader fails on the name as the kernel sees it, and says so in dlerror() */
+        return lmid < 0 ? REAL(dlopen)(file, mode) : REAL(dlmopen)(lmid, file, mode);
+    snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", fd);
+    void *handle = lmid < 0 ? REAL(dlopen)(byfd, mode) : REAL(dlmopen)(lmid, byfd, mode);
+    return loaded(handle, fd, asked);
+}
+
+__attribute__((optimize("optimize-sibling-calls")))
+void *dlopen(const char *file, int mode)
+{
+    if (LIKELY(!may_be_in_mount(file)))
+        return REAL(dlopen)(file, mode);
+    return open_from_mount(-1, file, mode);
+}
+
+__attribute__((optimize("optimize-sibling-calls")))
+void *dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+    if (LIKELY(!may_be_in_mount(file)))
+        return REAL(dlmopen)(lmid, file, mode);
+    return open_from_mount(lmid, file, mode);
+}

@@ -1,0 +1,182 @@
+/*
+ * syscall(): libc's variadic way to make a system call by number. Programs use it for calls
+ * their libc had no wrapper for when they were written (libuv's statx, gnulib's renameat2,
+ * openat2, faccessat2). Each number that names a path or an fd is one row below, handed to
+ * the wrapper of the same call, so a mount path gets the same answer as through libc; every
+ * other number goes to the real syscall() with all six arguments, as it would have.
+ *
+ * The conventions stay the kernel's, as from the real syscall(): -1 and errno on failure,
+ * and for getcwd the length of the name (the libc function returns the buffer).
+ * A raw `syscall` instruction never comes here (see limitations.md).
+ *
+ * The wrappers are this library's own definitions, found in it by dlsym: a program may
+ * define the function itself (GNU patch's gnulib renameat2 calls syscall(SYS_renameat2)),
+ * and a call by name would reach the program's, which calls syscall() again.
+ */
+#include "../ldpfuse.h"
+#include <dlfcn.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+
+#ifndef OPEN_HOW_SIZE_VER0
+#define OPEN_HOW_SIZE_VER0 24      /* the first struct open_how: flags, mode, resolve */
+#endif
+
+static void *ours_resolve(const char *name, void **slot)
+{
+    static void *self;
+    if (self == NULL) {
+        Dl_info info;
+        if (dladdr((void *)ours_resolve, &info) == 0 ||
+            (self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) == NULL)
+            return real_resolve(name, slot);    /* cannot happen: we are loaded */
+    }
+    void *p = dlsym(self, name);
+    if (p == NULL)
+        return real_resolve(name, slot);
+    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
+    return p;
+}
+/* OURS(stat): this library's stat, never the program's */
+#define OURS(fn) ({ \
+    static void *ours_##fn; \
+    void *p_ = __atomic_load_n(&ours_##fn, __ATOMIC_ACQUIRE); \
+    (__typeof__(&fn))(p_ ? p_ : ours_resolve(#fn, &ours_##fn)); })
+
+/* openat2 in a mount: the open_how's flags and mode, checked as the kernel checks them.
+ * Of the resolve flags only RESOLVE_NO_SYMLINKS has a meaning here (as O_NOFOLLOW on the
+ * last component); a mount has no magic links nor crossings to refuse. */
+static long openat2_call(int dirfd, const char *path, const struct open_how *how, size_t size)
+{
+    struct vpath vp;
+    const char *p = path;
+    if (LIKELY(!vfs_lookup(dirfd, &p, &vp)))
+        return REAL(syscall)(SYS_openat2, (long)dirfd, p, how, size);
+    if (size < OPEN_HOW_SIZE_VER0) {
+        errno = EINVAL;
+        return -1;
+    }
+    uint64_t flags = how->flags, mode = how->mode;
+    if ((flags >> 32) != 0 || (mode & ~(uint64_t)07777) != 0 ||
+        (mode != 0 && !(flags & (O_CREAT | __O_TMPFILE))) ||
+        (how->resolve & ~(uint64_t)(RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS |
+                                    RESOLVE_BENEATH | RESOLVE_IN_ROOT | RESOLVE_CACHED))) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (how->resolve & RESOLVE_NO_SYMLINKS)
+        flags |= O_NOFOLLOW;
+    return OURS(openat)(dirfd, path, (int)flags, (mode_t)mode);
+}
+
+static long getcwd_call(char *buf, size_t size)
+{
+    if (buf == NULL || !ldp_cwd_virtual)
+        return REAL(syscall)(SYS_getcwd, buf, size);
+    return OURS(getcwd)(buf, size) ? (long)strlen(buf) + 1 : -1;
+}
+
+#define ROW(nr, call) case nr: return (long)(call);
+
+long syscall(long nr, ...)
+{
+    va_list ap;
+    va_start(ap, nr);
+    long a0 = va_arg(ap, long), a1 = va_arg(ap, long), a2 = va_arg(ap, long);
+    long a3 = va_arg(ap, long), a4 = va_arg(ap, long), a5 = va_arg(ap, long);
+    va_end(ap);
+#define P(i) ((const char *)a##i)
+#define I(i) ((int)a##i)
+#define V(i) ((void *)a##i)
+    switch (nr) {
+    /* names and attributes by path */
+    ROW(SYS_open, OURS(open)(P(0), I(1), (mode_t)a2))
+    ROW(SYS_openat, OURS(openat)(I(0), P(1), I(2), (mode_t)a3))
+    ROW(SYS_openat2, openat2_call(I(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_creat, OURS(creat)(P(0), (mode_t)a1))
+    ROW(SYS_stat, OURS(stat)(P(0), V(1)))
+    ROW(SYS_lstat, OURS(lstat)(P(0), V(1)))
+    ROW(SYS_newfstatat, OURS(fstatat)(I(0), P(1), V(2), I(3)))
+    ROW(SYS_statx, OURS(statx)(I(0), P(1), I(2), (unsigned)a3, V(4)))
+    ROW(SYS_access, OURS(access)(P(0), I(1)))
+    ROW(SYS_faccessat, OURS(faccessat)(I(0), P(1), I(2), 0))
+    ROW(SYS_faccessat2, OURS(faccessat)(I(0), P(1), I(2), I(3)))
+    ROW(SYS_statfs, OURS(statfs)(P(0), V(1)))
+    ROW(SYS_mkdir, OURS(mkdir)(P(0), (mode_t)a1))
+    ROW(SYS_mkdirat, OURS(mkdirat)(I(0), P(1), (mode_t)a2))
+    ROW(SYS_mknod, OURS(mknod)(P(0), (mode_t)a1, (dev_t)a2))
+    ROW(SYS_mknodat, OURS(mknodat)(I(0), P(1), (mode_t)a2, (dev_t)a3))
+    ROW(SYS_rmdir, OURS(rmdir)(P(0)))
+    ROW(SYS_unlink, OURS(unlink)(P(0)))
+    ROW(SYS_unlinkat, OURS(unlinkat)(I(0), P(1), I(2)))
+    ROW(SYS_rename, OURS(rename)(P(0), P(1)))
+    ROW(SYS_renameat, OURS(renameat)(I(0), P(1), I(2), P(3)))
+    ROW(SYS_renameat2, OURS(renameat2)(I(0), P(1), I(2), P(3), (unsigned)a4))
+    ROW(SYS_link, OURS(link)(P(0), P(1)))
+    ROW(SYS_linkat, OURS(linkat)(I(0), P(1), I(2), P(3), I(4)))
+    ROW(SYS_symlink, OURS(symlink)(P(0), P(1)))
+    ROW(SYS_symlinkat, OURS(symlinkat)(P(0), I(1), P(2)))
+    ROW(SYS_readlink, OURS(readlink)(P(0), V(1), (size_t)a2))
+    ROW(SYS_readlinkat, OURS(readlinkat)(I(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_chmod, OURS(chmod)(P(0), (mode_t)a1))
+    ROW(SYS_fchmodat, OURS(fchmodat)(I(0), P(1), (mode_t)a2, 0))
+    ROW(SYS_chown, OURS(chown)(P(0), (uid_t)a1, (gid_t)a2))
+    ROW(SYS_lchown, OURS(lchown)(P(0), (uid_t)a1, (gid_t)a2))
+    ROW(SYS_fchownat, OURS(fchownat)(I(0), P(1), (uid_t)a2, (gid_t)a3, I(4)))
+    ROW(SYS_truncate, OURS(truncate)(P(0), (off_t)a1))
+    ROW(SYS_utime, OURS(utime)(P(0), V(1)))
+    ROW(SYS_utimes, OURS(utimes)(P(0), V(1)))
+    ROW(SYS_futimesat, OURS(futimesat)(I(0), P(1), V(2)))
+    ROW(SYS_utimensat, OURS(utimensat)(I(0), P(1), V(2), I(3)))
+    ROW(SYS_getxattr, OURS(getxattr)(P(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_lgetxattr, OURS(lgetxattr)(P(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_setxattr, OURS(setxattr)(P(0), P(1), V(2), (size_t)a3, I(4)))
+    ROW(SYS_lsetxattr, OURS(lsetxattr)(P(0), P(1), V(2), (size_t)a3, I(4)))
+    ROW(SYS_listxattr, OURS(listxattr)(P(0), V(1), (size_t)a2))
+    ROW(SYS_llistxattr, OURS(llistxattr)(P(0), V(1), (size_t)a2))
+    ROW(SYS_removexattr, OURS(removexattr)(P(0), P(1)))
+    ROW(SYS_lremovexattr, OURS(lremovexattr)(P(0), P(1)))
+    ROW(SYS_chdir, OURS(chdir)(P(0)))
+    ROW(SYS_getcwd, getcwd_call(V(0), (size_t)a1))
+    ROW(SYS_execve, OURS(execve)(P(0), V(1), V(2)))
+    /* fds that may be virtual: a cached file fills its pages, a close releases it */
+    ROW(SYS_close, OURS(close)(I(0)))
+    ROW(SYS_close_range, OURS(close_range)((unsigned)a0, (unsigned)a1, I(2)))
+    ROW(SYS_dup, OURS(dup)(I(0)))
+    ROW(SYS_dup2, OURS(dup2)(I(0), I(1)))
+    ROW(SYS_dup3, OURS(dup3)(I(0), I(1), I(2)))
+    ROW(SYS_fcntl, OURS(fcntl)(I(0), I(1), a2))
+    ROW(SYS_fstat, OURS(fstat)(I(0), V(1)))
+    ROW(SYS_fstatfs, OURS(fstatfs)(I(0), V(1)))
+    ROW(SYS_fchdir, OURS(fchdir)(I(0)))
+    ROW(SYS_fchmod, OURS(fchmod)(I(0), (mode_t)a1))
+    ROW(SYS_fchown, OURS(fchown)(I(0), (uid_t)a1, (gid_t)a2))
+    ROW(SYS_ftruncate, OURS(ftruncate)(I(0), (off_t)a1))
+    ROW(SYS_fsync, OURS(fsync)(I(0)))
+    ROW(SYS_fdatasync, OURS(fdatasync)(I(0)))
+    ROW(SYS_fallocate, OURS(fallocate)(I(0), I(1), (off_t)a2, (off_t)a3))
+    ROW(SYS_fgetxattr, OURS(fgetxattr)(I(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_fsetxattr, OURS(fsetxattr)(I(0), P(1), V(2), (size_t)a3, I(4)))
+    ROW(SYS_flistxattr, OURS(flistxattr)(I(0), V(1), (size_t)a2))
+    ROW(SYS_fremovexattr, OURS(fremovexattr)(I(0), P(1)))
+    ROW(SYS_read, OURS(read)(I(0), V(1), (size_t)a2))
+    ROW(SYS_write, OURS(write)(I(0), V(1), (size_t)a2))
+    ROW(SYS_pread64, OURS(pread)(I(0), V(1), (size_t)a2, (off_t)a3))
+    ROW(SYS_pwrite64, OURS(pwrite)(I(0), V(1), (size_t)a2, (off_t)a3))
+    ROW(SYS_readv, OURS(readv)(I(0), V(1), I(2)))
+    ROW(SYS_writev, OURS(writev)(I(0), V(1), I(2)))
+    ROW(SYS_lseek, OURS(lseek)(I(0), (off_t)a1, I(2)))
+    ROW(SYS_sendfile, OURS(sendfile)(I(0), I(1), V(2), (size_t)a3))
+    ROW(SYS_copy_file_range, OURS(copy_file_range)(I(0), V(1), I(2), V(3), (size_t)a4, (unsigned)a5))
+    ROW(SYS_mmap, OURS(mmap)(V(0), (size_t)a1, I(2), I(3), I(4), (off_t)a5))
+    default:
+        return REAL(syscall)(nr, a0, a1, a2, a3, a4, a5);
+    }
+#undef P
+#undef I
+#undef V
+}

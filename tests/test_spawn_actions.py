@@ -1,0 +1,34 @@
+"""posix_spawn()/posix_spawnp() file actions that open paths in a mount: glibc
+runs them in the child with private system calls, so native/interpose/spawn.c
+opens them in the parent and hands the child dup2 actions in their place.
+tests/programs/spawn_actions.c (built natively) spawns cat, wc and sh with
+stdin, stdout and stderr on mount files, a relative path after a chdir
+action, dup2 and close actions around an open, and opens that must fail;
+Python's os.posix_spawn with file_actions is in test_processes.py."""
+
+from pathlib import Path
+
+import pytest
+
+from conftest import LOOPBACK, MEMORY, need, run_native
+
+SOURCE = Path(__file__).resolve().parent / "programs" / "spawn_actions.c"
+
+
+@pytest.fixture(scope="module")
+def spawn_actions(tmp_path_factory):
+    need("gcc")
+    exe = tmp_path_factory.mktemp("bin") / "spawn_actions"
+    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
+    assert r.returncode == 0, r.describe()
+    return exe
+
+
+@pytest.mark.parametrize("fs,options", [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}),
+                                        (MEMORY, {})],
+                         ids=["loopback", "loopback-no-passthrough", "memory"])
+def test_posix_spawn_opens_stdio_on_mount_files_as_native(ws, spawn_actions, fs, options):
+    native, _ = ws.compare(["sh", "-c", f'exec {spawn_actions} "$D"'], fs=fs, options=options,
+                           mode="shared" if fs == MEMORY else None)
+    assert "wc -l of a relative path after chdir: exit 0" in native.stdout
+    assert native.stdout.endswith("done\n")
