@@ -238,11 +238,13 @@ static void chain(int sig, siginfo_t *si, void *ctx)
 
 /* ---- reporting */
 
-static void record(const char *call, const char *where, const char *outcome)
+/* One line in the log (when `logged`), and one in the launcher's record under --strict. */
+static void record(const char *call, const char *where, const char *outcome, int logged)
 {
     const char *name = program_invocation_name ? program_invocation_name : "?";
     int level = strncmp(outcome, "refused", 7) == 0 ? LOG_ERROR : LOG_WARNING;
-    ldp_log(level, "%s made %s on %s outside libc: %s", name, call, where, outcome);
+    if (logged)
+        ldp_log(level, "%s made %s on %s outside libc: %s", name, call, where, outcome);
     const char *file = getenv("LDPFUSE_ESCAPES_LOG");
     if (file == NULL || *file == '\0')
         return;
@@ -263,7 +265,7 @@ static void report_once(long nr, const char *call, const char *where, const char
 {
     if (nr >= 0 && nr < (long)sizeof reported && __atomic_exchange_n(&reported[nr], 1, __ATOMIC_RELAXED))
         return;
-    record(call, where, outcome);
+    record(call, where, outcome, 1);
 }
 
 /* ---- what a trapped call names */
@@ -767,7 +769,7 @@ int escape_check_exec(const char *path, char *const argv[])
                 "mounts; --strict refuses to run it (EPERM)", path, why);
         char where[PATH_MAX + 32];
         snprintf(where, sizeof where, "%s (%s)", path, why);
-        record("execve", where, "refused with EPERM (--strict)");
+        record("execve", where, "refused with EPERM (--strict)", 0);
         errno = EPERM;
         return -1;
     }

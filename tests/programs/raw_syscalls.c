@@ -2,9 +2,13 @@
  * runtime, liburing or a JIT make them: no LD_PRELOAD wrapper can see these. Used by
  * tests/test_escapes.py: under --watch-escapes they are served (the output is the same
  * as on a native directory), under --strict they fail with EIO.
- * Usage: raw_syscalls DIR   (DIR holds a file "hello"; the program creates "made") */
+ * Usage: raw_syscalls DIR [thread|fork]   (DIR holds a file "hello"; the program creates
+ * "made"); with "thread" or "fork" the calls are made in a new thread or a forked child,
+ * where the net must be armed again. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,13 +38,11 @@ static int cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int main(int argc, char **argv)
+static int calls(const char *dir)
 {
-    if (argc != 2)
-        return 2;
     char path[4096], made[4096], buf[256];
-    snprintf(path, sizeof path, "%s/hello", argv[1]);
-    snprintf(made, sizeof made, "%s/made", argv[1]);
+    snprintf(path, sizeof path, "%s/hello", dir);
+    snprintf(made, sizeof made, "%s/made", dir);
     int bad = 0;
 
     long fd = raw(SYS_openat, AT_FDCWD, (long)path, O_RDONLY, 0);
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
             fclose(f);
     }
 
-    fd = raw(SYS_openat, AT_FDCWD, (long)argv[1], O_RDONLY | O_DIRECTORY, 0);
+    fd = raw(SYS_openat, AT_FDCWD, (long)dir, O_RDONLY | O_DIRECTORY, 0);
     if (!(bad |= failed("openat O_DIRECTORY", fd))) {
         char *names[64];
         int nn = 0;
@@ -96,4 +98,36 @@ int main(int argc, char **argv)
         bad |= failed("close", raw(SYS_close, fd, 0, 0, 0));
     }
     return bad;
+}
+
+static void *in_thread(void *dir)
+{
+    return (void *)(long)calls(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    if (argc > 2 && strcmp(argv[2], "thread") == 0) {
+        pthread_t t;
+        void *r;
+        if (pthread_create(&t, NULL, in_thread, argv[1]) != 0 || pthread_join(t, &r) != 0)
+            return 3;
+        return (int)(long)r;
+    }
+    if (argc > 2 && strcmp(argv[2], "fork") == 0) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int r = calls(argv[1]);
+            fflush(stdout);
+            _exit(r);
+        }
+        int st;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid)
+            return 3;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 4;
+    }
+    return calls(argv[1]);
 }
