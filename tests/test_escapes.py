@@ -147,3 +147,18 @@ def test_strict_refuses_a_static_command_before_starting_it(ws, static_cat):
     assert r.returncode == 126, r.describe()
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1 and "--strict refuses to run it" in r.stderr, r.stderr
+
+
+def test_a_program_that_owns_sigsys_keeps_its_handler_and_the_net_survives_a_full_mask(ws):
+    """seccomp users: the program's SIGSYS handler is given back by sigaction() and called
+    for its own seccomp traps; blocking every signal does not block the net's SIGSYS."""
+    need("gcc")
+    ws.populate(hello)
+    exe = ws.tmp / "sigsys_owner"
+    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, PROGRAMS / "sigsys_owner.c"])
+    assert r.returncode == 0, r.describe()
+    native = run_native([exe, ws.native / "hello"])
+    assert native.returncode == 0, native.describe()
+    assert "size 12" in native.stdout and "4242 (trapped 1)" in native.stdout
+    r = ldp(ws, "--watch-escapes", cmd=[exe, ws.mnt / "hello"])
+    assert (r.returncode, r.stdout) == (0, native.stdout), r.describe()
