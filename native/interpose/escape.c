@@ -26,6 +26,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include <dlfcn.h>
 #include <link.h>
 #include <sched.h>
 #include <stddef.h>
@@ -57,6 +58,9 @@ static TLS int armed;
 static unsigned long libc_start, libc_len;
 static long (*libc_syscall)(long, ...);
 static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+/* libc's own sigaction, past any other interposer (a sanitizer's runtime wraps SIGSYS's
+ * handler in one of its own that blocks every signal and makes raw system calls) */
+static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
 static struct sigaction program_sigsys;  /* what the program asked SIGSYS to do */
 static unsigned char reported[512];      /* per system call number: reported once */
 
@@ -113,13 +117,17 @@ void escape_init(void)
         ldp_log(LOG_WARNING, "--watch-escapes: libc's text was not found; the net is off");
         return;
     }
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    libc_sigaction = libc ? (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(libc, "sigaction") : NULL;
+    if (libc_sigaction == NULL)
+        libc_sigaction = REAL(sigaction);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigsys;
     /* SA_NODEFER: a seccomp SIGSYS raised by a call made for the program must reach
      * the program's handler while this one runs */
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-    REAL(sigaction)(SIGSYS, &sa, &program_sigsys);
+    libc_sigaction(SIGSYS, &sa, &program_sigsys);
     ldp_escapes = strcmp(mode, "strict") == 0 ? ESCAPES_STRICT : ESCAPES_WATCH;
     arm_thread();
 }
@@ -231,7 +239,7 @@ static void chain(int sig, siginfo_t *si, void *ctx)
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        REAL(sigaction)(SIGSYS, &dfl, NULL);
+        libc_sigaction(SIGSYS, &dfl, NULL);
         raise(SIGSYS);      /* the default: end with a core dump, as without us */
     }
 }
@@ -353,7 +361,6 @@ typedef long (*serve_fn)(const long *a);
 SERVE(read, read(I(0), V(1), (size_t)a[2]))
 SERVE(write, write(I(0), V(1), (size_t)a[2]))
 SERVE(open, open(P(0), I(1), (mode_t)a[2]))
-SERVE(close, close(I(0)))
 SERVE(stat, stat(P(0), V(1)))
 SERVE(fstat, fstat(I(0), V(1)))
 SERVE(lstat, lstat(P(0), V(1)))
@@ -432,6 +439,15 @@ SERVE(statx, statx(I(0), P(1), I(2), (unsigned)a[3], V(4)))
 SERVE(close_range, close_range((unsigned)a[0], (unsigned)a[1], I(2)))
 SERVE(bind, bind(I(0), V(1), (socklen_t)a[2]))
 SERVE(connect, connect(I(0), V(1), (socklen_t)a[2]))
+
+/* a virtual directory whose entries getdents64 served holds a listing: closedir frees it */
+static long serve_close(const long *a)
+{
+    struct vfile *v = fdtable_get(I(0));
+    if (v && v->kind == VF_DIR && v->dir)
+        return result(closedir((DIR *)v->dir));
+    return result(close(I(0)));
+}
 
 /* getcwd(2) answers the length, libc's getcwd the buffer */
 static long serve_getcwd(const long *a)
