@@ -373,7 +373,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         real_resolve(name, (void **)slot);
     if (ldp_nmounts == 0 || ldp_guard)
         return (*slot)(pid, path, fa, attr, argv, envp);
-    if (strchr(path, '/') && escape_check_exec(path, argv) < 0)
+    if (path && strchr(path, '/') && escape_check_exec(path, argv) < 0)
         return errno;
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
