@@ -162,3 +162,20 @@ def test_a_program_that_owns_sigsys_keeps_its_handler_and_the_net_survives_a_ful
     assert "size 12" in native.stdout and "4242 (trapped 1)" in native.stdout
     r = ldp(ws, "--watch-escapes", cmd=[exe, ws.mnt / "hello"])
     assert (r.returncode, r.stdout) == (0, native.stdout), r.describe()
+
+
+@pytest.mark.parametrize("options", [[], ["-o", "passthrough=no"]], ids=["passthrough", "cached"])
+def test_ld_so_loads_a_library_stored_in_the_mount_under_watch_escapes(ws, options):
+    """dlopen's opens, reads and mmaps are ld.so's own system calls, outside libc: the net
+    serves them (a cached file's pages are filled before ld.so maps them)."""
+    need("gcc")
+    src = ws.tmp / "answer.c"
+    src.write_text("int answer(void) { return 42; }\n")
+    for d in (ws.native, ws.lower):
+        r = run_native(["gcc", "-shared", "-fPIC", "-o", d / "libanswer.so", src])
+        assert r.returncode == 0, r.describe()
+    code = 'import ctypes, sys; print(ctypes.CDLL(sys.argv[1] + "/libanswer.so").answer())'
+    native = run_native(["python3", "-c", code, ws.native])
+    assert native.stdout == "42\n", native.describe()
+    r = ldp(ws, "--watch-escapes", *options, cmd=["python3", "-c", code, ws.mnt])
+    assert (r.returncode, r.stdout) == (0, "42\n"), r.describe()
