@@ -5,6 +5,7 @@ Builds a small C program that times, in one process, N calls of each kind:
 
   libc-stat    stat() through libc on a file outside the mount (what every program does)
   libc-open    open()+close() through libc on that file
+  libc-getppid getppid through libc's syscall() (the kernel's entry and exit alone)
   inline-stat  newfstatat made with an inline `syscall` instruction (Go's runtime, liburing)
   inline-getppid  getppid made inline (a call that names no file)
 
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
     printf("libc-stat %.1f\n", (now() - t) / n);
     t = now(); for (i = 0; i < n; i++) close(open(path, O_RDONLY));
     printf("libc-open %.1f\n", (now() - t) / n);
+    t = now(); for (i = 0; i < n; i++) syscall(SYS_getppid);
+    printf("libc-getppid %.1f\n", (now() - t) / n);
     long m = n / 20 + 1;    /* trapped calls are slow: fewer of them */
     t = now(); for (i = 0; i < m; i++) raw4(SYS_newfstatat, AT_FDCWD, (long)path, (long)&st, 0);
     printf("inline-stat %.1f\n", (now() - t) / m);
