@@ -179,3 +179,38 @@ def test_ld_so_loads_a_library_stored_in_the_mount_under_watch_escapes(ws, optio
     assert native.stdout == "42\n", native.describe()
     r = ldp(ws, "--watch-escapes", *options, cmd=["python3", "-c", code, ws.mnt])
     assert (r.returncode, r.stdout) == (0, "42\n"), r.describe()
+
+
+@pytest.fixture(scope="module")
+def raw_process(tmp_path_factory):
+    need("gcc")
+    exe = tmp_path_factory.mktemp("bin") / "raw_process"
+    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, PROGRAMS / "raw_process.c"])
+    assert r.returncode == 0, r.describe()
+    return exe
+
+
+@pytest.mark.parametrize("what", ["fork", "signals"])
+def test_raw_fork_and_raw_signal_calls_behave_as_natively_under_the_net(ws, raw_process, what):
+    """A raw fork's child is watched again; a handler installed by a raw rt_sigaction with
+    its own trampoline runs and returns; a raw rt_sigprocmask blocks what it asks, and
+    blocking every signal does not block the net."""
+    ws.populate(hello)
+    native = run_native([raw_process, what, ws.native / "hello"])
+    assert native.returncode == 0, native.describe()
+    r = ldp(ws, "--watch-escapes", cmd=[raw_process, what, ws.mnt / "hello"])
+    assert (r.returncode, r.stdout) == (0, native.stdout), r.describe()
+
+
+def test_io_uring_is_named_under_watch_and_refused_under_strict(ws, raw_process):
+    """What a ring submits is out of sight: --watch-escapes says so, --strict answers
+    ENOSYS so that the program falls back to calls the net sees."""
+    native = run_native([raw_process, "uring"])
+    if native.stdout != "io_uring_setup: a ring\n":
+        pytest.skip(f"io_uring is not available here: {native.stdout.strip()}")
+    r = ldp(ws, "--watch-escapes", cmd=[raw_process, "uring"])
+    assert (r.returncode, r.stdout) == (0, native.stdout), r.describe()
+    assert "made io_uring_setup on a ring outside libc: served: but what it submits is not seen" in r.stderr
+    r = ldp(ws, "--strict", cmd=[raw_process, "uring"])
+    assert r.stdout == "io_uring_setup: Function not implemented\n", r.describe()
+    assert r.returncode == 0, r.describe()     # a refused ring is not an escape of a mount call
