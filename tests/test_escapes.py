@@ -214,3 +214,39 @@ def test_io_uring_is_named_under_watch_and_refused_under_strict(ws, raw_process)
     r = ldp(ws, "--strict", cmd=[raw_process, "uring"])
     assert r.stdout == "io_uring_setup: Function not implemented\n", r.describe()
     assert r.returncode == 0, r.describe()     # a refused ring is not an escape of a mount call
+
+
+def go_toolchain():
+    return shutil.which("go") or next((p for p in ["/usr/local/go/bin/go"] if os.access(p, os.X_OK)), None)
+
+
+@pytest.fixture(scope="module")
+def go_program(tmp_path_factory):
+    """tests/programs/go_files built with cgo: dynamically linked, so ldpfuse is loaded."""
+    go = go_toolchain()
+    if go is None:
+        pytest.skip("go is not installed (not on PATH nor in /usr/local/go)")
+    need("gcc")
+    d = tmp_path_factory.mktemp("go")
+    env = base_env(HOME=d, GOCACHE=d / "cache", GOPATH=d / "path", GOTOOLCHAIN="local",
+                   GOFLAGS="-mod=mod", CGO_ENABLED="1")
+    r = run([go, "build", "-o", d / "go_files", "."], timeout=300, cwd=PROGRAMS / "go_files", env=env)
+    assert r.returncode == 0, r.describe()
+    return d / "go_files"
+
+
+def test_a_go_program_sees_the_mount_under_watch_escapes(ws, go_program):
+    """Go's os package never calls libc's file functions, even with cgo: without the net the
+    mount does not exist for it; with it, the program sees what it sees natively, and what
+    it writes lands in the lower directory."""
+    ws.populate(hello)
+    native = run_native([go_program, ws.native])
+    assert native.returncode == 0 and "written" not in native.stdout, native.describe()
+    r = ldp(ws, cmd=[go_program, ws.mnt])
+    assert "read: open " in r.stdout and "no such file or directory" in r.stdout, r.describe()
+    shutil.rmtree(ws.lower)
+    ws.lower.mkdir()
+    hello(ws.lower)
+    r = ldp(ws, "--watch-escapes", cmd=[go_program, ws.mnt])
+    assert (r.returncode, r.stdout) == (0, native.stdout), r.describe()
+    ws.assert_lower_matches_native()

@@ -696,6 +696,38 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
     return result(libc_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
 }
 
+/* The handler serves on a stack of its own: the interrupted one may be a goroutine's few
+ * kilobytes (Go makes its system calls there), and serving may start an interpreter. */
+#define SERVE_STACK (1 << 20)
+static TLS char *serve_stack;
+long escape_on_stack(long (*fn)(void *), void *arg, void *top) ESCAPE_HIDDEN;
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type escape_on_stack, @function\n"
+        "escape_on_stack:\n"
+        "\tpush %rbp\n"
+        "\tmov %rsp, %rbp\n"
+        "\tmov %rdi, %rax\n"
+        "\tmov %rsi, %rdi\n"
+        "\tmov %rdx, %rsp\n"
+        "\tcall *%rax\n"
+        "\tmov %rbp, %rsp\n"
+        "\tpop %rbp\n"
+        "\tret\n"
+        ".size escape_on_stack, .-escape_on_stack\n");
+
+struct job {
+    long nr;
+    const long *a;
+    ucontext_t *uc;
+};
+
+static long run_job(void *p)
+{
+    struct job *j = p;
+    return dispatch(j->nr, j->a, j->uc);
+}
+
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 {
     if (si->si_code != SYS_USER_DISPATCH) {
@@ -708,7 +740,16 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
     selector = SUD_ALLOW;   /* what we do here (ld.so included) runs unwatched */
     int saved = errno;
     long a[6] = { g[REG_RDI], g[REG_RSI], g[REG_RDX], g[REG_R10], g[REG_R8], g[REG_R9] };
-    g[REG_RAX] = dispatch(si->si_syscall, a, uc);
+    if (serve_stack == NULL) {
+        void *m = REAL(mmap)(NULL, SERVE_STACK, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+        serve_stack = m == MAP_FAILED ? (char *)-1 : m;
+    }
+    struct job job = { si->si_syscall, a, uc };
+    if (serve_stack != (char *)-1)
+        g[REG_RAX] = escape_on_stack(run_job, &job, serve_stack + SERVE_STACK);
+    else
+        g[REG_RAX] = dispatch(si->si_syscall, a, uc);
     errno = saved;
     if (armed)
         selector = was;
