@@ -112,16 +112,20 @@ void escape_init(void)
     real_resolve("pthread_sigmask", (void **)&real_pthread_sigmask);
     if (mode == NULL || (strcmp(mode, "watch") != 0 && strcmp(mode, "strict") != 0))
         return;
-    real_resolve("syscall", (void **)&libc_syscall);
+    /* libc's own functions, past any other interposer: libc's syscall() anchors the
+     * allowed range (another library's would make that library's text the range) */
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    libc_syscall = libc ? (long (*)(long, ...))dlsym(libc, "syscall") : NULL;
+    libc_sigaction = libc ? (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(libc, "sigaction") : NULL;
+    if (libc_syscall == NULL)
+        real_resolve("syscall", (void **)&libc_syscall);
+    if (libc_sigaction == NULL)
+        libc_sigaction = REAL(sigaction);
     dl_iterate_phdr(find_libc_text, (void *)libc_syscall);
     if (libc_len == 0) {
         ldp_log(LOG_WARNING, "--watch-escapes: libc's text was not found; the net is off");
         return;
     }
-    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    libc_sigaction = libc ? (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(libc, "sigaction") : NULL;
-    if (libc_sigaction == NULL)
-        libc_sigaction = REAL(sigaction);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigsys;
@@ -131,6 +135,9 @@ void escape_init(void)
     libc_sigaction(SIGSYS, &sa, &program_sigsys);
     ldp_escapes = strcmp(mode, "strict") == 0 ? ESCAPES_STRICT : ESCAPES_WATCH;
     arm_thread();
+    if (!armed)     /* Linux < 5.11, or a seccomp policy that refuses the prctl */
+        ldp_log(LOG_WARNING, "--watch-escapes: Syscall User Dispatch is not available here (%s): "
+                "system calls made outside libc are not watched", strerror(errno));
 }
 
 void escape_after_fork(void)

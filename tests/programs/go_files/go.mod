@@ -1,3 +1,3 @@
 module gofiles
 
-go 1.20
+go 1.18
