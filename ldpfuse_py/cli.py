@@ -1,7 +1,7 @@
 """ldpfuse-run: run a command with a Python file system mounted, no kernel involved.
 
     ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
-                [--log-level LEVEL] [--log-file FILE] [--trace]
+                [--log-level LEVEL] [--log-file FILE] [--trace] [--watch-escapes | --strict]
                 FS [FS_ARG...] -- COMMAND [ARG...]
     ldpfuse-run [options] -m MODULE [ARG...] -- COMMAND [ARG...]
 
@@ -39,7 +39,7 @@ def parser():
     p = argparse.ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
-              "[--log-level LEVEL] [--log-file FILE] [--trace] FS [FS_ARG...] -- COMMAND [ARG...]\n"
+              "[--log-level LEVEL] [--log-file FILE] [--trace] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
               "       %(prog)s [options] -m MODULE [ARG...] -- COMMAND [ARG...]",
         description="Run COMMAND (and every process it starts) with the file system FS mounted "
                     "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
@@ -58,6 +58,15 @@ def parser():
     p.add_argument("--trace", action="store_true",
                    help="log one line per file system operation: pid, operation, path, "
                         "arguments, result or errno name, microseconds")
+    p.add_argument("--watch-escapes", action="store_true",
+                   help="catch file system calls made outside libc (inline system calls, ld.so, "
+                        "liburing) with Syscall User Dispatch: those on mount paths are served "
+                        "and reported once per call and program (docs/escapes.md); each call "
+                        "made outside libc then costs about 1.5 us, one through libc 10-15 ns more")
+    p.add_argument("--strict", action="store_true",
+                   help="--watch-escapes, but a call outside libc on a mount path fails with EIO, "
+                        "a statically linked or set-ID program is not started (EPERM), and "
+                        "ldpfuse-run names the escapes at the end and exits nonzero")
     p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName, package.module:ClassName, "
                                             "or a fusepy script path/to/script.py (its FUSE() call "
                                             "gives the mount point and options)")
@@ -277,6 +286,10 @@ def run_script(args, own_env, cmd):
         def waiter():
             try:
                 served["status"] = shared_mode.wait(pid)
+                if getattr(args, "escape_record", None):
+                    from . import escapes
+
+                    served["status"] = escapes.finish(args.escape_record, served["status"])
             finally:
                 done.release()
             # the script's code after FUSE() had its time (FusepyOps._unmount): a script
@@ -512,6 +525,16 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         argv_exec = resolve_command(cmd, [m["point"] for m in mounts])
     except FileNotFoundError:
         die(f"command not found: {cmd[0]}", 127)
+    from . import escapes
+
+    record = escapes.configure(args, env)
+    if record:
+        reason = unreachable_reason(argv_exec[0])
+        if reason:
+            os.unlink(record)
+            die(f"{argv_exec[0]} is {reason}: the loader will not preload ldpfuse into it, so it "
+                f"cannot see {point}; --strict refuses to run it (see docs/limitations.md)", 126)
+    args.escape_record = record
     warn_if_not_preloaded(argv_exec[0], point)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -524,7 +547,10 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
 
         if script:
             return shared_mode.start(argv_exec, env, die)
-        return shared_mode.run(argv_exec, env, die)
+        if record is None:
+            return shared_mode.run(argv_exec, env, die)
+        status = shared_mode.wait(shared_mode.start(argv_exec, env, die))
+        shared_mode.exit_as(escapes.finish(record, status))
     for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET"):    # an enclosing shared-mode launcher's
         env.pop(key, None)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
@@ -534,6 +560,8 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
             import ctypes
 
             ctypes.CDLL(None).signal(int(sig), 0)   # 0: SIG_DFL
+    if record:
+        escapes.run_watched(argv_exec, env, die, record)
     try:
         os.execvpe(argv_exec[0], argv_exec, env)
     except OSError as e:

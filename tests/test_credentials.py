@@ -198,3 +198,30 @@ def test_a_writer_who_is_not_the_owner_may_set_times_to_now_only(tmp_path, lower
     assert want.stdout == "now\nrefused\nrefused\nutime\n", want.stderr
     assert r.stdout == want.stdout, r.stderr
     assert r.stderr.replace(str(tmp_path / "mnt"), "D") == want.stderr.replace(str(native), "D")
+
+
+def test_embedded_mode_says_once_per_process_why_another_user_cannot_run_the_file_system(tmp_path):
+    """--mode embedded runs the FS inside each process: one of another user that cannot read
+    the installing Python (pyenv or a venv under root's 0700 home) gets EIO on the mount,
+    and one line per process, on stderr and in the log, that names the file and the way out."""
+    from ldpfuse_py.cli import find_libpython
+
+    lib = find_libpython()
+    probe = subprocess.run(as_nobody("test", "-r", lib), cwd="/")
+    if probe.returncode == 0:
+        pytest.skip(f"{lib} is readable by uid {NOBODY} here: nothing keeps it from the embedded mode")
+    m = tmp_path / "mnt"
+    log = tmp_path / "fs.log"
+    log.touch()
+    log.chmod(0o666)    # the dropped processes log there too
+    argv = ldpfuse_run_argv() + ["--mode", "embedded", "--log-file", str(log), "--mountpoint", str(m),
+                                 LOOPBACK, str(tmp_path), "--"]
+    r = subprocess.run(argv + as_nobody("sh", "-c", f"ls {m} || true; cat {m}/a {m}/b || true"),
+                       capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")
+    assert "Input/output error" in r.stderr, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("ldpfuse[")]
+    assert len(lines) == 2, r.stderr    # ls and cat: one line each, however many calls they made
+    for line in lines:
+        assert f"(uid {NOBODY}) cannot read {lib}" in line, line
+        assert "the default shared mode" in line and "EIO" in line, line
+    assert log.read_text().splitlines() == lines

@@ -80,6 +80,32 @@ static int host_python_state(void)
 
 struct backend_ops *backend_shared_init(void);
 
+/* A process of another user (setpriv, su, pjdfstest -u) may not reach the installing
+ * Python at all (a venv under root's 0700 home). Say so once per process, on stderr (where
+ * the user of that process looks) and in the log file if there is one, with the way out.
+ * 1 if that was the reason. */
+static int explain_unreadable(const char *path)
+{
+    if (path == NULL || *path == '\0' || REAL(faccessat)(AT_FDCWD, path, R_OK, AT_EACCESS) == 0 ||
+        errno != EACCES)
+        return 0;
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "ldpfuse[%d]: --mode embedded: this process (uid %d) cannot read "
+                     "%s, so the file system cannot run in it and its mount operations fail with EIO; "
+                     "the default shared mode (no --mode embedded) serves processes of any user\n",
+                     (int)getpid(), (int)geteuid(), path);
+    if (n < 0 || (size_t)n >= sizeof msg)
+        n = (int)strlen(msg);
+    (void)!REAL(write)(2, msg, (size_t)n);
+    const char *file = getenv("LDPFUSE_LOG_FILE");
+    int fd = file && *file ? REAL(open)(file, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        (void)!REAL(write)(fd, msg, (size_t)n);
+        REAL(close)(fd);
+    }
+    return 1;
+}
+
 /* 0 when decided for good (backend set, or NULL for good); 1: ask again at the next call */
 static int load(void)
 {
@@ -100,8 +126,9 @@ static int load(void)
     if (host == 0) {
         const char *lib = getenv("LDPFUSE_LIBPYTHON");
         if (lib == NULL || *lib == '\0' || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL) {
-            ldp_log(LOG_ERROR, "cannot load libpython (%s): %s", lib ? lib : "LDPFUSE_LIBPYTHON unset",
-                    dlerror());
+            if (!explain_unreadable(lib))
+                ldp_log(LOG_ERROR, "cannot load libpython (%s): %s", lib ? lib : "LDPFUSE_LIBPYTHON unset",
+                        dlerror());
             goto out;
         }
     }
@@ -109,14 +136,15 @@ static int load(void)
     void *h = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
     backend_init_fn init = h ? (backend_init_fn)dlsym(h, "ldpfuse_backend_embedded_init") : NULL;
     if (init == NULL) {
-        ldp_log(LOG_ERROR, "cannot load the embedded backend (%s): %s", so ? so : "LDPFUSE_BACKEND unset",
-                dlerror());
+        if (!explain_unreadable(so))
+            ldp_log(LOG_ERROR, "cannot load the embedded backend (%s): %s", so ? so : "LDPFUSE_BACKEND unset",
+                    dlerror());
         goto out;
     }
     static struct core_api c;   /* the backend keeps the pointer */
     c = core;
     backend = init(&c, host == 1, err, sizeof err);
-    if (backend == NULL)
+    if (backend == NULL && !explain_unreadable(getenv("LDPFUSE_PYTHON_HOME")))
         ldp_log(LOG_ERROR, "the file system could not start: %s", err);
 out:
     guard_leave();

@@ -1,6 +1,7 @@
 /* Process start and exit. Start reads the mount table (no syscall when there is none);
  * exit writes back what cached files still hold and gives the FS its destroy(). */
 #include "../ldpfuse.h"
+#include "escape.h"
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
@@ -25,6 +26,7 @@ static void fork_child(void)
 {
     pcache_fork_child();
     fork_after();
+    escape_after_fork();
 }
 static void fork_after(void)
 {
@@ -50,6 +52,7 @@ __attribute__((constructor)) static void ldp_init(void)
     cwd_init();
     process_init();
     pthread_atfork(fork_prepare, fork_after, fork_child);
+    escape_init();
 }
 
 __attribute__((destructor)) static void ldp_fini(void)

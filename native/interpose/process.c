@@ -6,6 +6,7 @@
  * glibc's exec* and posix_spawn* call a private execve, so each spelling is wrapped.
  */
 #include "../ldpfuse.h"
+#include "escape.h"
 #include <paths.h>
 #include <spawn.h>
 #include "spawn_plan.h"
@@ -191,10 +192,13 @@ int execve(const char *path, char *const argv[], char *const envp[])
 {
     if (ldp_nmounts == 0 || ldp_guard)
         return REAL(execve)(path, argv, envp);
+    struct vpath vp;
+    const char *target = path;
+    if (!vfs_lookup(AT_FDCWD, &target, &vp) && escape_check_exec(target, argv) < 0)
+        return -1;
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(0);
-    struct vpath vp;
     int r;
     if (vfs_lookup(AT_FDCWD, &path, &vp)) {
         /* a program stored in the mount: exec the kernel fd that stands for it (a script
@@ -370,6 +374,8 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         real_resolve(name, (void **)slot);
     if (ldp_nmounts == 0 || ldp_guard)
         return (*slot)(pid, path, fa, attr, argv, envp);
+    if (path && strchr(path, '/') && escape_check_exec(path, argv) < 0)
+        return errno;
     struct spawn_plan plan;     /* file actions that open mount paths: done here */
     int planned = spawn_plan_make(&plan, fa);
     if (planned < 0)

@@ -2,6 +2,7 @@
  * handler of its own, since only then can one run in the middle of a file system call and
  * touch the mount (see guard_enter). Exec resets handlers, so a new image starts clean. */
 #include "../ldpfuse.h"
+#include "escape.h"
 
 int ldp_handlers;
 
@@ -19,23 +20,31 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
     } else if (act) {
         note(act->sa_handler);
     }
+    if (UNLIKELY(ldp_escapes))
+        return escape_sigaction(sig, act, old);
     return REAL(sigaction)(sig, act, old);
 }
 
 __sighandler_t signal(int sig, __sighandler_t h)
 {
     note(h);
+    if (UNLIKELY(ldp_escapes) && sig == SIGSYS)
+        return escape_signal(h);
     return REAL(signal)(sig, h);
 }
 
 __sighandler_t sysv_signal(int sig, __sighandler_t h)
 {
     note(h);
+    if (UNLIKELY(ldp_escapes) && sig == SIGSYS)
+        return escape_signal(h);
     return REAL(sysv_signal)(sig, h);
 }
 
 __sighandler_t bsd_signal(int sig, __sighandler_t h)
 {
     note(h);
+    if (UNLIKELY(ldp_escapes) && sig == SIGSYS)
+        return escape_signal(h);
     return REAL(bsd_signal)(sig, h);
 }

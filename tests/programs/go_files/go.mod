@@ -1,0 +1,3 @@
+module gofiles
+
+go 1.18
