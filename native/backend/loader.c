@@ -126,6 +126,11 @@ int backend_unreachable_at_exit(void)
 
 struct backend_ops *backend_get(void)
 {
+    if (UNLIKELY(ldp_vfork_child)) {
+        /* the FS would start (or talk) on the parent's memory: see interpose/vfork.c */
+        ldp_log(LOG_ERROR, "a vfork child used the mount before exec: EIO");
+        return NULL;
+    }
     pthread_once(&once, load);
     return backend;
 }

@@ -20,6 +20,8 @@ int chdir(const char *path)
             refresh_real_cwd();
         return r;
     }
+    if (UNLIKELY(ldp_vfork_child))
+        return ldp_vfork_child_chdir(&vp);
     struct stat st;
     char out[PATH_MAX], full[PATH_MAX];
     struct vpath target = vp;

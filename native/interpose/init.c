@@ -3,7 +3,9 @@
 #include "../ldpfuse.h"
 #include <stdlib.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 TLS int ldp_guard;
 TLS sigset_t ldp_guard_mask;
@@ -33,6 +35,18 @@ static void fork_after(void)
     attrcache_fork(1);
 }
 
+/* A vfork child's chdir into the mount could not be verified (interpose/vfork.c): the
+ * new image does it before its program runs, as a fork child's chdir would have. */
+static void check_inherited_cwd(void)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", ldp_cwd);
+    if (chdir(dir) == 0)
+        return;
+    dprintf(2, "ldpfuse: cannot change to directory %s: %s\n", dir, strerror(errno));
+    _exit(127);
+}
+
 __attribute__((constructor)) static void ldp_init(void)
 {
     const char *lvl = getenv("LDPFUSE_LOG_LEVEL");
@@ -49,13 +63,15 @@ __attribute__((constructor)) static void ldp_init(void)
     ldp_umask = m;
     cwd_init();
     process_init();
+    if (UNLIKELY(ldp_cwd_virtual) && getenv("LDPFUSE_CWD_CHECK"))
+        check_inherited_cwd();
     pthread_atfork(fork_prepare, fork_after, fork_child);
 }
 
 __attribute__((destructor)) static void ldp_fini(void)
 {
-    if (ldp_nmounts == 0)
-        return;
+    if (ldp_nmounts == 0 || ldp_vfork_child)
+        return;         /* a vfork child that exit()s: the state is its parent's */
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0 && !backend_unreachable_at_exit()) {
         /* destructors run before exit() flushes stdio: flush it into the memfds first */
         fflush(NULL);

@@ -13,7 +13,8 @@ void cwd_set(const char *abs)
 {
     char *old = ldp_cwd;
     ldp_cwd = strdup(abs);
-    free(old);
+    if (!ldp_vfork_child)
+        free(old);      /* a vfork child's parent still holds it (interpose/vfork.c) */
     ldp_cwd_virtual = mount_match(abs, NULL);
     size_t al = strlen(abs);
     int above = 0;
