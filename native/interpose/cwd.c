@@ -200,6 +200,7 @@ char *canonicalize_file_name(const char *path)
 mode_t umask(mode_t mask)
 {
     mode_t old = REAL(umask)(mask);
-    ldp_umask = mask & 0777;
+    if (!ldp_vfork_child)       /* a vfork child's umask is its own (and the kernel's) */
+        ldp_umask = mask & 0777;
     return old;
 }

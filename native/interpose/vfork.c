@@ -16,8 +16,8 @@
  *   through `/bin/sh -c 'cd . && p=$1 && shift && exec "$p" "$@"' sh PATH ARGS`, a fresh image that does it in full
  *   (the program's argv[0] is then its path). That is all POSIX lets a vfork child do
  *   (exec or _exit), and what shells, gcc and Python's subprocess do;
- * - the parent, when its thread runs again, puts back the cwd and umask the child may
- *   have changed.
+ * - the child's chdir and umask leave our record of them alone (a chdir keeps the
+ *   parent's string), and the parent, when its thread runs again, puts its cwd back.
  * Other architectures fork.
  */
 #include "../ldpfuse.h"
@@ -27,11 +27,11 @@
 #include <sys/syscall.h>
 
 TLS int ldp_vfork_child;
+TLS char *ldp_vfork_cwd;
 static TLS int cwd_unchecked;   /* the child chdir'ed into a mount (not verified) */
 static TLS struct {
     char *cwd;
     int cwd_virtual, cwd_above_mount;
-    mode_t umask;
 } saved;
 
 pid_t ldp_vfork_as_fork(void)
@@ -52,7 +52,7 @@ __attribute__((used)) static int vfork_prepare(void)
     saved.cwd = ldp_cwd;
     saved.cwd_virtual = ldp_cwd_virtual;
     saved.cwd_above_mount = ldp_cwd_above_mount;
-    saved.umask = ldp_umask;
+    ldp_vfork_cwd = NULL;
     cwd_unchecked = 0;
     ldp_vfork_child = 1;
     return 1;
@@ -63,13 +63,14 @@ __attribute__((used)) static pid_t vfork_parent(long r)
 {
     if (ldp_vfork_child) {
         ldp_vfork_child = 0;
-        if (ldp_cwd != saved.cwd) {
-            free(ldp_cwd);      /* the child's copy (cwd_set does not free in a child) */
+        /* unless another thread has chdir'ed since (its cwd is then the right one) */
+        if (ldp_vfork_cwd != NULL && ldp_cwd == ldp_vfork_cwd) {
+            free(ldp_cwd);
             ldp_cwd = saved.cwd;
+            ldp_cwd_virtual = saved.cwd_virtual;
+            ldp_cwd_above_mount = saved.cwd_above_mount;
         }
-        ldp_cwd_virtual = saved.cwd_virtual;
-        ldp_cwd_above_mount = saved.cwd_above_mount;
-        ldp_umask = saved.umask;
+        ldp_vfork_cwd = NULL;
     }
     if (r < 0) {
         errno = (int)-r;
