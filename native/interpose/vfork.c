@@ -96,10 +96,12 @@ __asm__(
     "    jz ldp_vfork_as_fork\n"
     "    popq %rdi\n"
     "    .cfi_adjust_cfa_offset -8\n"
+    "    .cfi_register %rip, %rdi\n"
     "    movl $" "58" ", %eax\n"     /* SYS_vfork */
     "    syscall\n"
     "    pushq %rdi\n"
     "    .cfi_adjust_cfa_offset 8\n"
+    "    .cfi_rel_offset %rip, 0\n"
     "    testq %rax, %rax\n"
     "    jz 1f\n"
     "    movq %rax, %rdi\n"

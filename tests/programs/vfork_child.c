@@ -3,7 +3,9 @@
  *   vfork_child DIR PROG [ARGS...]
  * The child: umask(077), chdir(DIR), execv(PROG, ARGS). The parent, after waiting:
  * the child's status, its own cwd and umask (both unchanged by the child), and a stat of
- * a relative name in its cwd. */
+ * a relative name in its cwd.
+ *   vfork_child --stat PATH
+ * The child: stat(PATH), and _exit with 0 or the errno. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +27,10 @@ int main(int argc, char **argv)
     if (pid < 0) {
         perror("vfork");
         return 1;
+    }
+    if (pid == 0 && strcmp(argv[1], "--stat") == 0) {
+        struct stat sb;
+        _exit(stat(argv[2], &sb) == 0 ? 0 : errno);
     }
     if (pid == 0) {
         umask(077);
