@@ -268,7 +268,7 @@ void statvfs_to_statfs(const struct statvfs *sv, struct statfs *sf);
 /* ---- vfork (interpose/vfork.c): set while this thread's memory is a vfork child's */
 extern TLS int ldp_vfork_child;
 extern TLS char *ldp_vfork_cwd;     /* the cwd a vfork child set, for its parent to undo */
-CORE int ldp_vfork_child_chdir(const struct vpath *vp);
+CORE int ldp_vfork_child_chdir(const char *path);
 CORE int ldp_vfork_child_execve(const char *path, char *const argv[], char *const envp[]);
 CORE pid_t ldp_vfork_as_fork(void);
 /* exec's environment (interpose/process.c): envp with our variables put back, into out,

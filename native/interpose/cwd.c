@@ -14,14 +14,14 @@ static void refresh_real_cwd(void)
 int chdir(const char *path)
 {
     struct vpath vp;
+    if (UNLIKELY(ldp_vfork_child) && path && ldp_nmounts && !ldp_guard)
+        return ldp_vfork_child_chdir(path);
     if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
         int r = REAL(chdir)(path);
         if (r == 0 && ldp_nmounts && !ldp_guard)
             refresh_real_cwd();
         return r;
     }
-    if (UNLIKELY(ldp_vfork_child))
-        return ldp_vfork_child_chdir(&vp);
     struct stat st;
     char out[PATH_MAX], full[PATH_MAX];
     struct vpath target = vp;

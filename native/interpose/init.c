@@ -3,9 +3,7 @@
 #include "../ldpfuse.h"
 #include <stdlib.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 TLS int ldp_guard;
 TLS sigset_t ldp_guard_mask;
@@ -35,18 +33,6 @@ static void fork_after(void)
     attrcache_fork(1);
 }
 
-/* A vfork child's chdir into the mount could not be verified (interpose/vfork.c): the
- * new image does it before its program runs, as a fork child's chdir would have. */
-static void check_inherited_cwd(void)
-{
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", ldp_cwd);
-    if (chdir(dir) == 0)
-        return;
-    dprintf(2, "ldpfuse: cannot change to directory %s: %s\n", dir, strerror(errno));
-    _exit(127);
-}
-
 __attribute__((constructor)) static void ldp_init(void)
 {
     const char *lvl = getenv("LDPFUSE_LOG_LEVEL");
@@ -63,8 +49,6 @@ __attribute__((constructor)) static void ldp_init(void)
     ldp_umask = m;
     cwd_init();
     process_init();
-    if (UNLIKELY(ldp_cwd_virtual) && getenv("LDPFUSE_CWD_CHECK"))
-        check_inherited_cwd();
     pthread_atfork(fork_prepare, fork_after, fork_child);
 }
 
