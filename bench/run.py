@@ -319,7 +319,8 @@ class Ldpfuse(Config):
                '--log-file', os.path.join(OUT, 'ldpfuse-%s.log' % self.name)]
         for o in self.opts:
             pre += ['-o', o]
-        pre += ['--mode', self.mode]     # always: the default mode is shared now
+        if self.mode:                    # None: the default mode, as a user runs it
+            pre += ['--mode', self.mode]
         return pre + [self.fs] + self.fs_args() + ['--'] + cmd
 
 

@@ -36,32 +36,41 @@ def run(argv, env):
     return int(out.stdout.split()[-1]) / 1e6    # ms per process
 
 
+def make_files(procs, parent="/var/tmp"):
+    """A work directory with lower/f0 ... f{procs-1} of 4 KiB; returns (work, lower, mnt)."""
+    work = tempfile.mkdtemp(prefix="ldpfuse-procs-", dir=parent)
+    lower = os.path.join(work, "lower")
+    os.mkdir(lower)
+    for i in range(procs):
+        with open(os.path.join(lower, f"f{i}"), "wb") as f:
+            f.write(os.urandom(4096))
+    return work, lower, os.path.join(work, "mnt")
+
+
+def configs(ldpfuse_run, lower, mnt, procs, modes=("shared (default)", "embedded")):
+    """name -> (argv, env) of the loop natively and under ldpfuse-run in each mode."""
+    script = LOOP.format(n=procs)
+    env = dict(os.environ)
+    out = {"native": (["sh", "-c", script], dict(env, D=lower))}
+    for name in modes:
+        mode = [] if name.endswith("(default)") else ["--mode", name]
+        out[name] = ([ldpfuse_run] + mode + ["--mountpoint", mnt, LOOPBACK, lower, "--",
+                                             "sh", "-c", script], dict(env, D=mnt))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--procs", type=int, default=200)
     ap.add_argument("--ldpfuse-run", default=shutil.which("ldpfuse-run"))
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="ldpfuse-procs-", dir="/var/tmp")
-    lower = os.path.join(work, "lower")
-    os.mkdir(lower)
-    for i in range(a.procs):
-        with open(os.path.join(lower, f"f{i}"), "wb") as f:
-            f.write(os.urandom(4096))
-    mnt = os.path.join(work, "mnt")
-    script = LOOP.format(n=a.procs)
-    env = dict(os.environ)
-    configs = {
-        "native": (["sh", "-c", script], dict(env, D=lower)),
-        "shared (default)": ([a.ldpfuse_run, "--mountpoint", mnt, LOOPBACK, lower, "--",
-                              "sh", "-c", script], dict(env, D=mnt)),
-        "embedded": ([a.ldpfuse_run, "--mode", "embedded", "--mountpoint", mnt, LOOPBACK,
-                      lower, "--", "sh", "-c", script], dict(env, D=mnt)),
-    }
-    times = {k: [] for k in configs}
+    work, lower, mnt = make_files(a.procs)
+    cfgs = configs(a.ldpfuse_run, lower, mnt, a.procs)
+    times = {k: [] for k in cfgs}
     try:
         for _ in range(a.rounds):
-            for name, (argv, e) in configs.items():
+            for name, (argv, e) in cfgs.items():
                 times[name].append(run(argv, e))
     finally:
         shutil.rmtree(work, ignore_errors=True)

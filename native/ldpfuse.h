@@ -16,6 +16,8 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
+/* A function of the core that interpose/ defines: never exported (only libc's names are) */
+#define CORE __attribute__((visibility("hidden")))
 
 /* ---- guard: while set, this thread is inside the file system (or Python) and every
  * wrapper goes straight to libc. Python's own imports and the FS's lower-directory I/O
@@ -96,6 +98,9 @@ void vfs_fullpath(const struct vpath *vp, char *out, size_t size);
 /* Map an absolute normalised path to a mount; 1 if inside one. */
 int mount_match(const char *abs, struct vpath *vp);
 void mounts_init(void);
+/* Does s contain some mount point's last component? If not, no path in s can lead into a
+ * mount (lexical normalisation only removes components). */
+int mount_named_in(const char *s);
 
 /* ---- path normalisation (vfs/path.c) */
 /* Join base (absolute) and rel, then resolve ".", ".." and "//" lexically.
@@ -269,6 +274,17 @@ extern int ldp_writers;
 /* ---- stat conversions (vfs/statconv.c) */
 void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx);
 void statvfs_to_statfs(const struct statvfs *sv, struct statfs *sf);
+
+/* ---- vfork (interpose/vfork.c): set while this thread's memory is a vfork child's */
+extern TLS int ldp_vfork_child;
+extern TLS char *ldp_vfork_cwd;     /* the cwd a vfork child set, for its parent to undo */
+CORE int ldp_vfork_child_chdir(const char *path);
+CORE int ldp_vfork_child_execve(const char *path, char *const argv[], char *const envp[]);
+CORE pid_t ldp_vfork_as_fork(void);
+/* exec's environment (interpose/process.c): envp with our variables put back, into out,
+ * which has room for exec_env_room(envp) pointers */
+CORE size_t exec_env_room(char *const envp[]);
+CORE char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf);
 
 /* umask, tracked so that create/mkdir apply it as the kernel would */
 extern mode_t ldp_umask;

@@ -163,6 +163,11 @@ int backend_unreachable_at_exit(void)
 
 struct backend_ops *backend_get(void)
 {
+    if (UNLIKELY(ldp_vfork_child)) {
+        /* the FS would start (or talk) on the parent's memory: see interpose/vfork.c */
+        ldp_log(LOG_ERROR, "a vfork child used the mount before exec: EIO");
+        return NULL;
+    }
     if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
         return backend;
     static int waiting_logged;

@@ -14,6 +14,8 @@ static void refresh_real_cwd(void)
 int chdir(const char *path)
 {
     struct vpath vp;
+    if (UNLIKELY(ldp_vfork_child) && path && ldp_nmounts && !ldp_guard)
+        return ldp_vfork_child_chdir(path);
     if (LIKELY(!vfs_lookup(AT_FDCWD, &path, &vp))) {
         int r = REAL(chdir)(path);
         if (r == 0 && ldp_nmounts && !ldp_guard)
@@ -199,6 +201,7 @@ char *canonicalize_file_name(const char *path)
 mode_t umask(mode_t mask)
 {
     mode_t old = REAL(umask)(mask);
-    ldp_umask = mask & 0777;
+    if (!ldp_vfork_child)       /* a vfork child's umask is its own (and the kernel's) */
+        ldp_umask = mask & 0777;
     return old;
 }

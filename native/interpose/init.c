@@ -57,8 +57,8 @@ __attribute__((constructor)) static void ldp_init(void)
 
 __attribute__((destructor)) static void ldp_fini(void)
 {
-    if (ldp_nmounts == 0)
-        return;
+    if (ldp_nmounts == 0 || ldp_vfork_child)
+        return;         /* a vfork child that exit()s: the state is its parent's */
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0 && !backend_unreachable_at_exit()) {
         /* destructors run before exit() flushes stdio: flush it into the memfds first */
         fflush(NULL);

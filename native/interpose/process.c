@@ -1,8 +1,8 @@
 /*
  * Processes: the file system follows every exec (even with a cleared environment), data
  * written to cached files is written back before the image is replaced, and programs
- * stored in a mount can be executed. vfork is fork here: a vfork child shares our memory
- * and must not run the interposer's state machine on it.
+ * stored in a mount can be executed. vfork (interpose/vfork.c) is the real one only when
+ * the child cannot disturb our state.
  * glibc's exec* and posix_spawn* call a private execve, so each spelling is wrapped.
  */
 #include "../ldpfuse.h"
@@ -111,17 +111,17 @@ static void adopt_fds(void)
     }
 }
 
-/* envp with our variables put back (and the virtual cwd, which the kernel cannot carry) */
-static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
+size_t exec_env_room(char *const envp[])
 {
-    if (saved_env == NULL || ldp_nmounts == 0)
-        return (char **)envp;
-    int n = 0;
+    size_t n = 0;
     for (char *const *e = envp; e && *e; e++)
         n++;
-    char **out = malloc(sizeof *out * (size_t)(n + nsaved + 4));
-    if (out == NULL)
-        return (char **)envp;
+    return n + (size_t)nsaved + 4;
+}
+
+/* envp with our variables put back (and the virtual cwd, which the kernel cannot carry) */
+char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf)
+{
     /* A nested ldpfuse-run hands its command a mount table of its own: that one wins,
      * and our fds (indexed by our table) are not passed on. */
     const char *ours = NULL, *theirs = NULL;
@@ -155,6 +155,16 @@ static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
         out[k++] = fds;
     out[k] = NULL;
     return out;
+}
+
+static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
+{
+    if (saved_env == NULL || ldp_nmounts == 0)
+        return (char **)envp;
+    char **out = malloc(sizeof *out * exec_env_room(envp));
+    if (out == NULL)
+        return (char **)envp;
+    return exec_env_into(envp, out, cwdbuf, realbuf);
 }
 
 static int exec_fd(int fd, char *const argv[], char *const envp[])
@@ -192,6 +202,8 @@ int execve(const char *path, char *const argv[], char *const envp[])
 {
     if (ldp_nmounts == 0 || ldp_guard)
         return REAL(execve)(path, argv, envp);
+    if (UNLIKELY(ldp_vfork_child) && saved_env != NULL)
+        return ldp_vfork_child_execve(path, argv, envp);
     struct vpath vp;
     const char *target = path;
     if (!vfs_lookup(AT_FDCWD, &target, &vp) && escape_check_exec(target, argv) < 0)
@@ -406,7 +418,3 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
     return spawn_common("posix_spawnp", &real, pid, file, fa, attr, argv, envp);
 }
 
-pid_t vfork(void)
-{
-    return REAL(fork)();
-}

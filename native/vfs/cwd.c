@@ -13,7 +13,10 @@ void cwd_set(const char *abs)
 {
     char *old = ldp_cwd;
     ldp_cwd = strdup(abs);
-    free(old);
+    if (!ldp_vfork_child || old == ldp_vfork_cwd)
+        free(old);
+    if (ldp_vfork_child)
+        ldp_vfork_cwd = ldp_cwd;    /* the parent's own is kept for it (interpose/vfork.c) */
     ldp_cwd_virtual = mount_match(abs, NULL);
     size_t al = strlen(abs);
     int above = 0;

@@ -211,6 +211,11 @@ static int may_touch_a_mount(const char *path)
     return 0;
 }
 
+int mount_named_in(const char *s)
+{
+    return may_touch_a_mount(s);
+}
+
 /* A path the program passes may point anywhere: the kernel answers EFAULT for memory that
  * is not mapped, and so must we rather than fault in the program's stead. mincore() says
  * whether a page is mapped; each thread remembers the last pages it found mapped, so a
