@@ -256,9 +256,9 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd)
         /* spin first: most answers come within microseconds, and a sleep costs a wake-up */
         uint64_t start = chan_now_ns(), budget = (uint64_t)spin_budget();
         for (unsigned i = 1; chan_load(&r->state) != CHAN_RESP; i++) {
-            if ((i & 63) == 0 && chan_now_ns() - start > budget)
+            if ((i & 7) == 0 && chan_now_ns() - start > budget)
                 break;
-            chan_pause();
+            sched_yield();
         }
     }
     while (chan_load(&r->state) != CHAN_RESP) {

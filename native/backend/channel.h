@@ -70,27 +70,6 @@ static inline void chan_sleep(uint32_t *word, uint32_t val, long ms)
     syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static inline void chan_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-
-/* The client's side (backend/channel.c): one request at a time on this thread's channel. */
-struct channel;
-struct iovec;
-struct channel *channel_begin(void);
-int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
-int channel_wait(struct channel *c, struct wire_resp *rs, int *fd);
-int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take);
-void channel_end(struct channel *c);
-void channel_fail(struct channel *c);
-void channel_atfork_child(void);
-void shared_fds_lost(unsigned first, unsigned last);
-#endif
-}
-
 static inline uint64_t chan_now_ns(void)
 {
     struct timespec t;

@@ -38,6 +38,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
 
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
                                                   size_t errsize);
@@ -944,9 +945,9 @@ static void *conn_thread(void *arg)
         if (st != CHAN_REQ) {
             uint64_t start = chan_now_ns(), budget = spin_budget();
             for (unsigned i = 1; (st = chan_load(&rg->state)) != CHAN_REQ; i++) {
-                if ((i & 63) == 0 && chan_now_ns() - start > budget)
+                if ((i & 7) == 0 && chan_now_ns() - start > budget)
                     break;
-                chan_pause();
+                sched_yield();
             }
         }
         if (st != CHAN_REQ) {
@@ -1270,16 +1271,12 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
             /* spin a little: a client that just got its answer often asks again at once */
             uint64_t start = chan_now_ns(), budget = spin_budget();
             int work = 0;
-            for (unsigned i = 1; !work; i++) {
-                if ((i & 63) == 0) {
-                    if (chan_now_ns() - start > budget)
-                        break;
-                    pthread_mutex_lock(&fs_clients_lock);
-                    for (struct client *cl = fs_clients; cl && !work; cl = cl->next)
-                        work = chan_load(&cl->region->state) == CHAN_REQ;
-                    pthread_mutex_unlock(&fs_clients_lock);
-                }
-                chan_pause();
+            while (!work && budget > 0 && chan_now_ns() - start < budget) {
+                sched_yield();
+                pthread_mutex_lock(&fs_clients_lock);
+                for (struct client *cl = fs_clients; cl && !work; cl = cl->next)
+                    work = chan_load(&cl->region->state) == CHAN_REQ;
+                pthread_mutex_unlock(&fs_clients_lock);
             }
             if (!work)
                 fs_wait(100);
