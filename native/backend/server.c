@@ -1204,7 +1204,8 @@ static void fs_wait(long ms)
         ts.tv_nsec += (add % 1000) * 1000000L;
         ts.tv_sec += add / 1000 + ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
-        syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC);
+        if (syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) < 0 && errno == ENOSYS)
+            chan_sleep(&fs_ctl, ctl, 1);    /* a kernel before 5.16: look again every ms */
     }
     pthread_mutex_lock(&fs_clients_lock);
     for (struct client *cl = fs_clients; cl; cl = cl->next)
