@@ -79,3 +79,51 @@ print("\\n".join(sorted(os.listdir("{m}/d"))))
     lines = r.stdout.split("\n")
     assert lines[:12000] == names
     assert lines[12000].strip() == "12000"
+
+
+def test_threads_reconnect_after_the_program_closes_every_fd(tmp_path):
+    """close_range over the channels' sockets (what a child's close_fds does), then dup2
+    onto one of their numbers: every thread's next request still gets its answer."""
+    m = tmp_path / "mnt"
+    prog = f"""
+import os, threading
+open("{m}/a", "w").write("hi")
+go, done, out = threading.Event(), threading.Event(), []
+def worker():
+    out.append(open("{m}/a").read())
+    go.wait()
+    out.append(open("{m}/a").read())
+    done.set()
+t = threading.Thread(target=worker)
+t.start()
+while not out:
+    pass
+high = sorted(int(f) for f in os.listdir("/proc/self/fd"))[-2]
+os.closerange(3, 1 << 20)
+r, w = os.pipe()
+os.dup2(r, high)
+out.append(open("{m}/a").read())
+go.set()
+done.wait()
+print(" ".join(out))
+"""
+    r = ldp(tmp_path, MEMORY, [sys.executable, "-c", prog])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["hi", "hi", "hi"]
+
+
+def test_a_client_killed_in_the_middle_of_a_request_leaves_nothing_held(tmp_path):
+    """kill -9 while the server is still answering the process's read: the server finishes,
+    sees the client gone, releases its handle, and goes on answering others."""
+    m = tmp_path / "mnt"
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
+    r = ldp(tmp_path, f"{fixtures}:Slow", ["sh", "-c", f"""
+        sh -c 'exec 3< {m}/slow; cat <&3' > /dev/null &
+        sleep 0.7
+        kill -9 $!
+        cat {m}/fast
+        sleep 2.5
+        cat {m}/handles-after
+    """])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["fast", "1"]
