@@ -32,6 +32,7 @@ struct channel {
     int sock;
     int lost;                   /* the program closed or replaced our socket's number */
     struct chan_region *r;
+    struct chan_spin spin;
 };
 
 struct thread_channels {
@@ -252,14 +253,16 @@ static long spin_budget(void)
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd)
 {
     struct chan_region *r = c->r;
-    if (chan_load(&r->state) != CHAN_RESP) {
-        /* spin first: most answers come within microseconds, and a sleep costs a wake-up */
+    if (chan_load(&r->state) != CHAN_RESP && spin_budget() > 0 && chan_spin_now(&c->spin)) {
+        /* spin first (yielding the CPU): in a run of requests most answers come within
+         * microseconds, and a sleep costs a wake-up on each side */
         uint64_t start = chan_now_ns(), budget = (uint64_t)spin_budget();
         for (unsigned i = 1; chan_load(&r->state) != CHAN_RESP; i++) {
             if ((i & 7) == 0 && chan_now_ns() - start > budget)
                 break;
             sched_yield();
         }
+        chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
     }
     while (chan_load(&r->state) != CHAN_RESP) {
         chan_store(&r->client_waits, 1);

@@ -77,6 +77,38 @@ static inline uint64_t chan_now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Adaptive spinning, for either side: spin for the other side's next move only while
+ * spinning pays. A waiter that is new (its first requests: a short process) does not spin;
+ * four spins in a row that end in a sleep anyway stop it for the next 64 waits. Measured
+ * on 2 busy cores: a fixed spin made 200 short processes 40% slower, no spin made a hot
+ * loop of requests 2-5x slower. */
+struct chan_spin {
+    uint32_t waits, misses, skip;
+};
+
+static inline int chan_spin_now(struct chan_spin *s)
+{
+    if (s->waits < 16) {
+        s->waits++;
+        return 0;
+    }
+    if (s->skip) {
+        s->skip--;
+        return 0;
+    }
+    return 1;
+}
+
+static inline void chan_spin_result(struct chan_spin *s, int paid)
+{
+    if (paid)
+        s->misses = 0;
+    else if (++s->misses >= 4) {
+        s->misses = 0;
+        s->skip = 64;
+    }
+}
+
 /* Has the other end of a connected unix socket gone (closed, died)? */
 static inline int chan_peer_gone(int sock)
 {

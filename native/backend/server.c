@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sched.h>
+#include <sys/epoll.h>
 
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
                                                   size_t errsize);
@@ -940,15 +941,17 @@ static void *conn_thread(void *arg)
 {
     struct client *cl = arg;
     struct chan_region *rg = cl->region;
+    struct chan_spin spin = { 0 };
     for (;;) {
         uint32_t st = chan_load(&rg->state);
-        if (st != CHAN_REQ) {
+        if (st != CHAN_REQ && spin_budget() > 0 && chan_spin_now(&spin)) {
             uint64_t start = chan_now_ns(), budget = spin_budget();
             for (unsigned i = 1; (st = chan_load(&rg->state)) != CHAN_REQ; i++) {
                 if ((i & 7) == 0 && chan_now_ns() - start > budget)
                     break;
                 sched_yield();
             }
+            chan_spin_result(&spin, st == CHAN_REQ);
         }
         if (st != CHAN_REQ) {
             chan_store(&rg->server_waits, 1);
@@ -1081,6 +1084,30 @@ static void fs_poke(void)
     syscall(SYS_futex, &fs_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+/* The FS thread's clients' sockets, watched for hang-ups so that a client that has gone
+ * (a short process's exit) leaves the FS thread's wait at once, not after its next
+ * 100 ms look: a hang-up is a hint (fs_hangup), the FS thread checks each socket. */
+static int watch_ep = -1;
+static int fs_hangup;
+
+static void *watch_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct epoll_event ev[32];
+        int n = epoll_wait(watch_ep, ev, 32, -1);
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++)
+            epoll_ctl(watch_ep, EPOLL_CTL_DEL, ev[i].data.fd, NULL);
+        if (n > 0) {
+            __atomic_store_n(&fs_hangup, 1, __ATOMIC_SEQ_CST);
+            fs_poke();
+        }
+    }
+    return NULL;
+}
+
 static void *accept_thread(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
@@ -1106,6 +1133,9 @@ static void *accept_thread(void *arg)
             continue;
         }
         if (serialise) {
+            struct epoll_event ev = { .events = EPOLLRDHUP, .data.fd = fd };
+            if (watch_ep >= 0)
+                epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
             pthread_mutex_lock(&fs_clients_lock);
             cl->next = fs_clients;
             fs_clients = cl;
@@ -1164,6 +1194,9 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
     switch_creds = own_uid == 0;
     umask(0);       /* each client applied its own umask to the modes it sends */
     pthread_t t;
+    if (serialise && (watch_ep = epoll_create1(EPOLL_CLOEXEC)) >= 0 &&
+        pthread_create(&t, NULL, watch_thread, NULL) == 0)
+        pthread_detach(t);
     if (pthread_create(&t, NULL, accept_thread, (void *)(intptr_t)lfd) != 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
@@ -1259,12 +1292,13 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
+    struct chan_spin fs_spin = { 0 };
     while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE)) {
         Py_BEGIN_ALLOW_THREADS
         uint64_t t0 = chan_now_ns(), last_check = t0;
         while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE) && chan_now_ns() - t0 < 100000000u) {
             uint64_t now = chan_now_ns();
-            int check = now - last_check > 100000000u;
+            int check = now - last_check > 100000000u || __atomic_exchange_n(&fs_hangup, 0, __ATOMIC_SEQ_CST);
             if (check)
                 last_check = now;
             if (fs_pass(check) > 0)
@@ -1272,12 +1306,15 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
             /* spin a little: a client that just got its answer often asks again at once */
             uint64_t start = chan_now_ns(), budget = spin_budget();
             int work = 0;
-            while (!work && budget > 0 && chan_now_ns() - start < budget) {
-                sched_yield();
-                pthread_mutex_lock(&fs_clients_lock);
-                for (struct client *cl = fs_clients; cl && !work; cl = cl->next)
-                    work = chan_load(&cl->region->state) == CHAN_REQ;
-                pthread_mutex_unlock(&fs_clients_lock);
+            if (budget > 0 && chan_spin_now(&fs_spin)) {
+                while (!work && chan_now_ns() - start < budget) {
+                    sched_yield();
+                    pthread_mutex_lock(&fs_clients_lock);
+                    for (struct client *cl = fs_clients; cl && !work; cl = cl->next)
+                        work = chan_load(&cl->region->state) == CHAN_REQ;
+                    pthread_mutex_unlock(&fs_clients_lock);
+                }
+                chan_spin_result(&fs_spin, work);
             }
             if (!work)
                 fs_wait(100);
