@@ -3,9 +3,10 @@
  * made at the thread's first request, so threads of a process never queue behind each
  * other. Each is a connection to the server's socket plus the region the server hands over
  * it. A request is written into the region and the server woken only if it sleeps; the
- * caller spins a little for the answer (most answers come within microseconds), then sleeps
- * on the futex in slices, checking between slices that the server still lives: a dead
- * server is EIO within one slice, never a hang.
+ * caller spins a little for the answer while that pays (chan_spin: in a run of requests
+ * most answers come within microseconds; a short process never spins), then sleeps on the
+ * futex in slices, checking between slices that the server still lives: a dead server is
+ * EIO within one slice, never a hang.
  *
  * A signal handler that makes a request while its thread waits for another (nested calls)
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
