@@ -1,14 +1,19 @@
 /*
  * The file system process of the shared mode: answers backend/wire.h requests from every
- * process of the command tree by calling the embedded backend's operations, the same code
- * (and so the same conversions and error rules) as the embedded mode uses in-process.
+ * thread of every process of the command tree by calling the embedded backend's
+ * operations, the same code (and so the same conversions and error rules) as the embedded
+ * mode uses in-process.
  *
- * A class that is not thread_safe is called from one thread only, the one that built it
- * (the launcher's main thread, in serve_loop: an epoll over every client connection). A
- * class with `thread_safe = True` gets one thread per client connection, so a call that
- * blocks holds up only its caller. Either way each request runs with its caller's rights
- * (fsuid, fsgid, groups, set per thread), FIFOs are opened by the clients themselves, and
- * what a client held is released when its connection closes.
+ * Each client thread connects once; the accept thread reads who it is (SO_PEERCRED) and
+ * gives it a channel (backend/channel.h: a region of shared memory with a futex word),
+ * through which its requests and answers then go. A class that is not thread_safe is
+ * called from one thread only, the one that built it (the launcher's main thread, in
+ * serve_loop: it waits on every channel's futex at once with futex_waitv). A class with
+ * `thread_safe = True` gets one thread per channel, so a call that blocks holds up only
+ * its caller. Either way each request runs with its caller's rights (fsuid, fsgid,
+ * groups, set per thread, from the kernel's word for the connection), FIFOs are opened by
+ * the clients themselves, and what a process held is released when its last connection
+ * closes (a closed socket is how the server learns that a client died).
  * Python-facing entry points: _embedded.serve_init() builds the FS objects;
  * _embedded.serve_start(listen_fd, thread_safe) starts accepting; serve_loop() serves
  * until serve_stop().
@@ -17,6 +22,8 @@
 #include <Python.h>
 #include "backend.h"
 #include "wire.h"
+#include "channel.h"
+#include <linux/futex.h>
 #include <dirent.h>
 #include <limits.h>
 #include <errno.h>
@@ -29,10 +36,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <sched.h>
+#include <sys/epoll.h>
 
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
                                                   size_t errsize);
@@ -247,7 +254,9 @@ static void sfifo_renamed(int mnt, const char *from, const char *to)
     pthread_mutex_unlock(&sfifo_lock);
 }
 
-/* ---- clients: one connection per process; what it holds is released when it goes */
+/* ---- clients: one connection (and channel) per client thread; what a process holds is
+ * its own, whichever of its threads opened or releases it, and is released when its last
+ * connection goes */
 struct handle {
     struct handle *next;
     int kind;               /* W_OPEN (a file's fh), W_OPENDIR, W_CACHE_OPEN (a cache id) */
@@ -256,8 +265,59 @@ struct handle {
     char *path;
 };
 
+struct proc {
+    struct proc *next;
+    pid_t pid;
+    int conns;              /* its connections that are still open */
+    pthread_mutex_t lock;
+    struct handle *handles;
+};
+static struct proc *procs;
+static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct proc *proc_get(pid_t pid)
+{
+    pthread_mutex_lock(&procs_lock);
+    struct proc *p = procs;
+    while (p && p->pid != pid)
+        p = p->next;
+    if (p == NULL && (p = calloc(1, sizeof *p)) != NULL) {
+        p->pid = pid;
+        pthread_mutex_init(&p->lock, NULL);
+        p->next = procs;
+        procs = p;
+    }
+    if (p)
+        p->conns++;
+    pthread_mutex_unlock(&procs_lock);
+    return p;
+}
+
+/* One connection of p closed: the handles to let go of if it was the last, else NULL. */
+static struct handle *proc_put(struct proc *p)
+{
+    struct handle *h = NULL;
+    pthread_mutex_lock(&procs_lock);
+    if (--p->conns == 0) {
+        for (struct proc **q = &procs; *q; q = &(*q)->next)
+            if (*q == p) {
+                *q = p->next;
+                break;
+            }
+        h = p->handles;
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+    }
+    pthread_mutex_unlock(&procs_lock);
+    return h;
+}
+
 struct client {
+    struct client *next;    /* the FS thread's list (a class that is not thread_safe) */
     int fd;
+    struct chan_region *region;
+    int gone;               /* its socket closed: drop it */
+    struct proc *proc;
     uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
     gid_t gid;
     pid_t pid;
@@ -268,7 +328,6 @@ struct client {
     int as_ngroups;
     gid_t *as_groups;
     int as_proc;            /* as_groups is ours (from /proc), not `groups` */
-    struct handle *handles;
     /* the request being answered */
     struct wire_req *rq;
     char *body;
@@ -292,14 +351,17 @@ static void handle_add(struct client *cl, int kind, int mnt, const char *path, i
     h->mnt = mnt;
     h->flags = flags;
     h->fh = fh;
-    h->next = cl->handles;
-    cl->handles = h;
+    pthread_mutex_lock(&cl->proc->lock);
+    h->next = cl->proc->handles;
+    cl->proc->handles = h;
+    pthread_mutex_unlock(&cl->proc->lock);
 }
 
 static void handle_del(struct client *cl, int kind, int mnt, const char *path, uint64_t fh)
 {
     struct handle **any = NULL;
-    for (struct handle **p = &cl->handles; *p; p = &(*p)->next) {
+    pthread_mutex_lock(&cl->proc->lock);
+    for (struct handle **p = &cl->proc->handles; *p; p = &(*p)->next) {
         struct handle *h = *p;
         if (h->kind != kind || h->mnt != mnt || h->fh != fh)
             continue;
@@ -316,6 +378,7 @@ static void handle_del(struct client *cl, int kind, int mnt, const char *path, u
         free(h->path);
         free(h);
     }
+    pthread_mutex_unlock(&cl->proc->lock);
 }
 
 /* ---- credentials: every operation runs with the caller's fsuid, fsgid and groups, set on
@@ -437,8 +500,6 @@ static void request_identity(struct client *cl, const struct wire_req *rq)
 
 static __thread struct client *current;     /* the client whose request is being answered */
 static int serialise = 1;
-static int epfd = -1;           /* the clients of a class that is not thread_safe */
-static int stop_fd = -1;        /* serve_stop() */
 
 static void server_log(int level, const char *msg)
 {
@@ -456,12 +517,16 @@ static void server_log(int level, const char *msg)
 
 static const struct core_api server_core = { .abi = LDP_BACKEND_ABI, .log = server_log };
 
-static int send_resp(int fd, int64_t result, uint64_t fh, const void *data, size_t len, int pass_fd)
+/* What of an answer rides on the socket (backend/channel.h): the fd, as one byte with
+ * SCM_RIGHTS, then data too big for the region. */
+static int send_resp(int fd, const void *data, size_t len, int pass_fd)
 {
-    struct wire_resp resp = { .len = (uint32_t)len, .has_fd = pass_fd >= 0, .result = result, .fh = fh };
-    struct iovec iov[2] = { { &resp, sizeof resp }, { (void *)data, len } };
+    char byte = 0;
+    struct iovec iov[2] = { { &byte, 1 }, { (void *)data, len } };
+    struct iovec *v = iov;
+    size_t n = 2;
     char cbuf[CMSG_SPACE(sizeof(int))];
-    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+    struct msghdr mh = { 0 };
     if (pass_fd >= 0) {
         memset(cbuf, 0, sizeof cbuf);
         mh.msg_control = cbuf;
@@ -471,30 +536,30 @@ static int send_resp(int fd, int64_t result, uint64_t fh, const void *data, size
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    } else {
+        v++;                /* no fd: only the data */
+        n--;
     }
-    size_t total = sizeof resp + len;
-    size_t sent = 0;
-    while (sent < total) {
+    while (n > 0) {
+        mh.msg_iov = v;
+        mh.msg_iovlen = n;
         ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
         }
-        sent += (size_t)w;
-        if (sent >= total)
-            break;
-        /* the rest goes without the fd */
-        mh.msg_control = NULL;
+        mh.msg_control = NULL;      /* the fd went with the first bytes */
         mh.msg_controllen = 0;
-        size_t skip = (size_t)w;
-        while (mh.msg_iovlen > 0 && skip >= mh.msg_iov->iov_len) {
-            skip -= mh.msg_iov->iov_len;
-            mh.msg_iov++;
-            mh.msg_iovlen--;
+        while (n > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            n--;
         }
-        mh.msg_iov->iov_base = (char *)mh.msg_iov->iov_base + skip;
-        mh.msg_iov->iov_len -= skip;
+        if (n > 0) {
+            v->iov_base = (char *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
     }
     return 0;
 }
@@ -775,15 +840,15 @@ static void orphans_sweep(void)
 
 /* What a client that went away still held: released now if its process has ended (exit,
  * kill -9), or when it ends. */
-static void release_all(struct client *cl)
+static void release_all(struct client *cl, struct handle *handles)
 {
     request_identity(cl, &(struct wire_req){ .uid = cl->uid, .gid = cl->gid });
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     current = cl;
     int alive = pid_alive(cl->pid);
-    while (cl->handles) {
-        struct handle *h = cl->handles;
-        cl->handles = h->next;
+    while (handles) {
+        struct handle *h = handles;
+        handles = h->next;
         struct orphan *o = alive ? malloc(sizeof *o) : NULL;
         if (o == NULL) {
             handle_release(h);
@@ -809,24 +874,37 @@ static void client_free(struct client *cl)
     free(cl);
 }
 
-/* Read one request of cl, answer it. -1: the client has gone (or sent garbage). */
+/* Answer the request cl's client published in its region. -1: the client has gone (or
+ * broke the protocol). The header is read once and the body copied out of the region, so
+ * a client that scribbles on its region while we work changes nothing we rely on. */
 static int serve_request(struct client *cl)
 {
-    int fd = cl->fd;
-    struct wire_req rq;
-    if (wire_read_all(fd, &rq, sizeof rq) < 0)
-        return -1;
+    struct chan_region *rg = cl->region;
+    struct wire_req rq = rg->rq;
     if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
         return -1;
     char *body = malloc((size_t)rq.len + 2);
-    if (body == NULL || wire_read_all(fd, body, rq.len) < 0) {
+    if (body == NULL)
+        return -1;
+    if (rq.len <= CHAN_BUF)
+        memcpy(body, rg->buf, rq.len);
+    else if (wire_read_all(cl->fd, body, rq.len) < 0) {
         free(body);
         return -1;
     }
     cl->rq = &rq;
     cl->body = body;
     do_op(cl);
-    int ret = send_resp(fd, cl->r, cl->fh, cl->out, cl->out_len, cl->pass_fd);
+    int ret = 0;
+    struct wire_resp rs = { .len = (uint32_t)cl->out_len, .has_fd = cl->pass_fd >= 0, .result = cl->r, .fh = cl->fh };
+    rg->rs = rs;
+    if (cl->out_len <= CHAN_BUF && cl->out_len)
+        memcpy(rg->buf, cl->out, cl->out_len);
+    chan_store(&rg->state, CHAN_RESP);
+    if (chan_load(&rg->client_waits))
+        chan_wake(&rg->state);
+    if (cl->pass_fd >= 0 || cl->out_len > CHAN_BUF)
+        ret = send_resp(cl->fd, cl->out, cl->out_len > CHAN_BUF ? cl->out_len : 0, cl->pass_fd);
     if (cl->pass_fd >= 0)
         close(cl->pass_fd);         /* the client has its own now */
     if (cl->out != cl->small)
@@ -838,21 +916,115 @@ static int serve_request(struct client *cl)
 static void client_gone(struct client *cl)
 {
     close(cl->fd);
-    if (cl->handles)
-        release_all(cl);
+    munmap(cl->region, CHAN_SIZE);
+    struct handle *h = proc_put(cl->proc);
+    if (h)
+        release_all(cl, h);
     client_free(cl);
     orphans_sweep();
 }
 
-/* A thread_safe class: one thread per client, so a call that blocks holds up only its
- * caller. */
+static long server_spin_ns = -1;
+
+static uint64_t spin_budget(void)
+{
+    if (server_spin_ns < 0) {
+        const char *e = getenv("LDPFUSE_SERVER_SPIN_US");
+        server_spin_ns = e && *e ? strtol(e, NULL, 10) * 1000 : 5000;
+    }
+    return (uint64_t)server_spin_ns;
+}
+
+/* A thread_safe class: one thread per client connection, so a call that blocks holds up
+ * only its caller. It waits on its channel's futex, in slices, checking between them
+ * that the client still lives. */
 static void *conn_thread(void *arg)
 {
     struct client *cl = arg;
-    while (serve_request(cl) == 0)
-        ;
+    struct chan_region *rg = cl->region;
+    struct chan_spin spin = { 0 };
+    for (;;) {
+        uint32_t st = chan_load(&rg->state);
+        if (st != CHAN_REQ && spin_budget() > 0 && chan_spin_now(&spin)) {
+            uint64_t start = chan_now_ns(), budget = spin_budget();
+            for (unsigned i = 1; (st = chan_load(&rg->state)) != CHAN_REQ; i++) {
+                if ((i & 7) == 0 && chan_now_ns() - start > budget)
+                    break;
+                sched_yield();
+            }
+            chan_spin_result(&spin, st == CHAN_REQ);
+        }
+        if (st != CHAN_REQ) {
+            chan_store(&rg->server_waits, 1);
+            st = chan_load(&rg->state);
+            if (st != CHAN_REQ)
+                chan_sleep(&rg->state, st, 100);
+            chan_store(&rg->server_waits, 0);
+            if (chan_load(&rg->state) != CHAN_REQ) {
+                if (chan_peer_gone(cl->fd))
+                    break;
+                continue;
+            }
+        }
+        if (serve_request(cl) < 0)
+            break;
+    }
     client_gone(cl);
     return NULL;
+}
+
+/* A connection's region: a sealed memfd (the client cannot shrink it under us), mapped
+ * here and sent to the client as the connection's first message. The accept thread makes
+ * the next one before it accepts: out of fds, it waits before accepting, not after. */
+static int spare_mfd = -1;
+static void *spare_region = MAP_FAILED;
+
+static int region_make(void)
+{
+    if (spare_mfd >= 0)
+        return 0;
+    int mfd = memfd_create("ldpfuse-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0)
+        return -1;
+    void *p = MAP_FAILED;
+    if (ftruncate(mfd, CHAN_SIZE) == 0 &&
+        fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (p == MAP_FAILED) {
+        close(mfd);
+        return -1;
+    }
+    spare_mfd = mfd;
+    spare_region = p;
+    return 0;
+}
+
+static int region_give(struct client *cl)
+{
+    if (region_make() < 0)
+        return -1;
+    int mfd = spare_mfd;
+    void *p = spare_region;
+    spare_mfd = -1;
+    spare_region = MAP_FAILED;
+    cl->region = p;
+    struct wire_resp hello = { .has_fd = 1, .result = CHAN_SIZE };
+    struct iovec iov = { &hello, sizeof hello };
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof cbuf);
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+    int r = sendmsg(cl->fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
+    close(mfd);
+    if (r < 0) {
+        munmap(p, CHAN_SIZE);
+        cl->region = NULL;
+    }
+    return r;
 }
 
 static struct client *client_new(int fd)
@@ -886,13 +1058,65 @@ static struct client *client_new(int fd)
             break;
         }
     }
+    /* a client that stops reading or writing what rides on the socket cannot hold a
+     * server thread for ever */
+    struct timeval tv = { 10, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (region_give(cl) < 0 || (cl->proc = proc_get(cl->pid)) == NULL) {
+        if (cl->region)
+            munmap(cl->region, CHAN_SIZE);
+        client_free(cl);
+        return NULL;
+    }
     return cl;
+}
+
+/* The clients of a class that is not thread_safe, served by the FS thread: the accept
+ * thread adds to `fs_clients` and bumps `fs_ctl`, a futex the FS thread also waits on. */
+static struct client *fs_clients;
+static pthread_mutex_t fs_clients_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t fs_ctl;
+static int fs_stop;
+
+static void fs_poke(void)
+{
+    __atomic_add_fetch(&fs_ctl, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &fs_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The FS thread's clients' sockets, watched for hang-ups so that a client that has gone
+ * (a short process's exit) leaves the FS thread's wait at once, not after its next
+ * 100 ms look: a hang-up is a hint (fs_hangup), the FS thread checks each socket. */
+static int watch_ep = -1;
+static int fs_hangup;
+
+static void *watch_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct epoll_event ev[32];
+        int n = epoll_wait(watch_ep, ev, 32, -1);
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++)
+            epoll_ctl(watch_ep, EPOLL_CTL_DEL, ev[i].data.fd, NULL);
+        if (n > 0) {
+            __atomic_store_n(&fs_hangup, 1, __ATOMIC_SEQ_CST);
+            fs_poke();
+        }
+    }
+    return NULL;
 }
 
 static void *accept_thread(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
     for (;;) {
+        if (region_make() < 0) {
+            nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+            continue;
+        }
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -905,23 +1129,27 @@ static void *accept_thread(void *arg)
             continue;
         }
         struct client *cl = client_new(fd);
-        if (cl && serialise) {
-            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = cl };
-            if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-                close(fd);
-                client_free(cl);
-            }
+        if (cl == NULL) {
+            close(fd);      /* the client sees EIO for this call and connects again */
+            continue;
+        }
+        if (serialise) {
+            struct epoll_event ev = { .events = EPOLLRDHUP, .data.fd = fd };
+            if (watch_ep >= 0)
+                epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
+            pthread_mutex_lock(&fs_clients_lock);
+            cl->next = fs_clients;
+            fs_clients = cl;
+            pthread_mutex_unlock(&fs_clients_lock);
+            fs_poke();
             continue;
         }
         pthread_t t;
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (cl == NULL || pthread_create(&t, &at, conn_thread, cl) != 0) {
-            close(fd);      /* the client sees EIO for this call and connects again */
-            if (cl)
-                client_free(cl);
-        }
+        if (pthread_create(&t, &at, conn_thread, cl) != 0)
+            client_gone(cl);
         pthread_attr_destroy(&at);
     }
     return NULL;
@@ -962,18 +1190,14 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
         return NULL;
     }
     serialise = !thread_safe;
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-    if (epfd < 0 || stop_fd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, stop_fd, &ev) < 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        return NULL;
-    }
     own_uid = geteuid();
     own_gid = getegid();
     switch_creds = own_uid == 0;
     umask(0);       /* each client applied its own umask to the modes it sends */
     pthread_t t;
+    if (serialise && (watch_ep = epoll_create1(EPOLL_CLOEXEC)) >= 0 &&
+        pthread_create(&t, NULL, watch_thread, NULL) == 0)
+        pthread_detach(t);
     if (pthread_create(&t, NULL, accept_thread, (void *)(intptr_t)lfd) != 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return NULL;
@@ -982,36 +1206,125 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The FS thread's wait: every client's futex word (futex_waitv, up to FUTEX_WAITV_MAX - 1 of
+ * them; with more, a short timeout and a scan of the rest) and fs_ctl (a new client,
+ * serve_stop()). Returns after at most `ms` milliseconds. */
+static void fs_wait(long ms)
+{
+    struct futex_waitv w[FUTEX_WAITV_MAX];
+    int n = 0;
+    uint32_t ctl = __atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST);
+    w[n++] = (struct futex_waitv){ .val = ctl, .uaddr = (uintptr_t)&fs_ctl, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG };
+    int more = 0;
+    pthread_mutex_lock(&fs_clients_lock);
+    for (struct client *cl = fs_clients; cl; cl = cl->next) {
+        chan_store(&cl->region->server_waits, 1);
+        uint32_t st = chan_load(&cl->region->state);
+        if (st == CHAN_REQ) {
+            n = 0;          /* work came in meanwhile */
+            break;
+        }
+        if (n == FUTEX_WAITV_MAX) {
+            more = 1;
+            continue;
+        }
+        w[n++] = (struct futex_waitv){ .val = st, .uaddr = (uintptr_t)&cl->region->state, .flags = FUTEX_32 };
+    }
+    pthread_mutex_unlock(&fs_clients_lock);
+    if (n > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long add = more ? 1 : ms;
+        ts.tv_nsec += (add % 1000) * 1000000L;
+        ts.tv_sec += add / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        if (syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) < 0 && errno == ENOSYS)
+            chan_sleep(&fs_ctl, ctl, 1);    /* a kernel before 5.16: look again every ms */
+    }
+    pthread_mutex_lock(&fs_clients_lock);
+    for (struct client *cl = fs_clients; cl; cl = cl->next)
+        chan_store(&cl->region->server_waits, 0);
+    pthread_mutex_unlock(&fs_clients_lock);
+}
+
+/* One pass over the FS thread's clients: answer each published request, and, when
+ * `check` says so, drop those whose socket has closed. Returns how many it answered. */
+static int fs_pass(int check)
+{
+    int served = 0;
+    pthread_mutex_lock(&fs_clients_lock);
+    struct client *list = fs_clients;
+    pthread_mutex_unlock(&fs_clients_lock);
+    /* only this thread removes from the list; the accept thread only pushes at its head */
+    for (struct client *cl = list; cl; cl = cl->next) {
+        if (chan_load(&cl->region->state) == CHAN_REQ) {
+            if (serve_request(cl) < 0)
+                cl->gone = 1;
+            served++;
+        } else if (check && chan_peer_gone(cl->fd)) {
+            cl->gone = 1;
+        }
+    }
+    for (;;) {
+        struct client *dead = NULL;
+        pthread_mutex_lock(&fs_clients_lock);
+        for (struct client **p = &fs_clients; *p; p = &(*p)->next)
+            if ((*p)->gone) {
+                dead = *p;
+                *p = dead->next;
+                break;
+            }
+        pthread_mutex_unlock(&fs_clients_lock);
+        if (dead == NULL)
+            break;
+        client_gone(dead);
+    }
+    return served;
+}
+
 /* serve_loop(): the calling thread (the one that built the FS objects) answers every
  * client of a class that is not thread_safe, one request at a time, until serve_stop():
  * so the class is always called from the thread that built it, and objects bound to a
- * thread (sqlite3 connections made in __init__) work. For a thread_safe class it only
- * waits. Python signal handlers still run (every 100 ms at worst); an exception from one
- * ends the loop. */
+ * thread (sqlite3 connections made in __init__) work. After an answer it spins a little
+ * for the next request, then sleeps on every client's futex at once (futex_waitv). For a
+ * thread_safe class it only waits. Python signal handlers still run (every 100 ms at
+ * worst); an exception from one ends the loop. */
 PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    int stop = 0;
-    while (!stop) {
-        struct epoll_event evs[64];
+    struct chan_spin fs_spin = { 0 };
+    while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE)) {
         Py_BEGIN_ALLOW_THREADS
-        int n = epoll_wait(epfd, evs, 64, 100);
-        if (n == 0 && __atomic_load_n(&orphans, __ATOMIC_ACQUIRE))
-            orphans_sweep();    /* a process seen leaving may have been mid-exit */
-        for (int i = 0; i < n; i++) {
-            struct client *cl = evs[i].data.ptr;
-            if (cl == NULL) {
-                stop = 1;
+        uint64_t t0 = chan_now_ns(), last_check = t0;
+        while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE) && chan_now_ns() - t0 < 100000000u) {
+            uint64_t now = chan_now_ns();
+            int check = now - last_check > 100000000u || __atomic_exchange_n(&fs_hangup, 0, __ATOMIC_SEQ_CST);
+            if (check)
+                last_check = now;
+            if (fs_pass(check) > 0)
                 continue;
+            /* spin a little: a client that just got its answer often asks again at once */
+            uint64_t start = chan_now_ns(), budget = spin_budget();
+            int work = 0;
+            if (budget > 0 && chan_spin_now(&fs_spin)) {
+                while (!work && chan_now_ns() - start < budget) {
+                    sched_yield();
+                    pthread_mutex_lock(&fs_clients_lock);
+                    for (struct client *cl = fs_clients; cl && !work; cl = cl->next)
+                        work = chan_load(&cl->region->state) == CHAN_REQ;
+                    pthread_mutex_unlock(&fs_clients_lock);
+                }
+                chan_spin_result(&fs_spin, work);
             }
-            if (serve_request(cl) < 0) {
-                epoll_ctl(epfd, EPOLL_CTL_DEL, cl->fd, NULL);
-                client_gone(cl);
-            }
+            if (!work)
+                fs_wait(100);
         }
+        fs_pass(1);
+        if (__atomic_load_n(&orphans, __ATOMIC_ACQUIRE))
+            orphans_sweep();    /* a process seen leaving may have been mid-exit */
         Py_END_ALLOW_THREADS
-        if (!stop && PyErr_CheckSignals() < 0)
+        if (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE) && PyErr_CheckSignals() < 0)
             return NULL;
     }
     become_self();
@@ -1022,8 +1335,8 @@ PyObject *ldp_serve_stop(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    uint64_t one = 1;
-    (void)!write(stop_fd, &one, sizeof one);
+    __atomic_store_n(&fs_stop, 1, __ATOMIC_RELEASE);
+    fs_poke();
     Py_RETURN_NONE;
 }
 

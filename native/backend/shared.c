@@ -1,16 +1,18 @@
 /*
  * The shared backend (--mode shared): every operation is a request to the one file system
- * process that ldpfuse-run started, over a unix stream socket (backend/wire.h). No Python
- * in this process at all, so any program, and a Python host of any version, works.
+ * process that ldpfuse-run started (backend/wire.h), over a channel of this thread
+ * (backend/channel.c: shared memory and a futex, with the unix socket beside it for
+ * credentials, fds and what does not fit). No Python in this process at all, so any
+ * program, and a Python host of any version, works.
  *
- * One connection per process, made at the first operation, kept on a high fd number out
- * of the program's way (fs_fd); a forked child makes its own (requests of two processes must not
- * interleave on one socket). Passthrough opens come back as the lower fd itself (SCM_RIGHTS):
- * data still never leaves the kernel. If the server is gone, every call fails with EIO at
- * once.
+ * Each thread makes its own channel at its first operation, so threads never queue behind
+ * each other; a forked child makes its own. Passthrough opens come back as the lower fd
+ * itself (SCM_RIGHTS): data still never leaves the kernel. If the server is gone, every
+ * call fails with EIO at once.
  */
 #include "../ldpfuse.h"
 #include "wire.h"
+#include "channel.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,95 +24,7 @@
 #include <time.h>
 #include <limits.h>
 
-static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
-static int conn_fd = -1;
-static pid_t conn_pid;
-int ldp_private_fd = -1;        /* for close/dup2 wrappers: this number is ours */
 static int gone_logged;
-
-static void conn_drop(void)
-{
-    if (conn_fd >= 0)
-        REAL(close)(conn_fd);
-    conn_fd = -1;
-    ldp_private_fd = -1;
-}
-
-/* The program closed or replaced our fd number (close_range in a child, dup2 onto it). */
-void shared_fd_lost(int fd)
-{
-    if (fd == ldp_private_fd && fd >= 0) {
-        conn_fd = -1;
-        ldp_private_fd = -1;
-    }
-}
-
-static int conn_open(void)
-{
-    const char *name = getenv("LDPFUSE_SOCKET");
-    if (name == NULL || *name == '\0')
-        return -1;
-    struct sockaddr_un addr = { .sun_family = AF_UNIX };
-    size_t nl = strlen(name);
-    if (nl + 1 > sizeof addr.sun_path)
-        return -1;
-    memcpy(addr.sun_path + 1, name, nl);        /* abstract namespace: no file to leave */
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0) {
-        REAL(close)(fd);
-        return -1;
-    }
-    fd = fs_fd(fd);             /* out of the program's way, as the FS's own fds */
-    conn_fd = fd;
-    ldp_private_fd = fd;
-    conn_pid = getpid();
-    return 0;
-}
-
-static int write_all(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        while (n > 0 && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
-    }
-    return 0;
-}
-
-/* The response header, with the fd that may ride along. */
-static int read_resp(int fd, struct wire_resp *resp, int *fd_out)
-{
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = { resp, sizeof *resp };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-    ssize_t r;
-    do {
-        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    } while (r < 0 && errno == EINTR);
-    if (r <= 0)
-        return -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-            memcpy(fd_out, CMSG_DATA(c), sizeof(int));
-    if ((size_t)r < sizeof *resp)
-        return wire_read_all(fd, (char *)resp + r, sizeof *resp - (size_t)r);
-    return 0;
-}
 
 struct call {
     struct wire_req rq;
@@ -136,50 +50,43 @@ static int64_t xact(struct call *c)
     c->rq.len = (uint32_t)(pl + p2l + c->data_len);
     c->rq.uid = (uint32_t)geteuid();
     c->rq.gid = (uint32_t)getegid();
-    struct iovec iov[4] = {
-        { &c->rq, sizeof c->rq }, { (void *)c->path, pl }, { (void *)c->path2, p2l },
-        { (void *)c->data, c->data_len },
+    c->rq.pid = 0;              /* the server knows (SO_PEERCRED) */
+    struct iovec iov[3] = {
+        { (void *)c->path, pl }, { (void *)c->path2, p2l }, { (void *)c->data, c->data_len },
     };
-    pthread_mutex_lock(&conn_lock);
-    if (conn_fd >= 0 && conn_pid != getpid()) {
-        REAL(close)(conn_fd);   /* the parent's connection: ours is another one */
-        conn_fd = -1;
-    }
-    int64_t result = -EIO;
-    if (conn_fd < 0 && conn_open() < 0)
+    struct channel *ch = channel_begin();
+    if (ch == NULL)
         goto gone;
-    c->rq.pid = (uint32_t)conn_pid;
     struct wire_resp resp;
-    if (write_all(conn_fd, iov, 4) < 0 || read_resp(conn_fd, &resp, &c->fd) < 0)
-        goto gone;
+    if (channel_send(ch, &c->rq, iov, 3) < 0 || channel_wait(ch, &resp, &c->fd) < 0)
+        goto fail;
     size_t len = resp.len;
     if (len > 0) {
+        size_t take = len;
         char *dst;
         if (c->out) {
-            dst = len <= c->out_cap ? c->out : malloc(len);
+            dst = c->out;
+            if (take > c->out_cap)
+                take = c->out_cap;      /* more than asked: keep what fits */
         } else {
             dst = c->out_alloc = malloc(len);
         }
-        if (dst == NULL || wire_read_all(conn_fd, dst, len) < 0) {
-            if (dst != c->out)
-                free(dst);
+        if (dst == NULL || channel_data(ch, &resp, dst, take) < 0) {
+            free(c->out_alloc);
             c->out_alloc = NULL;
-            goto gone;
+            goto fail;
         }
-        if (c->out && dst != c->out) {
-            memcpy(c->out, dst, c->out_cap);     /* more than asked: keep what fits */
-            free(dst);
-            len = c->out_cap;
-        }
-        c->out_len = len;
+        c->out_len = take;
     }
     c->fh = resp.fh;
-    result = resp.result;
-    pthread_mutex_unlock(&conn_lock);
-    return result;
+    channel_end(ch);
+    return resp.result;
+fail:
+    if (c->fd >= 0)
+        REAL(close)(c->fd);
+    c->fd = -1;
+    channel_fail(ch);
 gone:
-    conn_drop();
-    pthread_mutex_unlock(&conn_lock);
     if (!gone_logged) {
         gone_logged = 1;
         ldp_log(LOG_ERROR, "the file system process does not answer: mount operations fail with EIO");
@@ -744,7 +651,7 @@ static struct backend_ops shared_ops = {
 
 static void atfork_child(void)
 {
-    pthread_mutex_init(&conn_lock, NULL);   /* another thread may have held it */
+    channel_atfork_child();
     pthread_mutex_init(&decisions_lock, NULL);
     pthread_mutex_init(&listings_lock, NULL);
 }

@@ -1,13 +1,18 @@
 /*
- * The shared mode's wire format: one request, one response, over a unix stream socket
- * between a client process (backend/shared.c, in the preload) and the file system process
- * (backend/server.c, in the extension module the launcher runs). Both ends are on one
- * machine with one ABI, so structs (stat, statvfs, timespec) travel as they are.
+ * The shared mode's wire format: one request, one response, between a client thread
+ * (backend/shared.c, in the preload) and the file system process (backend/server.c, in the
+ * extension module the launcher runs). They travel through the thread's channel
+ * (backend/channel.h: a region of shared memory, a futex word, and the connection's unix
+ * stream socket beside it). Both ends are on one machine with one ABI, so structs (stat,
+ * statvfs, timespec) travel as they are.
  *
  * request:  struct wire_req, then path, path2, data (their lengths in the header)
  * response: struct wire_resp, then data; an open/create that chose passthrough sends the
- *           lower fd along with the header (SCM_RIGHTS); a successful open/create's result
+ *           lower fd along (SCM_RIGHTS, on the socket); a successful open/create's result
  *           is its OPEN_* flags (backend.h).
+ * The caller's identity is never taken from a request: the server has the kernel's word
+ * for the connection (SO_PEERCRED); uid and gid in a request only say what a root client
+ * has become since it connected.
  */
 #ifndef LDPFUSE_WIRE_H
 #define LDPFUSE_WIRE_H
@@ -39,7 +44,7 @@ struct wire_req {
     uint8_t has_fh;
     uint8_t pad[3];
     uint32_t path_len, path2_len, data_len;
-    uint32_t uid, gid, pid;     /* the caller, for fuse_get_context() */
+    uint32_t uid, gid, pid;     /* the caller's euid/egid now (pid: unused, the server has it) */
 };
 
 struct wire_resp {

@@ -4,13 +4,13 @@
 #include <stdarg.h>
 #include <linux/close_range.h>
 
-extern int ldp_private_fd;
-void shared_fd_lost(int fd);
+extern int ldp_private_fd;     /* the lowest fd number of the shared mode's channels */
+void shared_fds_lost(unsigned first, unsigned last);
 
 int close(int fd)
 {
-    if (UNLIKELY(fd == ldp_private_fd))
-        shared_fd_lost(fd);     /* the program closes our number: we reconnect later */
+    if (UNLIKELY(fd >= ldp_private_fd))
+        shared_fds_lost(fd, fd);    /* the program closes our number: we reconnect later */
     struct vfile *v = vfd(fd);
     if (LIKELY(v == NULL))
         return REAL(close)(fd);
@@ -39,8 +39,8 @@ int dup(int fd)
 
 static int dup_onto(int oldfd, int newfd, int flags, int use3)
 {
-    if (UNLIKELY(newfd == ldp_private_fd))
-        shared_fd_lost(newfd);
+    if (UNLIKELY(newfd >= ldp_private_fd))
+        shared_fds_lost(newfd, newfd);
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
     if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
@@ -123,9 +123,8 @@ static void close_span(unsigned first, unsigned last, int before)
 
 int close_range(unsigned first, unsigned last, int flags)
 {
-    if (ldp_private_fd >= 0 && (unsigned)ldp_private_fd >= first && (unsigned)ldp_private_fd <= last &&
-        !(flags & CLOSE_RANGE_CLOEXEC))
-        shared_fd_lost(ldp_private_fd);
+    if ((unsigned)ldp_private_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+        shared_fds_lost(first, last);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC))
         return REAL(close_range)(first, last, flags);
     close_span(first, last, 1);
@@ -137,8 +136,8 @@ int close_range(unsigned first, unsigned last, int flags)
 
 void closefrom(int lowfd)
 {
-    if (ldp_private_fd >= 0 && ldp_private_fd >= lowfd)
-        shared_fd_lost(ldp_private_fd);
+    if (lowfd >= 0 && ldp_private_fd != INT_MAX)
+        shared_fds_lost((unsigned)lowfd, INT_MAX);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0) {
         REAL(closefrom)(lowfd);
         return;

@@ -1,0 +1,336 @@
+/*
+ * The client's channels to the shared mode's server (backend/channel.h): one per thread,
+ * made at the thread's first request, so threads of a process never queue behind each
+ * other. Each is a connection to the server's socket plus the region the server hands over
+ * it. A request is written into the region and the server woken only if it sleeps; the
+ * caller spins a little for the answer while that pays (chan_spin: in a run of requests
+ * most answers come within microseconds; a short process never spins), then sleeps on the
+ * futex in slices, checking between slices that the server still lives: a dead server is
+ * EIO within one slice, never a hang.
+ *
+ * A signal handler that makes a request while its thread waits for another (nested calls)
+ * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
+ * and makes its own; a thread that ends closes its own (the server then lets go of its
+ * side). The sockets live on high fd numbers (fs_fd); a program that closes or dup2()s over
+ * one of them (close_range in a child) makes that channel reconnect at its next use.
+ */
+#include "../ldpfuse.h"
+#include "channel.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <sched.h>
+
+#define CHAN_DEPTH 4            /* nested requests (signal handlers) per thread */
+#define CHAN_SLICE_MS 50        /* between checks that the server lives */
+
+struct channel {
+    struct channel *next;       /* every channel of the process (fork, fd checks) */
+    int sock;
+    int lost;                   /* the program closed or replaced our socket's number */
+    struct chan_region *r;
+    struct chan_spin spin;
+};
+
+struct thread_channels {
+    struct channel *at[CHAN_DEPTH];
+};
+
+static struct channel *channels;
+static pthread_mutex_t channels_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t thread_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static __thread struct thread_channels *t_chans;
+static __thread int t_depth;
+static long spin_ns = -1;
+
+int ldp_private_fd = INT_MAX;   /* the lowest fd number of a channel: close/dup2 wrappers */
+
+static void private_fd_update(void)     /* channels_lock held */
+{
+    int low = INT_MAX;
+    for (struct channel *c = channels; c; c = c->next)
+        if (!c->lost && c->sock < low)
+            low = c->sock;
+    ldp_private_fd = low;
+}
+
+/* The program closed or replaced fds first..last: any of ours among them is lost. */
+void shared_fds_lost(unsigned first, unsigned last)
+{
+    pthread_mutex_lock(&channels_lock);
+    for (struct channel *c = channels; c; c = c->next)
+        if ((unsigned)c->sock >= first && (unsigned)c->sock <= last)
+            c->lost = 1;
+    private_fd_update();
+    pthread_mutex_unlock(&channels_lock);
+}
+
+static void channel_free(struct channel *c)
+{
+    pthread_mutex_lock(&channels_lock);
+    for (struct channel **p = &channels; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    private_fd_update();
+    pthread_mutex_unlock(&channels_lock);
+    if (!c->lost)
+        REAL(close)(c->sock);
+    munmap(c->r, CHAN_SIZE);
+    free(c);
+}
+
+static void thread_ends(void *arg)
+{
+    struct thread_channels *tc = arg;
+    for (int i = 0; i < CHAN_DEPTH; i++)
+        if (tc->at[i])
+            channel_free(tc->at[i]);
+    free(tc);
+    t_chans = NULL;
+}
+
+static void key_make(void)
+{
+    pthread_key_create(&thread_key, thread_ends);
+}
+
+/* The region comes first on the socket: a header with the memfd riding along. */
+static struct chan_region *region_receive(int sock)
+{
+    struct wire_resp hello;
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { &hello, sizeof hello };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    int mfd = -1;
+    ssize_t r;
+    do {
+        r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    } while (r < 0 && errno == EINTR);
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); r > 0 && c; c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+            memcpy(&mfd, CMSG_DATA(c), sizeof(int));
+    if (mfd < 0)
+        return NULL;
+    void *p = MAP_FAILED;
+    if (r == sizeof hello && hello.result == CHAN_SIZE)
+        p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    REAL(close)(mfd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static struct channel *channel_open(void)
+{
+    const char *name = getenv("LDPFUSE_SOCKET");
+    if (name == NULL || *name == '\0')
+        return NULL;
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    size_t nl = strlen(name);
+    if (nl + 1 > sizeof addr.sun_path)
+        return NULL;
+    memcpy(addr.sun_path + 1, name, nl);        /* abstract namespace: no file to leave */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    struct channel *c = calloc(1, sizeof *c);
+    if (c == NULL ||
+        connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0 ||
+        (c->r = region_receive(fd)) == NULL) {
+        REAL(close)(fd);
+        free(c);
+        return NULL;
+    }
+    c->sock = fs_fd(fd);        /* out of the program's way, as the FS's own fds */
+    pthread_mutex_lock(&channels_lock);
+    c->next = channels;
+    channels = c;
+    private_fd_update();
+    pthread_mutex_unlock(&channels_lock);
+    return c;
+}
+
+/* This thread's channel for one request (at the depth of nesting), or NULL: the server
+ * cannot be reached. channel_end() or channel_fail() after it. */
+struct channel *channel_begin(void)
+{
+    if (t_depth >= CHAN_DEPTH)
+        return NULL;
+    if (t_chans == NULL) {
+        pthread_once(&key_once, key_make);
+        t_chans = calloc(1, sizeof *t_chans);
+        if (t_chans == NULL)
+            return NULL;
+        pthread_setspecific(thread_key, t_chans);
+    }
+    struct channel **slot = &t_chans->at[t_depth];
+    if (*slot && __atomic_load_n(&(*slot)->lost, __ATOMIC_RELAXED)) {
+        channel_free(*slot);
+        *slot = NULL;
+    }
+    if (*slot == NULL && (*slot = channel_open()) == NULL)
+        return NULL;
+    t_depth++;
+    return *slot;
+}
+
+void channel_end(struct channel *c)
+{
+    (void)c;
+    t_depth--;
+}
+
+/* The server is gone (or broke the protocol): this channel is done. */
+void channel_fail(struct channel *c)
+{
+    t_depth--;
+    if (t_chans && t_chans->at[t_depth] == c)
+        t_chans->at[t_depth] = NULL;
+    channel_free(c);
+}
+
+static int sock_write_all(int fd, const struct iovec *iov_in, int n)
+{
+    struct iovec iov[4];
+    memcpy(iov, iov_in, (size_t)n * sizeof *iov);
+    struct iovec *v = iov;
+    while (n > 0) {
+        struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t)n };
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        while (n > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (char *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* Publish a request: the header and body (n <= 4 pieces, rq->len bytes in all). */
+int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
+{
+    struct chan_region *r = c->r;
+    r->rq = *rq;
+    if (rq->len <= CHAN_BUF) {
+        char *p = r->buf;
+        for (int i = 0; i < n; i++) {
+            if (body[i].iov_len)
+                memcpy(p, body[i].iov_base, body[i].iov_len);
+            p += body[i].iov_len;
+        }
+    }
+    chan_store(&r->state, CHAN_REQ);
+    if (chan_load(&r->server_waits))
+        chan_wake(&r->state);
+    if (rq->len > CHAN_BUF && sock_write_all(c->sock, body, n) < 0)
+        return -1;
+    return 0;
+}
+
+static long spin_budget(void)
+{
+    if (spin_ns < 0) {
+        const char *s = getenv("LDPFUSE_SPIN_US");
+        spin_ns = s && *s ? strtol(s, NULL, 10) * 1000 : 20000;
+    }
+    return spin_ns;
+}
+
+/* Wait for the answer's header (and the fd riding along, if any). -1: the server is gone. */
+int channel_wait(struct channel *c, struct wire_resp *rs, int *fd)
+{
+    struct chan_region *r = c->r;
+    if (chan_load(&r->state) != CHAN_RESP && spin_budget() > 0 && chan_spin_now(&c->spin)) {
+        /* spin first (yielding the CPU): in a run of requests most answers come within
+         * microseconds, and a sleep costs a wake-up on each side */
+        uint64_t start = chan_now_ns(), budget = (uint64_t)spin_budget();
+        for (unsigned i = 1; chan_load(&r->state) != CHAN_RESP; i++) {
+            if ((i & 7) == 0 && chan_now_ns() - start > budget)
+                break;
+            sched_yield();
+        }
+        chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
+    }
+    while (chan_load(&r->state) != CHAN_RESP) {
+        chan_store(&r->client_waits, 1);
+        if (chan_load(&r->state) != CHAN_RESP)
+            chan_sleep(&r->state, CHAN_REQ, CHAN_SLICE_MS);
+        chan_store(&r->client_waits, 0);
+        if (chan_load(&r->state) != CHAN_RESP && chan_peer_gone(c->sock))
+            return -1;
+    }
+    *rs = r->rs;
+    if (rs->has_fd) {
+        char byte, cbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { &byte, 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+        ssize_t n;
+        do {
+            n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0)
+            return -1;
+        for (struct cmsghdr *m = CMSG_FIRSTHDR(&mh); m; m = CMSG_NXTHDR(&mh, m))
+            if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_RIGHTS)
+                memcpy(fd, CMSG_DATA(m), sizeof(int));
+    }
+    return 0;
+}
+
+/* The answer's data: the first `take` bytes into dst, the rest (up to rs->len) dropped. */
+int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take)
+{
+    size_t len = rs->len;
+    if (take > len)
+        take = len;
+    if (len <= CHAN_BUF) {
+        memcpy(dst, c->r->buf, take);
+        return 0;
+    }
+    if (wire_read_all(c->sock, dst, take) < 0)
+        return -1;
+    char sink[4096];
+    for (size_t left = len - take; left > 0;) {
+        size_t k = left < sizeof sink ? left : sizeof sink;
+        if (wire_read_all(c->sock, sink, k) < 0)
+            return -1;
+        left -= k;
+    }
+    return 0;
+}
+
+/* A forked child: the parent's channels are the parent's (their regions and sockets stay
+ * with it); the child makes its own at its first request. */
+void channel_atfork_child(void)
+{
+    pthread_mutex_init(&channels_lock, NULL);
+    struct channel *c = channels;
+    channels = NULL;
+    ldp_private_fd = INT_MAX;
+    while (c) {
+        struct channel *next = c->next;
+        if (!c->lost)
+            REAL(close)(c->sock);
+        munmap(c->r, CHAN_SIZE);
+        free(c);
+        c = next;
+    }
+    if (t_chans) {
+        memset(t_chans, 0, sizeof *t_chans);
+    }
+    t_depth = 0;
+}
