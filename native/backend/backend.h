@@ -134,6 +134,14 @@ struct backend_ops {
      * file the fd holds (the shared mode, where the caller's memory is not the server's) */
     int (*ioctl)(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
                  unsigned int flags, void *data);
+    /* What an answer about path depends on, as a number that grows whenever any process
+     * changes it through the mount (backend/coherence.h): the core's caches stamp their
+     * answers with it. 0: the backend cannot tell (NULL: the embedded mode, where each
+     * process has its own FS and hears only of its own changes). */
+    uint64_t (*stamp)(int mnt, const char *path);
+    /* A passthrough file this process had open for writing was closed: tell every
+     * process's caches (the kernel wrote it, past the backend). 0: cannot (NULL too). */
+    int (*written)(int mnt, const char *path);
 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions

@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "backend.h"
+#include "coherence.h"
 #include "wire.h"
 #include <dirent.h>
 #include <limits.h>
@@ -245,6 +246,117 @@ static void sfifo_renamed(int mnt, const char *from, const char *to)
             }
         }
     pthread_mutex_unlock(&sfifo_lock);
+}
+
+/* ---- coherence: the table of change counters every client maps read-only
+ * (backend/coherence.h), bumped after each operation that changes a name, before its
+ * answer leaves: a process that hears "done" and tells another one finds the other's
+ * caches already forgetting. */
+static struct coherence *coh;
+static int coh_fd = -1;
+static pthread_once_t coh_once = PTHREAD_ONCE_INIT;
+
+static void coh_make(void)
+{
+    int fd = memfd_create("ldpfuse:coherence", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof *coh) == 0)
+        m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* clients bump written[] themselves; nobody may shrink it under the others' mappings */
+    if (m == MAP_FAILED || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        if (m != MAP_FAILED)
+            munmap(m, sizeof *coh);
+        close(fd);
+        return;
+    }
+    struct coherence *t = m;
+    t->magic = COH_MAGIC;
+    t->global = 1;
+    __atomic_store_n(&coh, t, __ATOMIC_RELEASE);
+    coh_fd = fd;
+}
+
+/* The counters one operation bumps. */
+struct coh_change {
+    unsigned self[4], below[2];
+    int nself, nbelow;
+};
+
+/* A name made, removed, or its permissions changed: itself, what lies below it, its
+ * directory's listing (parent != 0). */
+static void coh_name(struct coh_change *c, int mnt, const char *path, int parent)
+{
+    if (c->nself > 2 || c->nbelow > 1)
+        return;
+    c->self[c->nself++] = coh_slot(mnt, path, strlen(path));
+    if (parent)
+        c->self[c->nself++] = coh_parent_slot(mnt, path);
+    c->below[c->nbelow++] = coh_slot(mnt, path, strlen(path));
+}
+
+/* How much the change adds to path's stamp (coherence_stamp's sum, counter by counter). */
+static uint64_t coh_share(const struct coh_change *c, int mnt, const char *path)
+{
+    uint64_t n = 0;
+    size_t len = strlen(path);
+    unsigned me = coh_slot(mnt, path, len);
+    for (int i = 0; i < c->nself; i++)
+        n += c->self[i] == me;
+    for (size_t i = 0; i < len && len > 1; i++) {
+        if (path[i] != '/')
+            continue;
+        unsigned above = coh_slot(mnt, path, i ? i : 1);
+        for (int j = 0; j < c->nbelow; j++)
+            n += c->below[j] == above;
+    }
+    return n;
+}
+
+/* What the operation rq (answered r) changed, bumped. Returns the stamp of path just after
+ * it, or 0 if another change may have come in between (before is path's stamp before it). */
+static uint64_t coh_changed(const struct wire_req *rq, const char *path, const char *path2, int64_t r,
+                            uint64_t before)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t == NULL || (r < 0 && r != -EIO))      /* EIO: an exception, maybe half done */
+        return 0;
+    struct coh_change c = { .nself = 0 };
+    int mnt = rq->mnt;
+    switch (rq->op) {
+    case W_MKNOD: case W_MKDIR: case W_UNLINK: case W_RMDIR: case W_SYMLINK: case W_CREATE:
+        coh_name(&c, mnt, path, 1);
+        break;
+    case W_RENAME:
+        coh_name(&c, mnt, path, 1);
+        coh_name(&c, mnt, path2, 1);
+        break;
+    case W_LINK:
+        coh_name(&c, mnt, path, 1);
+        c.self[c.nself++] = coh_slot(mnt, path2, strlen(path2));   /* its link count */
+        break;
+    case W_CHMOD: case W_CHOWN: case W_SETXATTR: case W_REMOVEXATTR:
+        coh_name(&c, mnt, path, 0);       /* who may reach what lies below, too */
+        break;
+    case W_OPEN:
+        if (!(rq->a & O_TRUNC) || (rq->a & O_ACCMODE) == O_RDONLY)
+            return 0;
+        /* fall through */
+    case W_TRUNCATE: case W_UTIMENS: case W_WRITE: case W_APPEND:
+        c.self[c.nself++] = coh_slot(mnt, path, strlen(path));
+        break;
+    default:
+        return 0;
+    }
+    for (int i = 0; i < c.nself; i++)
+        __atomic_add_fetch(&t->self[c.self[i]], 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < c.nbelow; i++)
+        __atomic_add_fetch(&t->below[c.below[i]], 1, __ATOMIC_RELEASE);
+    if (before == 0 || r < 0)
+        return 0;
+    uint64_t after = coherence_stamp(t, mnt, path);
+    return after == before + coh_share(&c, mnt, path) ? after : 0;
 }
 
 /* ---- clients: one connection per process; what it holds is released when it goes */
@@ -539,6 +651,10 @@ static void do_op(struct client *cl)
     request_identity(cl, rq);
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     current = cl;
+    /* a name that goes away: the client may keep it as missing (wire.h), from this stamp */
+    int goes = rq->op == W_UNLINK || rq->op == W_RMDIR || rq->op == W_RENAME;
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    uint64_t before = goes && t ? coherence_stamp(t, mnt, path) : 0;
     switch (rq->op) {
     case W_GETATTR:
         r = ops->getattr(mnt, path, fhp, (struct stat *)small);
@@ -699,8 +815,16 @@ static void do_op(struct client *cl)
         }
         break;
     }
+    case W_COHERENCE:
+        pthread_once(&coh_once, coh_make);
+        pass_fd = coh_fd >= 0 ? fcntl(coh_fd, F_DUPFD_CLOEXEC, 0) : -1;
+        r = coh_fd < 0 ? -ENOSYS : pass_fd < 0 ? -errno : 0;
+        break;
     default: r = -ENOSYS;
     }
+    uint64_t after = coh_changed(rq, path, path2, r, before);
+    if (goes)
+        fh = after;
     current = NULL;
     cl->r = r;
     cl->fh = fh;

@@ -10,8 +10,10 @@
  * once.
  */
 #include "../ldpfuse.h"
+#include "coherence.h"
 #include "wire.h"
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -235,13 +237,26 @@ static int sh_mkdir(int mnt, const char *path, mode_t mode)
 {
     return simple(W_MKDIR, mnt, path, NULL, mode, 0, NULL);
 }
+/* A name this process removed (unlink, rmdir, rename's from) is kept as missing, from the
+ * stamp the server read just after (0: another change may have come in between), so that
+ * the create cycle's next open(O_CREAT) of it asks nothing before it creates. */
+static int gone(int op, int mnt, const char *path, const char *path2)
+{
+    uint64_t own = attrcache_stamp(mnt, NULL);
+    CALL(op, mnt, path);
+    c.path2 = path2;
+    int r = (int)xact(&c);
+    if (r == 0 && c.fh != 0)
+        attrcache_put(mnt, path, NULL, own + c.fh);
+    return r;
+}
 static int sh_unlink(int mnt, const char *path)
 {
-    return simple(W_UNLINK, mnt, path, NULL, 0, 0, NULL);
+    return gone(W_UNLINK, mnt, path, NULL);
 }
 static int sh_rmdir(int mnt, const char *path)
 {
-    return simple(W_RMDIR, mnt, path, NULL, 0, 0, NULL);
+    return gone(W_RMDIR, mnt, path, NULL);
 }
 static int sh_symlink(int mnt, const char *linkpath, const char *target)
 {
@@ -249,7 +264,7 @@ static int sh_symlink(int mnt, const char *linkpath, const char *target)
 }
 static int sh_rename(int mnt, const char *from, const char *to)
 {
-    return simple(W_RENAME, mnt, from, to, 0, 0, NULL);
+    return gone(W_RENAME, mnt, from, to);
 }
 static int sh_link(int mnt, const char *newpath, const char *oldpath)
 {
@@ -272,15 +287,13 @@ static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
 /* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
  * this process opens that file itself for the same path and flags (its own rights apply,
  * as they would in the server), with no round trip. They live as long as the attribute
- * cache's answers: any change this process makes through the mount, or a child it waited
- * for, forgets them all (attrcache_generation); another process's change is seen after
- * attr_timeout. */
+ * cache's answers, stamped the same way (attrcache_stamp): a change any process makes to
+ * the name through the mount, or a child this one waited for, forgets it. */
 #define OPENCACHE_SLOTS 4096
 #define DECISION_WAYS 4
 struct open_decision {
     int mnt, flags;
-    uint64_t gen;           /* attrcache_generation(): a change this process made, or a
-                             * child it waited for, forgets every decision */
+    uint64_t gen;           /* attrcache_stamp() of the path when the server was asked */
     char *path, *lower;
     struct timespec expires;
 };
@@ -323,16 +336,15 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     clock_gettime(CLOCK_MONOTONIC, &now);
     double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
     pthread_mutex_lock(&decisions_lock);
-    /* DECISION_WAYS slots per set: this name's, else an empty or stale one, else the one
-     * that expires first */
+    /* DECISION_WAYS slots per set: this name's, else an empty one, else the one that
+     * expires first */
     struct open_decision *set = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)], *d = set;
     for (struct open_decision *e = set; e < set + DECISION_WAYS; e++) {
-        if (e->path && e->gen == gen && e->mnt == mnt && strcmp(e->path, path) == 0) {
+        if (e->path && e->mnt == mnt && e->flags == (flags & DECISION_FLAGS) && strcmp(e->path, path) == 0) {
             d = e;
             break;
         }
-        int d_live = d->path && d->gen == gen, e_live = e->path && e->gen == gen;
-        if (d_live && (!e_live || later(&d->expires, &e->expires)))
+        if (d->path && (!e->path || later(&d->expires, &e->expires)))
             d = e;
     }
     free(d->path);
@@ -354,7 +366,7 @@ static int decision_open(int mnt, const char *path, int flags)
     int found = 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t gen = attrcache_generation();
+    uint64_t gen = attrcache_stamp(mnt, path);
     pthread_mutex_lock(&decisions_lock);
     struct open_decision *d = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)];
     for (int way = 0; way < DECISION_WAYS && !found; way++, d++)
@@ -374,7 +386,7 @@ static int decision_open(int mnt, const char *path, int flags)
 
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
-    uint64_t gen = attrcache_generation();     /* a change during the call: not kept */
+    uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
     c.rq.b = b;
@@ -469,10 +481,10 @@ static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
     return simple(W_FSYNC, mnt, path, NULL, datasync, 0, &fh);
 }
 /* ---- listings: a directory's readdir() answer is kept like the attributes (attr_timeout,
- * forgotten with the attribute cache's generation: at once after a change this process
- * made or a child it waited for), so `ls`, `find` and `make` list a directory once per
- * attr_timeout, not once per opendir. A cached opendir answers LISTING_FH without a round
- * trip and its releasedir is local too. */
+ * stamped with attrcache_stamp of the directory: forgotten at once when any process makes
+ * or removes a name in it, or after a child this one waited for), so `ls`, `find` and
+ * `make` list a directory once per attr_timeout, not once per opendir. A cached opendir
+ * answers LISTING_FH without a round trip and its releasedir is local too. */
 #define LISTING_SLOTS 64
 #define LISTING_WAYS 4
 #define LISTING_MAX (1u << 20)          /* bytes of names: a bigger one is not kept */
@@ -510,8 +522,9 @@ static int listing_copy(int mnt, const char *path, struct dirlist *out)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     int r = -1;
+    uint64_t gen = attrcache_stamp(mnt, path);
     pthread_mutex_lock(&listings_lock);
-    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    struct listing *l = listing_find(mnt, path, gen, &now);
     if (l) {
         r = 0;
         for (size_t i = 0; i < l->list.n && r == 0; i++) {
@@ -552,9 +565,7 @@ static void listing_keep(int mnt, const char *path, const struct dirlist *list, 
             d = l;
             break;
         }
-        int d_live = d->path && d->gen == gen && later(&d->expires, &now);
-        int l_live = l->path && l->gen == gen && later(&l->expires, &now);
-        if (d_live && (!l_live || later(&d->expires, &l->expires)))
+        if (d->path && (!l->path || later(&d->expires, &l->expires)))
             d = l;
     }
     free(d->path);
@@ -601,8 +612,9 @@ static int sh_opendir(int mnt, const char *path, uint64_t *fh)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t gen = attrcache_stamp(mnt, path);
     pthread_mutex_lock(&listings_lock);
-    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    struct listing *l = listing_find(mnt, path, gen, &now);
     pthread_mutex_unlock(&listings_lock);
     if (l) {
         *fh = LISTING_FH;
@@ -626,7 +638,7 @@ static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
         simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &real);
         return r;
     }
-    uint64_t gen = attrcache_generation();
+    uint64_t gen = attrcache_stamp(mnt, path);
     int r = readdir_call(mnt, path, fh, out);
     if (r >= 0)
         listing_keep(mnt, path, out, gen);
@@ -728,6 +740,58 @@ static int sh_open_special(int mnt, const char *path, const struct stat *st, int
     return fd;
 }
 
+
+/* ---- coherence: the server's table of change counters (backend/coherence.h), mapped at
+ * the first answer this process wants to keep; after fork the child has it too. This
+ * process writes only written[]. Refused (an older server, no memfd): 0, and the caches hear only of this process's
+ * own changes, for attr_timeout. */
+static struct coherence *coh;
+static int coh_refused;
+static pthread_mutex_t coh_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void coh_map(void)
+{
+    pthread_mutex_lock(&coh_lock);
+    if (coh == NULL && !coh_refused) {
+        CALL(W_COHERENCE, 0, "/");
+        int64_t r = xact(&c);
+        void *m = MAP_FAILED;
+        if (r >= 0 && c.fd >= 0)
+            m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
+        if (c.fd >= 0)
+            REAL(close)(c.fd);
+        if (m != MAP_FAILED && ((struct coherence *)m)->magic == COH_MAGIC)
+            __atomic_store_n(&coh, (struct coherence *)m, __ATOMIC_RELEASE);
+        else if (r != -EIO)         /* EIO: no server now; every call fails anyway */
+            coh_refused = 1;
+    }
+    pthread_mutex_unlock(&coh_lock);
+}
+
+static uint64_t sh_stamp(int mnt, const char *path)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (UNLIKELY(t == NULL)) {
+        if (coh_refused)
+            return 0;
+        coh_map();
+        if ((t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE)) == NULL)
+            return 0;
+    }
+    return coherence_stamp(t, mnt, path);
+}
+
+/* This process wrote a passthrough file and closed it: every process's answers about it
+ * are forgotten. 0: there is no table (the caller forgets its own). */
+static int sh_written(int mnt, const char *path)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t == NULL)
+        return 0;
+    __atomic_add_fetch(&t->written[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -739,7 +803,8 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
-    .open_special = sh_open_special,
+    .open_special = sh_open_special, .stamp = sh_stamp,
+    .written = sh_written,
 };
 
 static void atfork_child(void)
@@ -747,6 +812,7 @@ static void atfork_child(void)
     pthread_mutex_init(&conn_lock, NULL);   /* another thread may have held it */
     pthread_mutex_init(&decisions_lock, NULL);
     pthread_mutex_init(&listings_lock, NULL);
+    pthread_mutex_init(&coh_lock, NULL);
 }
 
 struct backend_ops *backend_shared_init(void)

@@ -28,7 +28,11 @@ enum wire_op {
     W_CACHE_CLOSE,  /* a process let go of the file's page cache */
     W_FIFO,         /* a FIFO of the FS: the answer is the path of the real FIFO that
                        stands for it (owner and mode from getattr), for the client to open */
+    W_COHERENCE,    /* the server's table of change counters (backend/coherence.h): its
+                       memfd rides along, for the client to map */
 };
+/* W_UNLINK, W_RMDIR and W_RENAME answer in fh the coherence stamp of the name gone (of
+ * `from` for a rename) just after, or 0 if another change may have come in between. */
 
 struct wire_req {
     uint32_t len;           /* bytes after this header */

@@ -30,11 +30,17 @@ void vfile_unref(struct vfile *v)
 {
     if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    struct backend_ops *be = backend_get();
     if (v->kind == VF_WRITER) {
-        attrcache_invalidate();
+        /* the kernel wrote it behind the backend: every process forgets it, else this one
+         * forgets everything */
+        guard_enter();
+        int told = be && be->written && be->written(v->mnt, v->path);
+        guard_leave();
+        if (!told)
+            attrcache_invalidate();
         __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     }
-    struct backend_ops *be = backend_get();
     if (be && v->fh_valid == 1) {       /* 2: inherited through fork, the parent's */
         guard_enter();
         if (v->kind == VF_FILE)
@@ -332,7 +338,7 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
             return be_errno(r);
     }
     if (!exists || (flags & O_TRUNC))
-        attrcache_invalidate();
+        attrcache_changed();
     if (res.passthrough_fd >= 0)
         return open_passthrough(&vp, res.passthrough_fd, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;

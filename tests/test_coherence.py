@@ -1,0 +1,109 @@
+"""In the shared mode every process's caches (attributes, missing names, open decisions,
+directory listings) hear at once of a change another process makes through the mount,
+as with one kernel cache for all processes (docs/cache.md, backend/coherence.h).
+
+Each script has a process that looks first (so its caches hold the old answers), waits
+on a FIFO outside the mount while another process changes the tree, then looks again
+within attr_timeout; it never waits for a child (wait() alone forgets everything)."""
+
+import pytest
+
+from conftest import LOOPBACK, MEMORY, need
+
+WATCHER = r"""
+mkfifo "$O/ready" "$O/go"
+(
+    test -e "$D/f" && echo "watcher: f exists"
+    test -s "$D/e" || echo "watcher: e is empty"
+    for n in "$D"/d/*; do printf '%s ' "${n##*/}"; done; echo
+    test -e "$D/a" && echo "watcher: a exists"
+    test -e "$D/b" || echo "watcher: no b"
+    test -e "$D/later" || echo "watcher: no later"
+    echo ready > "$O/ready"
+    read x < "$O/go"
+    test -e "$D/f" && echo "watcher: f still exists" || echo "watcher: f is gone"
+    test -s "$D/e" && echo "watcher: e has bytes" || echo "watcher: e still empty"
+    for n in "$D"/d/*; do printf '%s ' "${n##*/}"; done; echo
+    test -e "$D/a" && echo "watcher: a still exists" || echo "watcher: a is gone"
+    test -e "$D/b" && echo "watcher: b exists" || echo "watcher: still no b"
+    test -e "$D/later" && echo "watcher: later exists" || echo "watcher: still no later"
+) > "$O/watcher.out" &
+read x < "$O/ready"
+rm "$D/f"
+echo bytes > "$D/e"
+touch "$D/d/new"
+mv "$D/a" "$D/b"
+mkdir "$D/later"
+echo go > "$O/go"
+wait
+cat "$O/watcher.out"
+rm "$O/watcher.out" "$O/ready" "$O/go"
+"""
+
+
+def tree(d):
+    (d / "f").write_text("f\n")
+    (d / "e").write_text("")
+    (d / "a").write_text("a\n")
+    (d / "d").mkdir()
+    (d / "d" / "old").write_text("")
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+@pytest.mark.parametrize("options", [{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
+def test_a_process_sees_another_process_change_at_once(ws, fs, options):
+    if fs == MEMORY and options:
+        pytest.skip("memory.py has no passthrough option: it serves every file itself")
+    prefix = ws.start_from(tree, fs)
+    native, ldp = ws.compare_sh(prefix + WATCHER, fs=fs, options=options, mode="shared")
+    assert "watcher: f is gone" in native.stdout, native.describe()
+
+
+def test_a_long_lived_program_sees_names_come_and_go_from_other_processes(ws):
+    """Python stats in a loop while shells create, rename and remove the name."""
+    need("python3")
+    ws.populate(lambda d: (d / "keep").write_text("k\n"))
+    ws.compare_sh(r"""
+        mkfifo "$O/ask" "$O/told"
+        python3 - "$D" "$O" <<'EOF' > "$O/py.out" &
+import os, sys
+d, o = sys.argv[1:]
+for step in range(4):
+    print(step, sorted(os.listdir(d)), [os.path.exists(f"{d}/{n}") for n in ("x", "y")],
+          os.stat(f"{d}/keep").st_size)
+    with open(f"{o}/ask", "w") as f:
+        f.write("next\n")
+    with open(f"{o}/told") as f:
+        f.read()
+EOF
+        for cmd in 'touch "$D/x"; echo more >> "$D/keep"' 'mv "$D/x" "$D/y"' 'rm "$D/y"' 'true'; do
+            read x < "$O/ask"
+            sh -c "$cmd"
+            echo done > "$O/told"
+        done
+        wait
+        cat "$O/py.out"
+        rm "$O/py.out" "$O/ask" "$O/told"
+    """, mode="shared")
+
+
+SQLITE_LOOP = """
+    for round in 1 2 3; do
+        rm -f "$D/c.db"
+        sqlite3 "$D/c.db" 'PRAGMA journal_mode=delete; CREATE TABLE t (w TEXT, i INTEGER);' > /dev/null
+        for w in a b c; do
+            for i in $(seq 1 40); do echo "INSERT INTO t (w, i) VALUES ('$w', $i);"; done \\
+                | sqlite3 -cmd '.timeout 30000' "$D/c.db" &
+        done
+        wait
+        sqlite3 "$D/c.db" 'SELECT w, count(*), sum(i) FROM t GROUP BY w ORDER BY w;'
+    done
+"""
+
+
+def test_concurrent_sqlite3_writers_find_the_journal_as_it_is_now(ws):
+    """The rollback journal is made and deleted by one sqlite3 while the others look for
+    it (hot journal check): a stale "it exists" made the open that followed fail with
+    'unable to open database file'."""
+    need("sqlite3")
+    ws.compare_sh(SQLITE_LOOP, options={"passthrough": "no"}, mode="shared", check_tree=False)
