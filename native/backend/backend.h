@@ -130,8 +130,8 @@ struct backend_ops {
      * where the process itself may block). Returns a kernel fd, or -errno. */
     int (*open_special)(int mnt, const char *path, const struct stat *st, int flags);
     /* FUSE's ioctl on an open file: data is the caller's buffer when the request carries
-     * one (_IOC_SIZE), else NULL; returns >= 0 or -errno. NULL: the kernel answers, on the
-     * file the fd holds (the shared mode, where the caller's memory is not the server's) */
+     * one (_IOC_SIZE), else NULL (the shared backend carries those bytes to the server and
+     * back); returns >= 0 or -errno. NULL: the kernel answers, on the file the fd holds */
     int (*ioctl)(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
                  unsigned int flags, void *data);
     /* What an answer about path depends on, as a number that grows whenever any process

@@ -32,6 +32,7 @@
 #include <sys/syscall.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -820,6 +821,28 @@ static void do_op(struct client *cl)
         pass_fd = coh_fd >= 0 ? fcntl(coh_fd, F_DUPFD_CLOEXEC, 0) : -1;
         r = coh_fd < 0 ? -ENOSYS : pass_fd < 0 ? -errno : 0;
         break;
+    case W_IOCTL: {
+        /* the caller's buffer came along (its _IOC_SIZE bytes), and goes back */
+        unsigned int cmd = (unsigned int)rq->a;
+        size_t size = rq->data_len;
+        if (size != 0 && size != _IOC_SIZE(cmd)) {
+            r = -EINVAL;
+            break;
+        }
+        out = size ? malloc(size) : NULL;
+        if (size && out == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        if (size)
+            memcpy(out, data, size);
+        r = ops->ioctl ? ops->ioctl(mnt, path, cmd, (void *)(intptr_t)rq->b, rq->fh, (unsigned int)rq->c,
+                                    size ? out : NULL)
+                       : -ENOTTY;
+        if (r >= 0)
+            out_len = size;
+        break;
+    }
     default: r = -ENOSYS;
     }
     uint64_t after = coh_changed(rq, path, path2, r, before);

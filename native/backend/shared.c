@@ -13,6 +13,7 @@
 #include "coherence.h"
 #include "wire.h"
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
@@ -792,6 +793,42 @@ static int sh_written(int mnt, const char *path)
     return 1;
 }
 
+/* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
+ * written back only where the file system changed them (a request that only reads the
+ * caller's buffer may point at read-only memory). Many requests carry a number, not an
+ * address, whatever their _IOC_SIZE says (FICLONE's is an fd): the bytes are read with
+ * process_vm_readv, so an address that is not one sends no data (the FS gets data None,
+ * and arg as the number it is) instead of faulting. */
+static int sh_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh, unsigned int flags,
+                    void *data)
+{
+    size_t size = data ? _IOC_SIZE(cmd) : 0;
+    char *in = size ? malloc(2 * size) : NULL, *back = in ? in + size : NULL;
+    if (size && in == NULL)
+        return -ENOMEM;
+    struct iovec mine = { in, size }, theirs = { data, size };
+    if (size && process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)size)
+        size = 0;
+    CALL(W_IOCTL, mnt, path);
+    c.rq.a = cmd;
+    c.rq.b = (int64_t)(intptr_t)arg;
+    c.rq.c = flags;
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    c.data = in;
+    c.data_len = size;
+    c.out = back;
+    c.out_cap = size;
+    int64_t r = xact(&c);
+    if (r >= 0 && size && c.out_len == size && memcmp(back, in, size) != 0) {
+        mine.iov_base = back;
+        if (process_vm_writev(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)size)
+            r = -EFAULT;
+    }
+    free(in);
+    return (int)r;
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -803,7 +840,7 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
-    .open_special = sh_open_special, .stamp = sh_stamp,
+    .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
     .written = sh_written,
 };
 

@@ -30,6 +30,9 @@ enum wire_op {
                        stands for it (owner and mode from getattr), for the client to open */
     W_COHERENCE,    /* the server's table of change counters (backend/coherence.h): its
                        memfd rides along, for the client to map */
+    W_IOCTL,        /* ioctl(fh, a = cmd, b = the caller's arg as a number, c = flags): data
+                       is the caller's _IOC_SIZE(cmd) bytes (none: arg is no address), and
+                       so is the answer's */
 };
 /* W_UNLINK, W_RMDIR and W_RENAME answer in fh the coherence stamp of the name gone (of
  * `from` for a rename) just after, or 0 if another change may have come in between. */
