@@ -120,3 +120,20 @@ def test_concurrent_sqlite3_writers_find_the_journal_as_it_is_now(ws, options):
     'unable to open database file'."""
     need("sqlite3")
     ws.compare_sh(SQLITE_LOOP, options=options, mode="shared", check_tree=False)
+
+
+@pytest.mark.parametrize("options", [{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
+def test_rename_onto_itself_or_its_own_hard_link_leaves_the_name(ws, options):
+    """rename() that changes nothing (the same name, or two links of one file) succeeds
+    and removes nothing: the name must not be remembered as missing."""
+    ws.populate(lambda d: (d / "a").write_text("a\n"))
+    ws.compare_py("""
+import os
+d = os.environ["D"]
+os.rename(f"{d}/a", f"{d}/a")
+print("same name", os.path.exists(f"{d}/a"))
+os.link(f"{d}/a", f"{d}/b")
+os.rename(f"{d}/a", f"{d}/b")
+print("own link", os.path.exists(f"{d}/a"), os.path.exists(f"{d}/b"), os.stat(f"{d}/a").st_nlink)
+print(open(f"{d}/a").read(), end="")
+""", options=options)

@@ -653,7 +653,7 @@ static void do_op(struct client *cl)
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     current = cl;
     /* a name that goes away: the client may keep it as missing (wire.h), from this stamp */
-    int goes = rq->op == W_UNLINK || rq->op == W_RMDIR || rq->op == W_RENAME;
+    int goes = rq->op == W_UNLINK || rq->op == W_RMDIR;
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
     uint64_t before = goes && t ? coherence_stamp(t, mnt, path) : 0;
     switch (rq->op) {

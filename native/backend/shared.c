@@ -238,7 +238,7 @@ static int sh_mkdir(int mnt, const char *path, mode_t mode)
 {
     return simple(W_MKDIR, mnt, path, NULL, mode, 0, NULL);
 }
-/* A name this process removed (unlink, rmdir, rename's from) is kept as missing, from the
+/* A name this process removed (unlink, rmdir) is kept as missing, from the
  * stamp the server read just after (0: another change may have come in between), so that
  * the create cycle's next open(O_CREAT) of it asks nothing before it creates. */
 static int gone(int op, int mnt, const char *path, const char *path2)
@@ -265,7 +265,9 @@ static int sh_symlink(int mnt, const char *linkpath, const char *target)
 }
 static int sh_rename(int mnt, const char *from, const char *to)
 {
-    return gone(W_RENAME, mnt, from, to);
+    /* not gone(): renaming a name onto itself, or onto another link of its file, leaves
+     * it where it was */
+    return simple(W_RENAME, mnt, from, to, 0, 0, NULL);
 }
 static int sh_link(int mnt, const char *newpath, const char *oldpath)
 {

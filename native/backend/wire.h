@@ -34,8 +34,8 @@ enum wire_op {
                        is the caller's _IOC_SIZE(cmd) bytes (none: arg is no address), and
                        so is the answer's */
 };
-/* W_UNLINK, W_RMDIR and W_RENAME answer in fh the coherence stamp of the name gone (of
- * `from` for a rename) just after, or 0 if another change may have come in between. */
+/* W_UNLINK and W_RMDIR answer in fh the coherence stamp of the name gone just after, or 0
+ * if another change may have come in between. */
 
 struct wire_req {
     uint32_t len;           /* bytes after this header */
