@@ -317,7 +317,7 @@ static uint64_t coh_share(const struct coh_change *c, int mnt, const char *path)
 
 /* What the operation rq (answered r) changed, bumped. Returns the stamp of path just after
  * it, or 0 if another change may have come in between (before is path's stamp before it). */
-static uint64_t coh_changed(const struct wire_req *rq, const char *path, const char *path2, int64_t r,
+static uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const char *path2, int64_t r,
                             uint64_t before)
 {
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
@@ -325,7 +325,8 @@ static uint64_t coh_changed(const struct wire_req *rq, const char *path, const c
         return 0;
     struct coh_change c = { .nself = 0 };
     int mnt = rq->mnt;
-    switch (rq->op) {
+    int64_t open_flags = op == W_OPEN && rq->op == W_CREATE_OPEN ? rq->b : rq->a;
+    switch (op) {
     case W_MKNOD: case W_MKDIR: case W_UNLINK: case W_RMDIR: case W_SYMLINK: case W_CREATE:
         coh_name(&c, mnt, path, 1);
         break;
@@ -341,7 +342,7 @@ static uint64_t coh_changed(const struct wire_req *rq, const char *path, const c
         coh_name(&c, mnt, path, 0);       /* who may reach what lies below, too */
         break;
     case W_OPEN:
-        if (!(rq->a & O_TRUNC) || (rq->a & O_ACCMODE) == O_RDONLY)
+        if (!(open_flags & O_TRUNC) || (open_flags & O_ACCMODE) == O_RDONLY)
             return 0;
         /* fall through */
     case W_TRUNCATE: case W_UTIMENS: case W_WRITE: case W_APPEND:
@@ -656,6 +657,7 @@ static void do_op(struct client *cl)
     int goes = rq->op == W_UNLINK || rq->op == W_RMDIR;
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
     uint64_t before = goes && t ? coherence_stamp(t, mnt, path) : 0;
+    int changed_as = rq->op;        /* what coherence hears this request did */
     switch (rq->op) {
     case W_GETATTR:
         r = ops->getattr(mnt, path, fhp, (struct stat *)small);
@@ -816,6 +818,62 @@ static void do_op(struct client *cl)
         }
         break;
     }
+    case W_CREATE_OPEN: {
+        /* the client's lookup, then its create or open, in one round trip */
+        struct wire_create_open *ans = calloc(1, sizeof *ans);
+        if (ans == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        out = ans;
+        out_len = sizeof *ans;
+        int flags = (int)rq->b;
+        struct open_result res = { .passthrough_fd = -1 };
+        changed_as = 0;
+        r = ops->getattr(mnt, path, NULL, &ans->st);
+        if (r == 0 && ((flags & O_EXCL) || !S_ISREG(ans->st.st_mode))) {
+            ans->outcome = CO_EXISTS;
+            break;
+        }
+        if (r == 0) {
+            ans->outcome = CO_OPENED;
+            changed_as = W_OPEN;
+            flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
+            r = ops->open(mnt, path, flags, &res);
+        } else if (r == -ENOENT) {
+            /* a directory the FS does not know as one (missing, a symlink it leaves to
+             * the caller to follow): the client looks the way the kernel would */
+            int dir_ok = rq->c != 0;
+            if (!dir_ok) {
+                const char *slash = strrchr(path, '/');
+                size_t dl = slash && slash != path ? (size_t)(slash - path) : 1;
+                char *dir = strndup(path, dl);
+                struct stat dst;
+                dir_ok = dir && ops->getattr(mnt, dir, NULL, &dst) == 0 && S_ISDIR(dst.st_mode);
+                free(dir);
+            }
+            if (!dir_ok) {
+                r = 0;
+                ans->outcome = CO_ASK;
+                break;
+            }
+            ans->outcome = CO_CREATED;
+            changed_as = W_CREATE;
+            flags &= ~O_NOCTTY;
+            r = ops->create(mnt, path, (mode_t)rq->a, flags, &res);
+        } else {
+            r = 0;
+            ans->outcome = CO_ASK;      /* its own lookup gives the client its own error */
+            break;
+        }
+        fh = res.fh;
+        pass_fd = r >= 0 ? res.passthrough_fd : -1;
+        if (r >= 0 && pass_fd < 0)
+            handle_add(cl, W_OPEN, mnt, path, flags, fh);
+        if (r >= 0)
+            r = res.open_flags;
+        break;
+    }
     case W_COHERENCE:
         pthread_once(&coh_once, coh_make);
         pass_fd = coh_fd >= 0 ? fcntl(coh_fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -845,7 +903,7 @@ static void do_op(struct client *cl)
     }
     default: r = -ENOSYS;
     }
-    uint64_t after = coh_changed(rq, path, path2, r, before);
+    uint64_t after = coh_changed(rq, changed_as, path, path2, r, before);
     if (goes)
         fh = after;
     current = NULL;

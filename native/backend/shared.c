@@ -424,6 +424,38 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
     return open_common(W_CREATE, mnt, path, mode, flags, res);
 }
 
+/* open(O_CREAT) of a name this process knows nothing about: the server looks it up and
+ * creates or opens it, one round trip instead of a lookup and then a create. */
+static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
+                          struct open_result *res, struct stat *st, int *outcome)
+{
+    struct wire_create_open ans = { .outcome = CO_ASK };
+    CALL(W_CREATE_OPEN, mnt, path);
+    c.rq.a = mode;
+    c.rq.b = flags;
+    c.rq.c = parent_is_dir;
+    c.out = &ans;
+    c.out_cap = sizeof ans;
+    int64_t r = xact(&c);
+    res->passthrough_fd = c.fd;
+    res->fh = c.fh;
+    res->open_flags = r >= 0 ? (unsigned)r : 0;
+    if (r < 0 && c.fd >= 0) {
+        REAL(close)(c.fd);
+        res->passthrough_fd = -1;
+    }
+    if (c.out_len != sizeof ans) {      /* an error before any answer: the core asks */
+        if (res->passthrough_fd >= 0)
+            REAL(close)(res->passthrough_fd);
+        res->passthrough_fd = -1;
+        *outcome = CO_ASK;
+        return r < 0 ? (int)r : -EIO;
+    }
+    *outcome = ans.outcome;
+    *st = ans.st;
+    return r < 0 ? (int)r : 0;
+}
+
 static ssize_t sh_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
 {
     CALL(W_READ, mnt, path);
@@ -843,7 +875,7 @@ static struct backend_ops shared_ops = {
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written,
+    .written = sh_written, .create_open = sh_create_open,
 };
 
 static void atfork_child(void)
