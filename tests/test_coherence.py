@@ -16,6 +16,7 @@ mkfifo "$O/ready" "$O/go"
 (
     test -e "$D/f" && echo "watcher: f exists"
     test -s "$D/e" || echo "watcher: e is empty"
+    test -s "$D/e2" || echo "watcher: e2 is empty"
     for n in "$D"/d/*; do printf '%s ' "${n##*/}"; done; echo
     test -e "$D/a" && echo "watcher: a exists"
     test -e "$D/b" || echo "watcher: no b"
@@ -24,6 +25,7 @@ mkfifo "$O/ready" "$O/go"
     read x < "$O/go"
     test -e "$D/f" && echo "watcher: f still exists" || echo "watcher: f is gone"
     test -s "$D/e" && echo "watcher: e has bytes" || echo "watcher: e still empty"
+    test -s "$D/e2" && echo "watcher: e2 has bytes" || echo "watcher: e2 still empty"
     for n in "$D"/d/*; do printf '%s ' "${n##*/}"; done; echo
     test -e "$D/a" && echo "watcher: a still exists" || echo "watcher: a is gone"
     test -e "$D/b" && echo "watcher: b exists" || echo "watcher: still no b"
@@ -32,6 +34,7 @@ mkfifo "$O/ready" "$O/go"
 read x < "$O/ready"
 rm "$D/f"
 echo bytes > "$D/e"
+/bin/echo appended >> "$D/e2"      # a program that exits with its output still open
 touch "$D/d/new"
 mv "$D/a" "$D/b"
 mkdir "$D/later"
@@ -45,6 +48,7 @@ rm "$O/watcher.out" "$O/ready" "$O/go"
 def tree(d):
     (d / "f").write_text("f\n")
     (d / "e").write_text("")
+    (d / "e2").write_text("")
     (d / "a").write_text("a\n")
     (d / "d").mkdir()
     (d / "d" / "old").write_text("")

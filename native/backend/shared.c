@@ -821,6 +821,10 @@ static uint64_t sh_stamp(int mnt, const char *path)
 static int sh_written(int mnt, const char *path)
 {
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t == NULL && !coh_refused) {
+        coh_map();      /* a program that only wrote an fd it inherited (`prog >> f`) */
+        t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    }
     if (t == NULL)
         return 0;
     __atomic_add_fetch(&t->written[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);

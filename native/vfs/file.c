@@ -565,15 +565,23 @@ void vfs_unlinked(int mnt, const char *path)
     pcache_unlinked(mnt, path);
 }
 
-/* At exit, and before exec: stores through shared mappings reach the FS. */
+/* At exit, and before exec: stores through shared mappings reach the FS, and every
+ * process hears that the passthrough files still open for writing here were written (a
+ * program that exits without closing its output, `prog > f`, tells at its exit). */
 void ldp_sync_all(void)
 {
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
         return;
+    struct backend_ops *be = NULL;
     for (int fd = 0; fd <= fdtable_max(); fd++) {
         struct vfile *v = fdtable_get(fd);
         if (v && v->kind == VF_FILE)
             pcache_sync_untracked(v);
+        if (v && v->kind == VF_WRITER && (be || (be = backend_get()) != NULL) && be->written) {
+            guard_enter();
+            be->written(v->mnt, v->path);
+            guard_leave();
+        }
     }
 }
 
