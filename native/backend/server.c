@@ -8,7 +8,9 @@
  * class with `thread_safe = True` gets one thread per client connection, so a call that
  * blocks holds up only its caller. Either way each request runs with its caller's rights
  * (fsuid, fsgid, groups, set per thread), FIFOs are opened by the clients themselves, and
- * what a client held is released when its connection closes.
+ * what a client held is released when its connection closes. After each operation that
+ * changes a name, the server bumps that name's counters in the table every client maps
+ * (backend/coherence.h), before the answer leaves: every process's caches hear of it.
  * Python-facing entry points: _embedded.serve_init() builds the FS objects;
  * _embedded.serve_start(listen_fd, thread_safe) starts accepting; serve_loop() serves
  * until serve_stop().

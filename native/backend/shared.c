@@ -7,7 +7,9 @@
  * of the program's way (fs_fd); a forked child makes its own (requests of two processes must not
  * interleave on one socket). Passthrough opens come back as the lower fd itself (SCM_RIGHTS):
  * data still never leaves the kernel. If the server is gone, every call fails with EIO at
- * once.
+ * once. What this process caches (attributes, missing names, open decisions, listings) is
+ * stamped with the server's change counters (backend/coherence.h, mapped at the first
+ * answer kept), so every process hears of every change at once.
  */
 #include "../ldpfuse.h"
 #include "coherence.h"
