@@ -251,7 +251,7 @@ static void sfifo_renamed(int mnt, const char *from, const char *to)
     pthread_mutex_unlock(&sfifo_lock);
 }
 
-/* ---- coherence: the table of change counters every client maps read-only
+/* ---- coherence: the table of change counters every client maps
  * (backend/coherence.h), bumped after each operation that changes a name, before its
  * answer leaves: a process that hears "done" and tells another one finds the other's
  * caches already forgetting. */
