@@ -264,10 +264,16 @@ static inline uint64_t fnv1a(uint64_t h, const char *s, const char **end)
 }
 
 /* ---- attribute cache (vfs/attrcache.c) */
+/* 1: st filled; -1: known missing (ENOENT); 0: not known */
 int attrcache_get(int mnt, const char *path, struct stat *st);
-void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t gen_before);
-uint64_t attrcache_generation(void);
-void attrcache_invalidate(void);    /* this process changed something */
+/* stamp: attrcache_stamp() of the path before the FS was asked; st NULL: missing */
+void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t stamp);
+/* What a cached answer about path depends on (path NULL: this process's own changes only);
+ * shared.c stamps its open decisions and listings with it too. */
+uint64_t attrcache_stamp(int mnt, const char *path);
+int attrcache_coherent(void);       /* the backend tells every process of every change */
+void attrcache_invalidate(void);    /* a change no backend tells of: forget everything */
+void attrcache_changed(void);       /* this process changed something through the backend */
 void attrcache_fork(int phase);
 extern int ldp_writers;
 

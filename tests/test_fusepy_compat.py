@@ -160,7 +160,7 @@ def test_use_ino_false_gives_the_mounts_inode_numbers(ws):
     assert r.returncode == 0 and r.stdout == "7\n7\n", r.describe()
 
 
-def test_ioctl_reaches_the_file_systems_ioctl_with_the_callers_buffer(ws):
+def test_ioctl_reaches_the_file_systems_ioctl_with_the_callers_buffer_in_both_modes(ws):
     # fusepy's examples/ioctl.py: M_IOWR adds one to the caller's number in place
     py = ("import errno, fcntl, os, struct, sys, termios; m = sys.argv[1]\n"
           "open(m + '/test', 'w').close()\n"
@@ -171,14 +171,20 @@ def test_ioctl_reaches_the_file_systems_ioctl_with_the_callers_buffer(ws):
           "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
           "try:\n    fcntl.ioctl(fd, termios.TCGETS, bytes(64))\n"
           "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
-          "print(os.isatty(fd), os.isatty(1))\n")
+          "print(os.isatty(fd), os.isatty(1))\n"
+          # immutable bytes: a copy goes in, the answer is a new bytes object
+          "print(struct.unpack('<I', fcntl.ioctl(fd, M_IOWR, struct.pack('<I', 7)))[0])\n"
+          # FICLONE's arg is an fd, not an address, whatever its _IOC_SIZE says
+          "FICLONE = (1 << 30) | (4 << 16) | (0x94 << 8) | 9\n"
+          "try:\n    fcntl.ioctl(fd, FICLONE, fd)\n"
+          "except OSError as e:\n    print(errno.errorcode[e.errno])\n"
+          "fcntl.ioctl(fd, M_IOWR, buf, True); print(struct.unpack('<I', buf)[0])\n")
     r = ldp(ws, SCRIPTS / "ioctl_counter.py", ws.mnt, options=["--log-file", ws.tmp / "log"],
             cmd=[sys.executable, "-c", py, ws.mnt])
     assert r.returncode == 0, r.describe()
-    # --mode shared: the server cannot reach the caller's memory (no wire request for
-    # ioctl yet): refused with ENOTTY, as the kernel answers the file's placeholder
-    answer = "101" if LDP_MODE == "embedded" else "ENOTTY"
-    assert r.stdout == f"{answer}\nENOTTY\nFalse False\n", r.describe()
+    # --mode shared: the caller's 4 bytes go to the server and back (W_IOCTL)
+    assert r.stdout == "101\nENOTTY\nFalse False\n8\nENOTTY\n102\n", r.describe()
+    assert "does not answer" not in r.stderr, r.describe()
 
 
 # -- wrong answers are named at once

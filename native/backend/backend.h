@@ -130,11 +130,30 @@ struct backend_ops {
      * where the process itself may block). Returns a kernel fd, or -errno. */
     int (*open_special)(int mnt, const char *path, const struct stat *st, int flags);
     /* FUSE's ioctl on an open file: data is the caller's buffer when the request carries
-     * one (_IOC_SIZE), else NULL; returns >= 0 or -errno. NULL: the kernel answers, on the
-     * file the fd holds (the shared mode, where the caller's memory is not the server's) */
+     * one (_IOC_SIZE), else NULL (the shared backend carries those bytes to the server and
+     * back); returns >= 0 or -errno. NULL: the kernel answers, on the file the fd holds */
     int (*ioctl)(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh,
                  unsigned int flags, void *data);
+    /* What an answer about path depends on, as a number that grows whenever any process
+     * changes it through the mount (backend/coherence.h): the core's caches stamp their
+     * answers with it. 0: the backend cannot tell (NULL: the embedded mode, where each
+     * process has its own FS and hears only of its own changes). */
+    uint64_t (*stamp)(int mnt, const char *path);
+    /* A passthrough file this process had open for writing was closed: tell every
+     * process's caches (the kernel wrote it, past the backend). 0: cannot (NULL too). */
+    int (*written)(int mnt, const char *path);
+    /* open(O_CREAT) of a name the core knows nothing about, in one call where the backend
+     * can (the shared server looks it up itself): a missing name whose directory exists is
+     * created (CO_CREATED), an existing regular file opened unless O_EXCL (CO_OPENED, st
+     * holds what getattr said before the open); anything else is left to the core, which
+     * looks up and creates or opens as usual (CO_EXISTS with st, or CO_ASK). mode has the
+     * umask applied; parent_is_dir: the core knows the name's directory is one. Returns
+     * the open's result (>= 0, OPEN_* in res) or -errno for CO_CREATED/CO_OPENED. NULL:
+     * the core always looks up first. */
+    int (*create_open)(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
+                       struct open_result *res, struct stat *st, int *outcome);
 };
+enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions
  * for its own work other than inside the guard, which the core holds during calls). */

@@ -14,6 +14,9 @@
  * groups, set per thread, from the kernel's word for the connection), FIFOs are opened by
  * the clients themselves, and what a process held is released when its last connection
  * closes (a closed socket is how the server learns that a client died).
+ * After each operation that changes a name, the server bumps that name's counters in the
+ * table every client maps (backend/coherence.h), before the answer leaves: every
+ * process's caches hear of it.
  * Python-facing entry points: _embedded.serve_init() builds the FS objects;
  * _embedded.serve_start(listen_fd, thread_safe) starts accepting; serve_loop() serves
  * until serve_stop().
@@ -21,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "backend.h"
+#include "coherence.h"
 #include "wire.h"
 #include "channel.h"
 #include <linux/futex.h>
@@ -36,6 +40,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <sched.h>
@@ -252,6 +257,118 @@ static void sfifo_renamed(int mnt, const char *from, const char *to)
             }
         }
     pthread_mutex_unlock(&sfifo_lock);
+}
+
+/* ---- coherence: the table of change counters every client maps
+ * (backend/coherence.h), bumped after each operation that changes a name, before its
+ * answer leaves: a process that hears "done" and tells another one finds the other's
+ * caches already forgetting. */
+static struct coherence *coh;
+static int coh_fd = -1;
+static pthread_once_t coh_once = PTHREAD_ONCE_INIT;
+
+static void coh_make(void)
+{
+    int fd = memfd_create("ldpfuse:coherence", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof *coh) == 0)
+        m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* clients bump written[] themselves; nobody may shrink it under the others' mappings */
+    if (m == MAP_FAILED || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        if (m != MAP_FAILED)
+            munmap(m, sizeof *coh);
+        close(fd);
+        return;
+    }
+    struct coherence *t = m;
+    t->magic = COH_MAGIC;
+    t->global = 1;
+    __atomic_store_n(&coh, t, __ATOMIC_RELEASE);
+    coh_fd = fd;
+}
+
+/* The counters one operation bumps. */
+struct coh_change {
+    unsigned self[4], below[2];
+    int nself, nbelow;
+};
+
+/* A name made, removed, or its permissions changed: itself, what lies below it, its
+ * directory's listing (parent != 0). */
+static void coh_name(struct coh_change *c, int mnt, const char *path, int parent)
+{
+    if (c->nself > 2 || c->nbelow > 1)
+        return;
+    c->self[c->nself++] = coh_slot(mnt, path, strlen(path));
+    if (parent)
+        c->self[c->nself++] = coh_parent_slot(mnt, path);
+    c->below[c->nbelow++] = coh_slot(mnt, path, strlen(path));
+}
+
+/* How much the change adds to path's stamp (coherence_stamp's sum, counter by counter). */
+static uint64_t coh_share(const struct coh_change *c, int mnt, const char *path)
+{
+    uint64_t n = 0;
+    size_t len = strlen(path);
+    unsigned me = coh_slot(mnt, path, len);
+    for (int i = 0; i < c->nself; i++)
+        n += c->self[i] == me;
+    for (size_t i = 0; i < len && len > 1; i++) {
+        if (path[i] != '/')
+            continue;
+        unsigned above = coh_slot(mnt, path, i ? i : 1);
+        for (int j = 0; j < c->nbelow; j++)
+            n += c->below[j] == above;
+    }
+    return n;
+}
+
+/* What the operation rq (answered r) changed, bumped. Returns the stamp of path just after
+ * it, or 0 if another change may have come in between (before is path's stamp before it). */
+static uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const char *path2, int64_t r,
+                            uint64_t before)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t == NULL || (r < 0 && r != -EIO))      /* EIO: an exception, maybe half done */
+        return 0;
+    struct coh_change c = { .nself = 0 };
+    int mnt = rq->mnt;
+    int64_t open_flags = op == W_OPEN && rq->op == W_CREATE_OPEN ? rq->b : rq->a;
+    switch (op) {
+    case W_MKNOD: case W_MKDIR: case W_UNLINK: case W_RMDIR: case W_SYMLINK: case W_CREATE:
+        coh_name(&c, mnt, path, 1);
+        break;
+    case W_RENAME:
+        coh_name(&c, mnt, path, 1);
+        coh_name(&c, mnt, path2, 1);
+        break;
+    case W_LINK:
+        coh_name(&c, mnt, path, 1);
+        c.self[c.nself++] = coh_slot(mnt, path2, strlen(path2));   /* its link count */
+        break;
+    case W_CHMOD: case W_CHOWN: case W_SETXATTR: case W_REMOVEXATTR:
+        coh_name(&c, mnt, path, 0);       /* who may reach what lies below, too */
+        break;
+    case W_OPEN:
+        if (!(open_flags & O_TRUNC) || (open_flags & O_ACCMODE) == O_RDONLY)
+            return 0;
+        /* fall through */
+    case W_TRUNCATE: case W_UTIMENS: case W_WRITE: case W_APPEND:
+        c.self[c.nself++] = coh_slot(mnt, path, strlen(path));
+        break;
+    default:
+        return 0;
+    }
+    for (int i = 0; i < c.nself; i++)
+        __atomic_add_fetch(&t->self[c.self[i]], 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < c.nbelow; i++)
+        __atomic_add_fetch(&t->below[c.below[i]], 1, __ATOMIC_RELEASE);
+    if (before == 0 || r < 0)
+        return 0;
+    uint64_t after = coherence_stamp(t, mnt, path);
+    return after == before + coh_share(&c, mnt, path) ? after : 0;
 }
 
 /* ---- clients: one connection (and channel) per client thread; what a process holds is
@@ -604,6 +721,11 @@ static void do_op(struct client *cl)
     request_identity(cl, rq);
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     current = cl;
+    /* a name that goes away: the client may keep it as missing (wire.h), from this stamp */
+    int goes = rq->op == W_UNLINK || rq->op == W_RMDIR;
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    uint64_t before = goes && t ? coherence_stamp(t, mnt, path) : 0;
+    int changed_as = rq->op;        /* what coherence hears this request did */
     switch (rq->op) {
     case W_GETATTR:
         r = ops->getattr(mnt, path, fhp, (struct stat *)small);
@@ -765,8 +887,94 @@ static void do_op(struct client *cl)
         }
         break;
     }
+    case W_CREATE_OPEN: {
+        /* the client's lookup, then its create or open, in one round trip */
+        struct wire_create_open *ans = calloc(1, sizeof *ans);
+        if (ans == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        out = ans;
+        out_len = sizeof *ans;
+        int flags = (int)rq->b;
+        struct open_result res = { .passthrough_fd = -1 };
+        changed_as = 0;
+        r = ops->getattr(mnt, path, NULL, &ans->st);
+        if (r == 0 && ((flags & O_EXCL) || !S_ISREG(ans->st.st_mode))) {
+            ans->outcome = CO_EXISTS;
+            break;
+        }
+        if (r == 0) {
+            ans->outcome = CO_OPENED;
+            changed_as = W_OPEN;
+            flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
+            r = ops->open(mnt, path, flags, &res);
+        } else if (r == -ENOENT) {
+            /* a directory the FS does not know as one (missing, a symlink it leaves to
+             * the caller to follow): the client looks the way the kernel would */
+            int dir_ok = rq->c != 0;
+            if (!dir_ok) {
+                const char *slash = strrchr(path, '/');
+                size_t dl = slash && slash != path ? (size_t)(slash - path) : 1;
+                char *dir = strndup(path, dl);
+                struct stat dst;
+                dir_ok = dir && ops->getattr(mnt, dir, NULL, &dst) == 0 && S_ISDIR(dst.st_mode);
+                free(dir);
+            }
+            if (!dir_ok) {
+                r = 0;
+                ans->outcome = CO_ASK;
+                break;
+            }
+            ans->outcome = CO_CREATED;
+            changed_as = W_CREATE;
+            flags &= ~O_NOCTTY;
+            r = ops->create(mnt, path, (mode_t)rq->a, flags, &res);
+        } else {
+            r = 0;
+            ans->outcome = CO_ASK;      /* its own lookup gives the client its own error */
+            break;
+        }
+        fh = res.fh;
+        pass_fd = r >= 0 ? res.passthrough_fd : -1;
+        if (r >= 0 && pass_fd < 0)
+            handle_add(cl, W_OPEN, mnt, path, flags, fh);
+        if (r >= 0)
+            r = res.open_flags;
+        break;
+    }
+    case W_COHERENCE:
+        pthread_once(&coh_once, coh_make);
+        pass_fd = coh_fd >= 0 ? fcntl(coh_fd, F_DUPFD_CLOEXEC, 0) : -1;
+        r = coh_fd < 0 ? -ENOSYS : pass_fd < 0 ? -errno : 0;
+        break;
+    case W_IOCTL: {
+        /* the caller's buffer came along (its _IOC_SIZE bytes), and goes back */
+        unsigned int cmd = (unsigned int)rq->a;
+        size_t size = rq->data_len;
+        if (size != 0 && size != _IOC_SIZE(cmd)) {
+            r = -EINVAL;
+            break;
+        }
+        out = size ? malloc(size) : NULL;
+        if (size && out == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        if (size)
+            memcpy(out, data, size);
+        r = ops->ioctl ? ops->ioctl(mnt, path, cmd, (void *)(intptr_t)rq->b, rq->fh, (unsigned int)rq->c,
+                                    size ? out : NULL)
+                       : -ENOTTY;
+        if (r >= 0)
+            out_len = size;
+        break;
+    }
     default: r = -ENOSYS;
     }
+    uint64_t after = coh_changed(rq, changed_as, path, path2, r, before);
+    if (goes)
+        fh = after;
     current = NULL;
     cl->r = r;
     cl->fh = fh;

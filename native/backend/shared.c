@@ -9,11 +9,17 @@
  * each other; a forked child makes its own. Passthrough opens come back as the lower fd
  * itself (SCM_RIGHTS): data still never leaves the kernel. If the server is gone, every
  * call fails with EIO at once.
+ * What this process caches (attributes, missing names, open decisions, listings) is
+ * stamped with the server's change counters (backend/coherence.h, mapped at the first
+ * answer kept), so every process hears of every change at once.
  */
 #include "../ldpfuse.h"
+#include "coherence.h"
 #include "wire.h"
 #include "channel.h"
 #include <pthread.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -142,13 +148,26 @@ static int sh_mkdir(int mnt, const char *path, mode_t mode)
 {
     return simple(W_MKDIR, mnt, path, NULL, mode, 0, NULL);
 }
+/* A name this process removed (unlink, rmdir) is kept as missing, from the
+ * stamp the server read just after (0: another change may have come in between), so that
+ * the create cycle's next open(O_CREAT) of it asks nothing before it creates. */
+static int gone(int op, int mnt, const char *path, const char *path2)
+{
+    uint64_t own = attrcache_stamp(mnt, NULL);
+    CALL(op, mnt, path);
+    c.path2 = path2;
+    int r = (int)xact(&c);
+    if (r == 0 && c.fh != 0)
+        attrcache_put(mnt, path, NULL, own + c.fh);
+    return r;
+}
 static int sh_unlink(int mnt, const char *path)
 {
-    return simple(W_UNLINK, mnt, path, NULL, 0, 0, NULL);
+    return gone(W_UNLINK, mnt, path, NULL);
 }
 static int sh_rmdir(int mnt, const char *path)
 {
-    return simple(W_RMDIR, mnt, path, NULL, 0, 0, NULL);
+    return gone(W_RMDIR, mnt, path, NULL);
 }
 static int sh_symlink(int mnt, const char *linkpath, const char *target)
 {
@@ -156,6 +175,8 @@ static int sh_symlink(int mnt, const char *linkpath, const char *target)
 }
 static int sh_rename(int mnt, const char *from, const char *to)
 {
+    /* not gone(): renaming a name onto itself, or onto another link of its file, leaves
+     * it where it was */
     return simple(W_RENAME, mnt, from, to, 0, 0, NULL);
 }
 static int sh_link(int mnt, const char *newpath, const char *oldpath)
@@ -179,15 +200,13 @@ static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
 /* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
  * this process opens that file itself for the same path and flags (its own rights apply,
  * as they would in the server), with no round trip. They live as long as the attribute
- * cache's answers: any change this process makes through the mount, or a child it waited
- * for, forgets them all (attrcache_generation); another process's change is seen after
- * attr_timeout. */
+ * cache's answers, stamped the same way (attrcache_stamp): a change any process makes to
+ * the name through the mount, or a child this one waited for, forgets it. */
 #define OPENCACHE_SLOTS 4096
 #define DECISION_WAYS 4
 struct open_decision {
     int mnt, flags;
-    uint64_t gen;           /* attrcache_generation(): a change this process made, or a
-                             * child it waited for, forgets every decision */
+    uint64_t gen;           /* attrcache_stamp() of the path when the server was asked */
     char *path, *lower;
     struct timespec expires;
 };
@@ -230,16 +249,15 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     clock_gettime(CLOCK_MONOTONIC, &now);
     double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
     pthread_mutex_lock(&decisions_lock);
-    /* DECISION_WAYS slots per set: this name's, else an empty or stale one, else the one
-     * that expires first */
+    /* DECISION_WAYS slots per set: this name's, else an empty one, else the one that
+     * expires first */
     struct open_decision *set = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)], *d = set;
     for (struct open_decision *e = set; e < set + DECISION_WAYS; e++) {
-        if (e->path && e->gen == gen && e->mnt == mnt && strcmp(e->path, path) == 0) {
+        if (e->path && e->mnt == mnt && e->flags == (flags & DECISION_FLAGS) && strcmp(e->path, path) == 0) {
             d = e;
             break;
         }
-        int d_live = d->path && d->gen == gen, e_live = e->path && e->gen == gen;
-        if (d_live && (!e_live || later(&d->expires, &e->expires)))
+        if (d->path && (!e->path || later(&d->expires, &e->expires)))
             d = e;
     }
     free(d->path);
@@ -261,7 +279,7 @@ static int decision_open(int mnt, const char *path, int flags)
     int found = 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t gen = attrcache_generation();
+    uint64_t gen = attrcache_stamp(mnt, path);
     pthread_mutex_lock(&decisions_lock);
     struct open_decision *d = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)];
     for (int way = 0; way < DECISION_WAYS && !found; way++, d++)
@@ -281,7 +299,7 @@ static int decision_open(int mnt, const char *path, int flags)
 
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
-    uint64_t gen = attrcache_generation();     /* a change during the call: not kept */
+    uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
     c.rq.b = b;
@@ -314,6 +332,38 @@ static int sh_open(int mnt, const char *path, int flags, struct open_result *res
 static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
 {
     return open_common(W_CREATE, mnt, path, mode, flags, res);
+}
+
+/* open(O_CREAT) of a name this process knows nothing about: the server looks it up and
+ * creates or opens it, one round trip instead of a lookup and then a create. */
+static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
+                          struct open_result *res, struct stat *st, int *outcome)
+{
+    struct wire_create_open ans = { .outcome = CO_ASK };
+    CALL(W_CREATE_OPEN, mnt, path);
+    c.rq.a = mode;
+    c.rq.b = flags;
+    c.rq.c = parent_is_dir;
+    c.out = &ans;
+    c.out_cap = sizeof ans;
+    int64_t r = xact(&c);
+    res->passthrough_fd = c.fd;
+    res->fh = c.fh;
+    res->open_flags = r >= 0 ? (unsigned)r : 0;
+    if (r < 0 && c.fd >= 0) {
+        REAL(close)(c.fd);
+        res->passthrough_fd = -1;
+    }
+    if (c.out_len != sizeof ans) {      /* an error before any answer: the core asks */
+        if (res->passthrough_fd >= 0)
+            REAL(close)(res->passthrough_fd);
+        res->passthrough_fd = -1;
+        *outcome = CO_ASK;
+        return r < 0 ? (int)r : -EIO;
+    }
+    *outcome = ans.outcome;
+    *st = ans.st;
+    return r < 0 ? (int)r : 0;
 }
 
 static ssize_t sh_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
@@ -376,10 +426,10 @@ static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
     return simple(W_FSYNC, mnt, path, NULL, datasync, 0, &fh);
 }
 /* ---- listings: a directory's readdir() answer is kept like the attributes (attr_timeout,
- * forgotten with the attribute cache's generation: at once after a change this process
- * made or a child it waited for), so `ls`, `find` and `make` list a directory once per
- * attr_timeout, not once per opendir. A cached opendir answers LISTING_FH without a round
- * trip and its releasedir is local too. */
+ * stamped with attrcache_stamp of the directory: forgotten at once when any process makes
+ * or removes a name in it, or after a child this one waited for), so `ls`, `find` and
+ * `make` list a directory once per attr_timeout, not once per opendir. A cached opendir
+ * answers LISTING_FH without a round trip and its releasedir is local too. */
 #define LISTING_SLOTS 64
 #define LISTING_WAYS 4
 #define LISTING_MAX (1u << 20)          /* bytes of names: a bigger one is not kept */
@@ -417,8 +467,9 @@ static int listing_copy(int mnt, const char *path, struct dirlist *out)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     int r = -1;
+    uint64_t gen = attrcache_stamp(mnt, path);
     pthread_mutex_lock(&listings_lock);
-    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    struct listing *l = listing_find(mnt, path, gen, &now);
     if (l) {
         r = 0;
         for (size_t i = 0; i < l->list.n && r == 0; i++) {
@@ -459,9 +510,7 @@ static void listing_keep(int mnt, const char *path, const struct dirlist *list, 
             d = l;
             break;
         }
-        int d_live = d->path && d->gen == gen && later(&d->expires, &now);
-        int l_live = l->path && l->gen == gen && later(&l->expires, &now);
-        if (d_live && (!l_live || later(&d->expires, &l->expires)))
+        if (d->path && (!l->path || later(&d->expires, &l->expires)))
             d = l;
     }
     free(d->path);
@@ -508,8 +557,9 @@ static int sh_opendir(int mnt, const char *path, uint64_t *fh)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t gen = attrcache_stamp(mnt, path);
     pthread_mutex_lock(&listings_lock);
-    struct listing *l = listing_find(mnt, path, attrcache_generation(), &now);
+    struct listing *l = listing_find(mnt, path, gen, &now);
     pthread_mutex_unlock(&listings_lock);
     if (l) {
         *fh = LISTING_FH;
@@ -533,7 +583,7 @@ static int sh_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
         simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &real);
         return r;
     }
-    uint64_t gen = attrcache_generation();
+    uint64_t gen = attrcache_stamp(mnt, path);
     int r = readdir_call(mnt, path, fh, out);
     if (r >= 0)
         listing_keep(mnt, path, out, gen);
@@ -635,6 +685,98 @@ static int sh_open_special(int mnt, const char *path, const struct stat *st, int
     return fd;
 }
 
+
+/* ---- coherence: the server's table of change counters (backend/coherence.h), mapped at
+ * the first answer this process wants to keep; after fork the child has it too. This
+ * process writes only written[]. Refused (an older server, no memfd): 0, and the caches hear only of this process's
+ * own changes, for attr_timeout. */
+static struct coherence *coh;
+static int coh_refused;
+static pthread_mutex_t coh_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void coh_map(void)
+{
+    pthread_mutex_lock(&coh_lock);
+    if (coh == NULL && !coh_refused) {
+        CALL(W_COHERENCE, 0, "/");
+        int64_t r = xact(&c);
+        void *m = MAP_FAILED;
+        if (r >= 0 && c.fd >= 0)
+            m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
+        if (c.fd >= 0)
+            REAL(close)(c.fd);
+        if (m != MAP_FAILED && ((struct coherence *)m)->magic == COH_MAGIC)
+            __atomic_store_n(&coh, (struct coherence *)m, __ATOMIC_RELEASE);
+        else if (r != -EIO)         /* EIO: no server now; every call fails anyway */
+            coh_refused = 1;
+    }
+    pthread_mutex_unlock(&coh_lock);
+}
+
+static uint64_t sh_stamp(int mnt, const char *path)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (UNLIKELY(t == NULL)) {
+        if (coh_refused)
+            return 0;
+        coh_map();
+        if ((t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE)) == NULL)
+            return 0;
+    }
+    return coherence_stamp(t, mnt, path);
+}
+
+/* This process wrote a passthrough file and closed it: every process's answers about it
+ * are forgotten. 0: there is no table (the caller forgets its own). */
+static int sh_written(int mnt, const char *path)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t == NULL && !coh_refused) {
+        coh_map();      /* a program that only wrote an fd it inherited (`prog >> f`) */
+        t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    }
+    if (t == NULL)
+        return 0;
+    __atomic_add_fetch(&t->written[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
+ * written back only where the file system changed them (a request that only reads the
+ * caller's buffer may point at read-only memory). Many requests carry a number, not an
+ * address, whatever their _IOC_SIZE says (FICLONE's is an fd): the bytes are read with
+ * process_vm_readv, so an address that is not one sends no data (the FS gets data None,
+ * and arg as the number it is) instead of faulting. */
+static int sh_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint64_t fh, unsigned int flags,
+                    void *data)
+{
+    size_t size = data ? _IOC_SIZE(cmd) : 0;
+    char *in = size ? malloc(2 * size) : NULL, *back = in ? in + size : NULL;
+    if (size && in == NULL)
+        return -ENOMEM;
+    struct iovec mine = { in, size }, theirs = { data, size };
+    if (size && process_vm_readv(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)size)
+        size = 0;
+    CALL(W_IOCTL, mnt, path);
+    c.rq.a = cmd;
+    c.rq.b = (int64_t)(intptr_t)arg;
+    c.rq.c = flags;
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    c.data = in;
+    c.data_len = size;
+    c.out = back;
+    c.out_cap = size;
+    int64_t r = xact(&c);
+    if (r >= 0 && size && c.out_len == size && memcmp(back, in, size) != 0) {
+        mine.iov_base = back;
+        if (process_vm_writev(getpid(), &mine, 1, &theirs, 1, 0) != (ssize_t)size)
+            r = -EFAULT;
+    }
+    free(in);
+    return (int)r;
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -646,7 +788,8 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
-    .open_special = sh_open_special,
+    .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
+    .written = sh_written, .create_open = sh_create_open,
 };
 
 static void atfork_child(void)
@@ -654,6 +797,7 @@ static void atfork_child(void)
     channel_atfork_child();
     pthread_mutex_init(&decisions_lock, NULL);
     pthread_mutex_init(&listings_lock, NULL);
+    pthread_mutex_init(&coh_lock, NULL);
 }
 
 struct backend_ops *backend_shared_init(void)

@@ -33,7 +33,23 @@ enum wire_op {
     W_CACHE_CLOSE,  /* a process let go of the file's page cache */
     W_FIFO,         /* a FIFO of the FS: the answer is the path of the real FIFO that
                        stands for it (owner and mode from getattr), for the client to open */
+    W_COHERENCE,    /* the server's table of change counters (backend/coherence.h): its
+                       memfd rides along, for the client to map */
+    W_IOCTL,        /* ioctl(fh, a = cmd, b = the caller's arg as a number, c = flags): data
+                       is the caller's _IOC_SIZE(cmd) bytes (none: arg is no address), and
+                       so is the answer's */
+    W_CREATE_OPEN,  /* open(O_CREAT) in one round trip (backend.h create_open): a = mode,
+                       b = flags, c = 1 if the client knows the directory is one; the
+                       answer's data is a struct wire_create_open, its result and fh (and
+                       fd) those of the create or open it made */
 };
+struct wire_create_open {
+    int32_t outcome;        /* CO_* (backend.h) */
+    int32_t pad;
+    struct stat st;         /* CO_OPENED, CO_EXISTS: what getattr said */
+};
+/* W_UNLINK and W_RMDIR answer in fh the coherence stamp of the name gone just after, or 0
+ * if another change may have come in between. */
 
 struct wire_req {
     uint32_t len;           /* bytes after this header */

@@ -34,11 +34,20 @@ int vpath_name_too_long(const char *path)
     return 0;
 }
 
-static int getattr_once(const struct vpath *vp, struct stat *st)
+/* *asked: the stamp taken before the FS was asked (attrcache_stamp), 0 if the cache
+ * answered (a missing name it knew: ENOENT). */
+static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked)
 {
+    if (asked)
+        *asked = 0;
     /* a cached answer was a lookup of this very path that passed the checks below */
-    if (attrcache_get(vp->mnt, vp->path, st))
-        return 0;
+    int known = attrcache_get(vp->mnt, vp->path, st);
+    if (known) {
+        if (known > 0)
+            return 0;
+        errno = ENOENT;
+        return -1;
+    }
     if (UNLIKELY(vpath_name_too_long(vp->path))) {
         errno = ENAMETOOLONG;
         return -1;
@@ -48,16 +57,18 @@ static int getattr_once(const struct vpath *vp, struct stat *st)
         errno = EIO;
         return -1;
     }
-    uint64_t gen = attrcache_generation();
+    uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
     guard_enter();
     int r = be->getattr(vp->mnt, vp->path, NULL, st);
     guard_leave();
+    if (asked)
+        *asked = stamp;
     if (r < 0) {
         errno = -r;
         return -1;
     }
     fixup(vp, st);
-    attrcache_put(vp->mnt, vp->path, st, gen);
+    attrcache_put(vp->mnt, vp->path, st, stamp);
     return 0;
 }
 
@@ -108,7 +119,7 @@ int vfs_resolve_parents(struct vpath *vp)
             struct vpath pv = { .mnt = vp->mnt };
             memcpy(pv.path, prefix, strlen(prefix) + 1);
             struct stat st;
-            if (getattr_once(&pv, &st) < 0)
+            if (getattr_once(&pv, &st, NULL) < 0)
                 return changed;
             if (S_ISLNK(st.st_mode)) {
                 char abs[PATH_MAX], joined[PATH_MAX];
@@ -134,21 +145,29 @@ int vfs_resolve_parents(struct vpath *vp)
     return -1;
 }
 
-/* getattr_once, retried once after resolving symlinks among the directory components */
+/* getattr_once, retried once after resolving symlinks among the directory components. A
+ * name found missing with no symlink above it is kept as missing (where the cache keeps
+ * missing names, attrcache_put), so the next lookup of it asks nothing at all. */
 static int lookup(struct vpath *vp, struct stat *st)
 {
-    if (getattr_once(vp, st) == 0)
+    uint64_t asked;
+    if (getattr_once(vp, st, &asked) == 0)
         return 0;
     int e = errno;
+    if (e == ENOENT && asked == 0)
+        return -1;      /* known missing: its directories were walked when it was kept */
     if (e != ENOENT && e != ENOTDIR)
         return -1;
     int changed = vfs_resolve_parents(vp);
     if (changed <= 0) {
-        if (changed == 0)
+        if (changed == 0) {
+            if (e == ENOENT)
+                attrcache_put(vp->mnt, vp->path, NULL, asked);
             errno = e;  /* the FS calls on the way may have changed it */
+        }
         return -1;
     }
-    return getattr_once(vp, st);
+    return getattr_once(vp, st, NULL);
 }
 
 int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, int *state)

@@ -3,10 +3,20 @@
  * default 1 s, 0 turns it off), so stat-heavy programs (make, git status, ls -l) pay one
  * Python call per name per second instead of one per stat.
  *
- * Any modifying operation of this process bumps a generation and so empties the cache at
- * once; while a passthrough file is open for writing here, the kernel changes its size and
- * times behind us, so the cache is not used at all. Other processes' changes are seen
- * after at most the timeout, as with FUSE.
+ * Each answer is stamped (attrcache_stamp) with what it depends on, taken before the FS was
+ * asked: this process's own generation, bumped by changes no backend tells of (a child it
+ * waited for, a passthrough writer closed; and in the embedded mode every change this
+ * process makes), plus the backend's stamp of the path. The shared backend's stamp is the
+ * server's table of change counters (backend/coherence.h), so a change any process makes
+ * through the mount is seen by every process at once, and a change to one name forgets
+ * only the answers about that name and its directory. An answer whose stamp moved is not
+ * used. While a passthrough file is open for writing here, the kernel changes its size
+ * and times behind us, so the cache is not used at all.
+ *
+ * Missing names are kept too (st_mode 0: ENOENT), but only where the backend tells of
+ * every change (coherent): a name another process creates must not stay missing here.
+ * There, a file with several names (hard links) is not kept: a change through one name
+ * is told under that name only.
  */
 #include "../ldpfuse.h"
 #include <pthread.h>
@@ -19,7 +29,7 @@
 #define MAXPATH 256             /* longer paths are not cached */
 
 struct slot {
-    uint64_t gen;
+    uint64_t gen;                   /* the stamp of the answer; 0: empty */
     uint64_t hash;
     int mnt;
     struct timespec expires;
@@ -29,7 +39,7 @@ struct slot {
 
 static struct slot *slots;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t generation = 1;
+static uint64_t generation = 1;    /* this process's changes that no backend tells of */
 static struct timespec timeout = { 1, 0 };
 static int enabled = -1;
 int ldp_writers;                /* passthrough fds open for writing in this process */
@@ -60,6 +70,29 @@ static int later(const struct timespec *a, const struct timespec *b)
     return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
 }
 
+/* The backend's stamp of path (0: it has none); path NULL: only our own generation. */
+static uint64_t backend_stamp(int mnt, const char *path)
+{
+    struct backend_ops *be = path ? backend_get() : NULL;
+    if (be == NULL || be->stamp == NULL)
+        return 0;
+    guard_enter();
+    uint64_t s = be->stamp(mnt, path);
+    guard_leave();
+    return s;
+}
+
+uint64_t attrcache_stamp(int mnt, const char *path)
+{
+    return __atomic_load_n(&generation, __ATOMIC_ACQUIRE) + backend_stamp(mnt, path);
+}
+
+int attrcache_coherent(void)
+{
+    return backend_stamp(0, "/") != 0;
+}
+
+/* 1: st filled; -1: the name is known missing (ENOENT); 0: ask the FS */
 int attrcache_get(int mnt, const char *path, struct stat *st)
 {
     if (!cache_on() || __atomic_load_n(&slots, __ATOMIC_ACQUIRE) == NULL)
@@ -73,14 +106,15 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
     int hit = 0;
     if (holding)
         return 0;
+    uint64_t g = attrcache_stamp(mnt, path);
     holding = 1;
     pthread_mutex_lock(&lock);
-    uint64_t g = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     for (struct slot *s = &slots[h & (SLOTS - WAYS)]; s < &slots[(h & (SLOTS - WAYS)) + WAYS]; s++)
         if (s->gen == g && s->hash == h && s->mnt == mnt && later(&s->expires, &now) &&
             memcmp(s->path, path, len + 1) == 0) {
-            *st = s->st;
-            hit = 1;
+            hit = s->st.st_mode ? 1 : -1;
+            if (hit > 0)
+                *st = s->st;
             break;
         }
     pthread_mutex_unlock(&lock);
@@ -88,10 +122,23 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
     return hit;
 }
 
-void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t gen_before)
+/* st NULL: the name is missing (kept only where the backend is coherent). stamp: taken
+ * before the FS was asked (an answer made stale during the call is not kept). */
+void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t stamp)
 {
     if (!cache_on())
         return;
+    struct stat missing;
+    if (st == NULL) {
+        if (!attrcache_coherent())
+            return;
+        memset(&missing, 0, sizeof missing);
+        st = &missing;
+    } else if (st->st_mode == 0) {
+        return;
+    } else if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 && attrcache_coherent()) {
+        return;     /* its other names change it too, and their changes are told by name */
+    }
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
     if (len >= MAXPATH)
@@ -100,22 +147,22 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     if (holding)
         return;
+    /* a change that happened during the FS call makes this answer possibly stale */
+    uint64_t g = attrcache_stamp(mnt, path);
     holding = 1;
     pthread_mutex_lock(&lock);
     if (slots == NULL)
         __atomic_store_n(&slots, calloc(SLOTS, sizeof *slots), __ATOMIC_RELEASE);
-    /* a change that happened during the FS call makes this answer possibly stale */
-    uint64_t g = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
-    if (slots && gen_before == g) {
-        /* WAYS slots per set: the same name's, else a stale one, else the one that
-         * expires first */
+    if (slots && stamp == g) {
+        /* WAYS slots per set: the same name's, else the one that expires first (an
+         * empty one never expires later than any) */
         struct slot *set = &slots[h & (SLOTS - WAYS)], *s = set;
         for (struct slot *t = set; t < set + WAYS; t++) {
-            if (t->gen == g && t->hash == h && t->mnt == mnt) {
+            if (t->hash == h && t->mnt == mnt && memcmp(t->path, path, len + 1) == 0) {
                 s = t;
                 break;
             }
-            if (s->gen == g && (t->gen != g || later(&s->expires, &t->expires)))
+            if (later(&s->expires, &t->expires))
                 s = t;
         }
         s->gen = g;
@@ -134,14 +181,17 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t ge
     holding = 0;
 }
 
-uint64_t attrcache_generation(void)
-{
-    return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
-}
-
 void attrcache_invalidate(void)
 {
     __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
+}
+
+/* This process changed something through the backend: a coherent backend has told every
+ * process (this one included) of that very name; otherwise everything is forgotten. */
+void attrcache_changed(void)
+{
+    if (!attrcache_coherent())
+        attrcache_invalidate();
 }
 
 void attrcache_fork(int phase)

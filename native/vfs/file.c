@@ -30,11 +30,17 @@ void vfile_unref(struct vfile *v)
 {
     if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    struct backend_ops *be = backend_get();
     if (v->kind == VF_WRITER) {
-        attrcache_invalidate();
+        /* the kernel wrote it behind the backend: every process forgets it, else this one
+         * forgets everything */
+        guard_enter();
+        int told = be && be->written && be->written(v->mnt, v->path);
+        guard_leave();
+        if (!told)
+            attrcache_invalidate();
         __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     }
-    struct backend_ops *be = backend_get();
     if (be && v->fh_valid == 1) {       /* 2: inherited through fork, the parent's */
         guard_enter();
         if (v->kind == VF_FILE)
@@ -236,6 +242,68 @@ static int open_passthrough(const struct vpath *vp, int pfd, int flags)
     return pfd;
 }
 
+/* The FS created (exists 0) or opened (exists 1, st its attributes) the file: give the
+ * program its fd. */
+static int open_made(const struct vpath *vp, int flags, int exists, const struct stat *st,
+                     struct open_result *res)
+{
+    struct backend_ops *be = backend_get();
+    if (!exists || (flags & O_TRUNC))
+        attrcache_changed();
+    if (res->passthrough_fd >= 0)
+        return open_passthrough(vp, res->passthrough_fd, flags);
+    int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+    if (trunc) {
+        guard_enter();
+        int r = be->truncate(vp->mnt, vp->path, 0, &res->fh);
+        guard_leave();
+        if (r < 0) {
+            release_fh(vp, flags, res->fh);
+            return be_errno(r);
+        }
+        pcache_truncated(vp->mnt, vp->path, 0);
+    }
+    /* size_known: 1 created (empty, unless another process got there first), 2 truncated */
+    return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc ? 2 : !exists);
+}
+
+/* open(O_CREAT) of a name the attribute cache knows nothing about, in one backend call
+ * (backend.h create_open). Returns the fd or -1 with errno, or -2: look up as usual. */
+static int create_open(const struct vpath *vp, int flags, mode_t mode)
+{
+    struct backend_ops *be = backend_get();
+    struct stat st;
+    if (be->create_open == NULL || (flags & (O_PATH | O_DIRECTORY)) || vp->trailing_slash ||
+        attrcache_get(vp->mnt, vp->path, &st) != 0 || vpath_name_too_long(vp->path))
+        return -2;
+    /* the directory as the cache knows it: a directory, or let the server look */
+    struct vpath dir = { .mnt = vp->mnt };
+    const char *slash = strrchr(vp->path, '/');
+    size_t dl = slash && slash != vp->path ? (size_t)(slash - vp->path) : 1;
+    memcpy(dir.path, vp->path, dl);
+    dir.path[dl] = '\0';
+    int parent_is_dir = attrcache_get(dir.mnt, dir.path, &st) > 0 && S_ISDIR(st.st_mode);
+    struct open_result res = { .passthrough_fd = -1 };
+    int outcome;
+    guard_enter();
+    int r = be->create_open(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY,
+                            parent_is_dir, &res, &st, &outcome);
+    guard_leave();
+    if (outcome == CO_EXISTS && (flags & O_EXCL)) {
+        errno = EEXIST;
+        return -1;
+    }
+    if (outcome != CO_CREATED && outcome != CO_OPENED)
+        return -2;
+    if (r == -ENOENT && outcome == CO_OPENED)
+        return -2;      /* removed between the server's lookup and its open */
+    if (r < 0)
+        return be_errno(r);
+    if (outcome == CO_OPENED)
+        vfs_patch_open_size(vp, &st);
+    return open_made(vp, flags, outcome == CO_OPENED, &st, &res);
+}
+
 int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
 {
     struct backend_ops *be = backend_get();
@@ -244,6 +312,11 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         return -1;
     }
     struct vpath vp = *vp0;
+    if (flags & O_CREAT) {
+        int fd = create_open(&vp, flags, mode);
+        if (fd != -2)
+            return fd;
+    }
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
     struct stat st;
     int looked = LOOKED_UNKNOWN;
@@ -331,23 +404,7 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         if (r < 0)
             return be_errno(r);
     }
-    if (!exists || (flags & O_TRUNC))
-        attrcache_invalidate();
-    if (res.passthrough_fd >= 0)
-        return open_passthrough(&vp, res.passthrough_fd, flags);
-    int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
-    if (trunc) {
-        guard_enter();
-        r = be->truncate(vp.mnt, vp.path, 0, &res.fh);
-        guard_leave();
-        if (r < 0) {
-            release_fh(&vp, flags, res.fh);
-            return be_errno(r);
-        }
-        pcache_truncated(vp.mnt, vp.path, 0);
-    }
-    /* size_known: 1 created (empty, unless another process got there first), 2 truncated */
-    return open_cached(&vp, flags, &res, exists && !trunc ? st.st_size : 0, trunc ? 2 : !exists);
+    return open_made(&vp, flags, exists, &st, &res);
 }
 
 /* What close() of one duplicate does: flush (the data is already in the FS, but for stores
@@ -508,15 +565,23 @@ void vfs_unlinked(int mnt, const char *path)
     pcache_unlinked(mnt, path);
 }
 
-/* At exit, and before exec: stores through shared mappings reach the FS. */
+/* At exit, and before exec: stores through shared mappings reach the FS, and every
+ * process hears that the passthrough files still open for writing here were written (a
+ * program that exits without closing its output, `prog > f`, tells at its exit). */
 void ldp_sync_all(void)
 {
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
         return;
+    struct backend_ops *be = NULL;
     for (int fd = 0; fd <= fdtable_max(); fd++) {
         struct vfile *v = fdtable_get(fd);
         if (v && v->kind == VF_FILE)
             pcache_sync_untracked(v);
+        if (v && v->kind == VF_WRITER && (be || (be = backend_get()) != NULL) && be->written) {
+            guard_enter();
+            be->written(v->mnt, v->path);
+            guard_leave();
+        }
     }
 }
 

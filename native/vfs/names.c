@@ -5,7 +5,8 @@
 #include <time.h>
 
 /* Every call through BE changes something (access and statfs excepted, which use BE_RO):
- * the attribute cache forgets what it knew, after the call as well as before it. */
+ * the attribute cache forgets what it knew, after the call as well as before it (unless the
+ * backend tells every process's caches of the change: attrcache_changed). */
 #define BE_RO(call) ({ \
     struct backend_ops *be_ = backend_get(); \
     ssize_t r_; \
@@ -18,9 +19,9 @@
     } \
     r_; })
 #define BE(call) ({ \
-    attrcache_invalidate(); \
+    attrcache_changed(); \
     ssize_t rr_ = BE_RO(call); \
-    attrcache_invalidate(); \
+    attrcache_changed(); \
     rr_; })
 
 /* A new name longer than NAME_MAX is refused as by the kernel (ENAMETOOLONG). */

@@ -410,7 +410,7 @@ static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t 
 {
     struct stat st;
     struct backend_ops *be = backend_get();
-    int have = attrcache_get(pc->mnt, v->path, &st);
+    int have = attrcache_get(pc->mnt, v->path, &st) > 0;
     if (!have && be) {
         guard_enter();
         have = be->getattr(pc->mnt, v->path, v->fh_valid ? &v->fh : NULL, &st) == 0;
@@ -698,7 +698,7 @@ out:;
     int e = errno;
     note_known(pc);
     entry_unlock(pc);
-    attrcache_invalidate();
+    attrcache_changed();     /* the FS's write/truncate: told to every process */
     errno = e;
     return ret;
 }
@@ -724,7 +724,7 @@ int pcache_ftruncate(struct vfile *v, off_t len)
         r = -errno;
     note_known(pc);
     entry_unlock(pc);
-    attrcache_invalidate();
+    attrcache_changed();     /* the FS's write/truncate: told to every process */
     return (int)be_errno(r);
 }
 
@@ -908,7 +908,7 @@ done:;
     }
     entry_unlock(pc);
     free(buf);
-    attrcache_invalidate();
+    attrcache_changed();     /* the FS's write/truncate: told to every process */
     errno = e;
     return ret;
 }

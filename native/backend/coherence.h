@@ -1,0 +1,89 @@
+/*
+ * How every process's caches hear of changes (the shared mode): a table of change counters
+ * in shared memory that the server owns and bumps after each operation that changes a name
+ * (backend/server.c), mapped by every client (backend/shared.c: W_COHERENCE hands out its
+ * memfd). A process keeps attributes, missing names, open decisions and
+ * listings (vfs/attrcache.c, shared.c) stamped with coherence_stamp() of their path as it
+ * was before it asked; an answer whose stamp has changed since is not used.
+ *
+ * The stamp of a path sums the counters it depends on: its own ("self": its attributes,
+ * whether it exists, its listing if a directory) and, for each directory above it, the
+ * counter of what lies below that name ("below": bumped when the name is removed, renamed,
+ * made, or its permissions change). A file created in /d bumps self[/d/f], below[/d/f] and
+ * self[/d]: the answers about /d and /d/f are forgotten, those about /d's other entries and
+ * everything elsewhere stay. Counters only grow, so a sum that changed is a change; names
+ * that share a slot (hashed) only forget each other's answers more often.
+ *
+ * Writes to a passthrough file never reach the server: the kernel serves them. The process
+ * that wrote bumps written[] itself when it closes the file (close-to-open, as NFS), so
+ * clients map the table writable and touch only written[]. A process that scribbled on it
+ * could make other processes' caches forget more, or trust an answer up to attr_timeout
+ * old, as if there were no table; the table is sealed against shrinking (no SIGBUS).
+ */
+#ifndef LDPFUSE_COHERENCE_H
+#define LDPFUSE_COHERENCE_H
+#include <stdint.h>
+#include <string.h>
+
+#define COH_SLOTS 4096          /* power of two */
+#define COH_MAGIC 0x6c6470636f683031ull
+
+struct coherence {
+    uint64_t magic;
+    uint64_t global;            /* every answer of every process */
+    uint64_t self[COH_SLOTS];
+    uint64_t below[COH_SLOTS];
+    uint64_t written[COH_SLOTS];    /* bumped by clients: a passthrough file written */
+};
+
+static inline uint64_t coh_step(uint64_t h, unsigned char c)
+{
+    return (h ^ c) * 1099511628211ULL;
+}
+
+static inline uint64_t coh_seed(int mnt)
+{
+    return 1469598103934665603ULL ^ (uint64_t)mnt;
+}
+
+static inline uint64_t coh_get(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+/* The stamp of an answer about path (an FS path, "/" = the mount's root). */
+static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const char *path)
+{
+    uint64_t h = coh_seed(mnt), s = coh_get(&t->global);
+    const char *p = path;
+    if (*p == '/') {
+        h = coh_step(h, '/');
+        p++;
+        if (*p)
+            s += coh_get(&t->below[h & (COH_SLOTS - 1)]);     /* the root, above it */
+    }
+    for (; *p; p++) {
+        if (*p == '/')
+            s += coh_get(&t->below[h & (COH_SLOTS - 1)]);     /* each directory above */
+        h = coh_step(h, (unsigned char)*p);
+    }
+    return s + coh_get(&t->self[h & (COH_SLOTS - 1)]) + coh_get(&t->written[h & (COH_SLOTS - 1)]);
+}
+
+/* The slot of the first len bytes of path. */
+static inline unsigned coh_slot(int mnt, const char *path, size_t len)
+{
+    uint64_t h = coh_seed(mnt);
+    for (size_t i = 0; i < len; i++)
+        h = coh_step(h, (unsigned char)path[i]);
+    return (unsigned)(h & (COH_SLOTS - 1));
+}
+
+/* The slot of path's parent directory ("/" for "/x" and for "/"). */
+static inline unsigned coh_parent_slot(int mnt, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = slash && slash != path ? (size_t)(slash - path) : 1;
+    return coh_slot(mnt, path, len);
+}
+#endif
