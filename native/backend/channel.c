@@ -243,11 +243,13 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
 
 static long spin_budget(void)
 {
-    if (spin_ns < 0) {
+    long ns = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
+    if (ns < 0) {       /* threads may race to read the variable: they agree on the value */
         const char *s = getenv("LDPFUSE_SPIN_US");
-        spin_ns = s && *s ? strtol(s, NULL, 10) * 1000 : 20000;
+        ns = s && *s ? strtol(s, NULL, 10) * 1000 : 20000;
+        __atomic_store_n(&spin_ns, ns, __ATOMIC_RELAXED);
     }
-    return spin_ns;
+    return ns;
 }
 
 /* Wait for the answer's header (and the fd riding along, if any). -1: the server is gone. */
