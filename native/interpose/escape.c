@@ -131,7 +131,7 @@ void escape_init(void)
     sa.sa_sigaction = on_sigsys;
     /* SA_NODEFER: a seccomp SIGSYS raised by a call made for the program must reach
      * the program's handler while this one runs */
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
     libc_sigaction(SIGSYS, &sa, &program_sigsys);
     ldp_escapes = strcmp(mode, "strict") == 0 ? ESCAPES_STRICT : ESCAPES_WATCH;
     arm_thread();
@@ -633,6 +633,52 @@ static long fork_like(long nr, const long *a)
     return result(r);
 }
 
+/* sigaltstack made outside libc (Go's threads set their signal stack so): the kernel puts
+ * back, at this handler's sigreturn, the signal stack the thread had when the call trapped
+ * (uc_stack), so a real call here would be undone. The call reads and writes uc_stack
+ * instead, with the kernel's rules. */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31)     /* linux/signal.h */
+#endif
+static long sigaltstack_in_frame(const long *a, ucontext_t *uc)
+{
+    const stack_t *ss = (const stack_t *)a[0];
+    stack_t *old = (stack_t *)a[1];
+    stack_t cur = uc->uc_stack;
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    int disabled = (cur.ss_flags & SS_DISABLE) || cur.ss_size == 0;
+    int on = !disabled && sp > (uintptr_t)cur.ss_sp && sp - (uintptr_t)cur.ss_sp <= cur.ss_size;
+    stack_t now = cur;
+    if (ss) {
+        int mode = ss->ss_flags & ~SS_AUTODISARM;
+        if (on)
+            return -EPERM;
+        if (mode != 0 && mode != SS_ONSTACK && mode != SS_DISABLE)
+            return -EINVAL;
+        if (mode == SS_DISABLE) {
+            now.ss_sp = NULL;
+            now.ss_size = 0;
+            now.ss_flags = SS_DISABLE;
+        } else {
+            if (ss->ss_size < 2048)     /* the kernel's MINSIGSTKSZ (glibc's may be the CPU's, larger) */
+                return -ENOMEM;
+            now.ss_sp = ss->ss_sp;
+            now.ss_size = ss->ss_size;
+            now.ss_flags = ss->ss_flags & SS_AUTODISARM;
+        }
+    }
+    if (old) {
+        *old = cur;
+        old->ss_flags = disabled ? SS_DISABLE : (on ? SS_ONSTACK : 0) | (cur.ss_flags & SS_AUTODISARM);
+        if (disabled) {
+            old->ss_sp = NULL;
+            old->ss_size = 0;
+        }
+    }
+    uc->uc_stack = now;
+    return 0;
+}
+
 static long dispatch(long nr, const long *a, ucontext_t *uc)
 {
     switch (nr) {
@@ -640,6 +686,8 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
         return sigprocmask_in_frame(a, uc);
     case SYS_rt_sigaction:
         return sigaction_through_libc(a);
+    case SYS_sigaltstack:
+        return sigaltstack_in_frame(a, uc);
     case SYS_rt_sigreturn:
         return step_aside(nr, uc, "a signal handler that returns through a trampoline outside libc");
     case SYS_vfork:
@@ -704,7 +752,13 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
 }
 
 /* The handler serves on a stack of its own: the interrupted one may be a goroutine's few
- * kilobytes (Go makes its system calls there), and serving may start an interpreter. */
+ * kilobytes (Go makes its system calls there, and its stacks have no guard page), and
+ * serving may start an interpreter. The handler itself starts on the thread's signal stack
+ * if it has one (SA_ONSTACK: Go gives every thread one), which a nested signal (Go's
+ * SIGURG preemption, arriving while we serve) would start again from its top, over our
+ * frame: so while serving, the serve stack is the thread's signal stack (a nested signal
+ * then stays below us), and the program's comes back after. Signals are blocked for the
+ * few instructions of each switch. */
 #define SERVE_STACK (1 << 20)
 static TLS char *serve_stack;
 long escape_on_stack(long (*fn)(void *), void *arg, void *top) ESCAPE_HIDDEN;
@@ -727,12 +781,22 @@ struct job {
     long nr;
     const long *a;
     ucontext_t *uc;
+    sigset_t mask;          /* the handler's mask, put back while serving */
+    stack_t program;        /* the thread's signal stack before */
+    int swapped;
 };
 
 static long run_job(void *p)
 {
     struct job *j = p;
-    return dispatch(j->nr, j->a, j->uc);
+    stack_t ours = { .ss_sp = serve_stack, .ss_size = SERVE_STACK, .ss_flags = 0 };
+    j->swapped = sigaltstack(&ours, &j->program) == 0;
+    real_pthread_sigmask(SIG_SETMASK, &j->mask, NULL);
+    long r = dispatch(j->nr, j->a, j->uc);
+    sigset_t all;
+    sigfillset(&all);
+    real_pthread_sigmask(SIG_SETMASK, &all, NULL);
+    return r;
 }
 
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
@@ -752,11 +816,24 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
         serve_stack = m == MAP_FAILED ? (char *)-1 : m;
     }
-    struct job job = { si->si_syscall, a, uc };
-    if (serve_stack != (char *)-1)
+    char *sp = (char *)&a;
+    int on_ours = serve_stack != (char *)-1 && sp > serve_stack && sp <= serve_stack + SERVE_STACK;
+    /* the program's own sigaltstack (Go's threads set theirs with a raw call) is made where
+     * it was asked: swapping ours in and back around it would undo it */
+    if (serve_stack != (char *)-1 && !on_ours && si->si_syscall != SYS_sigaltstack) {
+        struct job job = { si->si_syscall, a, uc, .swapped = 0 };
+        sigset_t all;
+        sigfillset(&all);
+        real_pthread_sigmask(SIG_SETMASK, &all, &job.mask);
         g[REG_RAX] = escape_on_stack(run_job, &job, serve_stack + SERVE_STACK);
-    else
-        g[REG_RAX] = dispatch(si->si_syscall, a, uc);
+        if (job.swapped) {
+            job.program.ss_flags &= SS_DISABLE;
+            sigaltstack(&job.program, NULL);
+        }
+        real_pthread_sigmask(SIG_SETMASK, &job.mask, NULL);
+    } else {
+        g[REG_RAX] = dispatch(si->si_syscall, a, uc);   /* nested, sigaltstack, or no stack */
+    }
     errno = saved;
     if (armed)
         selector = was;
