@@ -47,6 +47,15 @@ for name, ptr in (("unmapped", BAD), ("NULL", NULL)):
     attempt(f"symlink {name} target", libc.symlink, ptr, b"link")
     attempt(f"chown {name}", libc.chown, ptr, -1, -1)
 
+# a small integer as a path (page 0), as a thread's first path call: nothing is remembered yet
+import threading
+def first_call_of_a_thread():
+    attempt("chmod page zero, new thread", libc.chmod, ctypes.c_void_p(0x100), 0o644)
+    attempt("open page zero, new thread", libc.open, ctypes.c_void_p(0x1a4), os.O_RDONLY)
+t = threading.Thread(target=first_call_of_a_thread)
+t.start()
+t.join()
+
 # a path that ends on the last byte before an unmapped page is still read whole
 mm = ctypes.CDLL(None).mmap
 mm.restype = ctypes.c_void_p
@@ -77,6 +86,7 @@ attempt("max name rmdir", libc.rmdir, b"y" * 255)
 def test_bad_pointers_and_long_names_fail_as_natively(ws, fs):
     native, _ = ws.compare_py(SCRIPT, fs=fs)
     assert "chmod unmapped: EFAULT" in native.stdout
+    assert "chmod page zero, new thread: EFAULT" in native.stdout
     assert "unlink long name: ENAMETOOLONG" in native.stdout
 
 

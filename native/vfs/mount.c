@@ -225,10 +225,10 @@ static __thread uintptr_t mapped_page[2];
 
 static int page_mapped(uintptr_t page)
 {
+    if (page < 4096 || page >= ((uintptr_t)1 << 47))
+        return 0;   /* first: the remembered pages start as 0 */
     if (page == mapped_page[0] || page == mapped_page[1])
         return 1;
-    if (page < 4096 || page >= ((uintptr_t)1 << 47))
-        return 0;
     unsigned char vec;
     int saved = errno;
     int ok = syscall(SYS_mincore, (void *)page, 1, &vec) == 0;
