@@ -235,9 +235,6 @@ def go_program(tmp_path_factory):
     return d / "go_files"
 
 
-@pytest.mark.xfail(strict=False, reason="under load (2 busy cores) the Go program dies with SIGSEGV in "
-                   "about 1 run of 25: the net serves a trapped openat/newfstatat whose path argument "
-                   "reads as the call's 4th argument (r10); cause not found yet")
 def test_a_go_program_sees_the_mount_under_watch_escapes(ws, go_program):
     """Go's os package never calls libc's file functions, even with cgo: without the net the
     mount does not exist for it; with it, the program sees what it sees natively, and what
