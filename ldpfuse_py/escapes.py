@@ -72,16 +72,7 @@ def run_watched(argv_exec, env, die, record):
 
     from . import shared_mode
 
-    shared_mode._subreaper()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT):
-                signal.signal(sig, signal.SIG_DFL)
-            os.execvpe(argv_exec[0], argv_exec, env)
-        except OSError as e:
-            os.write(2, f"{PROG}: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
-        os._exit(127)
+    pid = shared_mode.start_command(argv_exec, env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGQUIT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):

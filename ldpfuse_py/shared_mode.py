@@ -25,6 +25,23 @@ def _subreaper():
         pass  # descendants that outlive the command are then adopted by init
 
 
+def start_command(argv_exec, env):
+    """The command in a child of this process, which becomes its subreaper (descendants
+    that outlive it come back here); the child's signal dispositions are the defaults a
+    shell gives, and a command that cannot run exits 127 with one line. Returns its pid."""
+    _subreaper()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT):
+                signal.signal(sig, signal.SIG_DFL)
+            os.execvpe(argv_exec[0], argv_exec, env)
+        except OSError as e:
+            os.write(2, f"ldpfuse-run: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
+        os._exit(127)
+    return pid
+
+
 _listeners = []
 
 
@@ -57,16 +74,7 @@ def start(argv_exec, env, die):
     except RuntimeError as e:
         die(f"the file system could not start: {e}")
     thread_safe = all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
-    _subreaper()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT):
-                signal.signal(sig, signal.SIG_DFL)
-            os.execvpe(argv_exec[0], argv_exec, env)
-        except OSError as e:
-            os.write(2, f"ldpfuse-run: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
-        os._exit(127)
+    pid = start_command(argv_exec, env)
     _embedded.serve_start(listener.fileno(), thread_safe)
     try:
         # the terminal sends Ctrl-C to the command too: let the command decide
