@@ -207,15 +207,7 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
                 continue;
             return -1;
         }
-        while (n > 0 && (size_t)w >= v->iov_len) {
-            w -= (ssize_t)v->iov_len;
-            v++;
-            n--;
-        }
-        if (n > 0) {
-            v->iov_base = (char *)v->iov_base + w;
-            v->iov_len -= (size_t)w;
-        }
+        n = (int)iov_advance(&v, (size_t)n, (size_t)w);
     }
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,4 +129,19 @@ void channel_end(struct channel *c);
 void channel_fail(struct channel *c);
 void channel_atfork_child(void);
 void shared_fds_lost(unsigned first, unsigned last);
+/* Past w bytes a partial sendmsg wrote: the vector left (*v, the count returned). */
+static inline size_t iov_advance(struct iovec **v, size_t n, size_t w)
+{
+    while (n > 0 && w >= (*v)->iov_len) {
+        w -= (*v)->iov_len;
+        (*v)++;
+        n--;
+    }
+    if (n > 0) {
+        (*v)->iov_base = (char *)(*v)->iov_base + w;
+        (*v)->iov_len -= w;
+    }
+    return n;
+}
+
 #endif

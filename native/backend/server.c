@@ -668,15 +668,7 @@ static int send_resp(int fd, const void *data, size_t len, int pass_fd)
         }
         mh.msg_control = NULL;      /* the fd went with the first bytes */
         mh.msg_controllen = 0;
-        while (n > 0 && (size_t)w >= v->iov_len) {
-            w -= (ssize_t)v->iov_len;
-            v++;
-            n--;
-        }
-        if (n > 0) {
-            v->iov_base = (char *)v->iov_base + w;
-            v->iov_len -= (size_t)w;
-        }
+        n = iov_advance(&v, n, (size_t)w);
     }
     return 0;
 }
