@@ -23,6 +23,7 @@
 /* What open/create answered. */
 struct open_result {
     int passthrough_fd;     /* >= 0: serve the file from this kernel fd (now ours) */
+    int fd_flags_set;       /* its close-on-exec is already what the open asked (O_CLOEXEC) */
     uint64_t fh;            /* the FS's handle, passed back to read/write/flush/release */
     unsigned open_flags;    /* OPEN_*: what the FS set in its FileInfo */
 };

@@ -218,7 +218,7 @@ int fs_fd(int fd)
     return high;
 }
 
-static int open_passthrough(const struct vpath *vp, int pfd, int flags)
+static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, int flags)
 {
     int cmd = (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD;
     if (pfd >= fs_fd_base()) {
@@ -227,7 +227,7 @@ static int open_passthrough(const struct vpath *vp, int pfd, int flags)
             return -1;      /* not an fd at all: EBADF */
         REAL(close)(pfd);
         pfd = low;
-    } else if (REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0) {
+    } else if (!fd_flags_set && REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0) {
         /* opened low on purpose (Passthrough.open): Python's os.open makes fds
          * close-on-exec (PEP 446), so give the caller what it asked */
         return -1;
@@ -251,7 +251,7 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
     if (!exists || (flags & O_TRUNC))
         attrcache_changed();
     if (res->passthrough_fd >= 0)
-        return open_passthrough(vp, res->passthrough_fd, flags);
+        return open_passthrough(vp, res->passthrough_fd, res->fd_flags_set, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
     if (trunc) {
         guard_enter();
