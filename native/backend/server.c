@@ -880,7 +880,8 @@ static void do_op(struct client *cl)
         break;
     }
     case W_CREATE_OPEN: {
-        /* the client's lookup, then its create or open, in one round trip */
+        /* the client's lookup, then its create or open, in one round trip; a passthrough
+         * open's lower name follows the answer, as W_OPEN's does */
         struct wire_create_open *ans = calloc(1, sizeof *ans);
         if (ans == NULL) {
             r = -ENOMEM;
@@ -901,6 +902,9 @@ static void do_op(struct client *cl)
             changed_as = W_OPEN;
             flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
             r = ops->open(mnt, path, flags, &res);
+        } else if (r == -ENOENT && !(flags & O_CREAT)) {
+            ans->outcome = CO_MISSING;  /* the client looks at the directories above */
+            break;
         } else if (r == -ENOENT) {
             /* a directory the FS does not know as one (missing, a symlink it leaves to
              * the caller to follow): the client looks the way the kernel would */
@@ -931,6 +935,17 @@ static void do_op(struct client *cl)
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             handle_add(cl, W_OPEN, mnt, path, flags, fh);
+        char *lower;
+        size_t ll;
+        if (r >= 0 && pass_fd >= 0 && ans->outcome == CO_OPENED && (ll = lower_name(pass_fd, &lower)) > 0) {
+            char *both = realloc(ans, sizeof *ans + ll);
+            if (both) {
+                memcpy(both + sizeof *ans, lower, ll);
+                out = both;
+                out_len = sizeof *ans + ll;
+            }
+            free(lower);
+        }
         if (r >= 0)
             r = res.open_flags;
         break;

@@ -338,19 +338,25 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
     return open_common(W_CREATE, mnt, path, mode, flags, res);
 }
 
-/* open(O_CREAT) of a name this process knows nothing about: the server looks it up and
- * creates or opens it, one round trip instead of a lookup and then a create. */
+/* open() of a name this process knows nothing about: the server looks it up and opens
+ * (or, O_CREAT, creates) it, one round trip instead of a lookup and then an open or a
+ * create. A passthrough open's decision is kept as W_OPEN's is. */
 static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
                           struct open_result *res, struct stat *st, int *outcome)
 {
-    struct wire_create_open ans = { .outcome = CO_ASK };
+    struct {
+        struct wire_create_open ans;
+        char lower[PATH_MAX];
+    } got = { .ans = { .outcome = CO_ASK } };
+    struct wire_create_open *ans = &got.ans;
+    uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
     c.rq.c = parent_is_dir;
     c.keep_on_exec = !(flags & O_CLOEXEC);
-    c.out = &ans;
-    c.out_cap = sizeof ans;
+    c.out = &got;
+    c.out_cap = sizeof got;
     int64_t r = xact(&c);
     res->passthrough_fd = c.fd;
     res->fd_flags_set = 1;
@@ -360,15 +366,17 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
         REAL(close)(c.fd);
         res->passthrough_fd = -1;
     }
-    if (c.out_len != sizeof ans) {      /* an error before any answer: the core asks */
+    if (c.out_len < sizeof *ans) {      /* an error before any answer: the core asks */
         if (res->passthrough_fd >= 0)
             REAL(close)(res->passthrough_fd);
         res->passthrough_fd = -1;
         *outcome = CO_ASK;
         return r < 0 ? (int)r : -EIO;
     }
-    *outcome = ans.outcome;
-    *st = ans.st;
+    *outcome = ans->outcome;
+    *st = ans->st;
+    if (r >= 0 && ans->outcome == CO_OPENED && res->passthrough_fd >= 0 && c.out_len > sizeof *ans)
+        decision_keep(mnt, path, flags, got.lower, c.out_len - sizeof *ans, gen);
     return r < 0 ? (int)r : 0;
 }
 
