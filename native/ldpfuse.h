@@ -169,6 +169,7 @@ void vfile_unref(struct vfile *v);     /* release to the FS on the last one */
 struct backend_ops *backend_get(void); /* starts the backend on first use; NULL = EIO */
 int vfs_getattr(const struct vpath *vp, int follow, struct stat *st);
 int vfs_resolve_parents(struct vpath *vp);  /* symlinks among the directories: 1 changed, 0, -1 ELOOP */
+void vfs_keep_attr(const struct vpath *vp, struct stat *st, uint64_t stamp);     /* a lookup made elsewhere */
 int vfs_fgetattr(int fd, struct vfile *v, struct stat *st);
 int vfs_open(const struct vpath *vp, int flags, mode_t mode);
 int vfs_close(int fd, struct vfile *v);

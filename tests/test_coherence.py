@@ -102,6 +102,50 @@ EOF
     """, options=options, mode="shared")
 
 
+@pytest.mark.parametrize("options", [LONG, {"passthrough": "no", **LONG}], ids=["passthrough", "no-passthrough"])
+def test_a_long_lived_program_opens_what_other_processes_made_replaced_or_removed(ws, options):
+    """The first open of a name in a process is one request (lookup and open together):
+    what it learnt (a missing name, a file and where its data lives) is kept like a
+    lookup's answer and forgotten when another process changes the name, also for a name
+    reached through a symlinked directory (a change told under the real name)."""
+    need("python3")
+    ws.populate(lambda d: [(d / "dir").mkdir(), (d / "link").symlink_to("dir"),
+                           (d / "old").write_text("old 1\n"), (d / "gone").write_text("gone\n")])
+    ws.compare_sh(r"""
+        mkfifo "$O/ask" "$O/told"
+        python3 - "$D" "$O" <<'EOF' > "$O/py.out" &
+import os, sys
+d, o = sys.argv[1:]
+def look(name):
+    try:
+        fd = os.open(f"{d}/{name}", os.O_RDONLY)
+    except OSError as e:
+        return f"{name}: {os.strerror(e.errno)}"
+    try:
+        return f"{name}: {os.read(fd, 100)!r}"
+    except OSError as e:
+        return f"{name}: opened, {os.strerror(e.errno)}"
+    finally:
+        os.close(fd)
+for step in range(3):
+    print(step, [look(n) for n in ("new", "old", "gone", "link/new", "dir/new", "dir")])
+    with open(f"{o}/ask", "w") as f:
+        f.write("next\n")
+    with open(f"{o}/told") as f:
+        f.read()
+EOF
+        for cmd in 'echo made > "$D/new"; rm "$D/old"; echo "old 2" > "$D/old"; rm "$D/gone"; echo in-dir > "$D/dir/new"' \
+                   'echo again >> "$D/new"; rm "$D/dir/new"' 'true'; do
+            read x < "$O/ask"
+            sh -c "$cmd"
+            echo done > "$O/told"
+        done
+        wait
+        cat "$O/py.out"
+        rm "$O/py.out" "$O/ask" "$O/told"
+    """, options=options, mode="shared")
+
+
 SQLITE_LOOP = """
     for round in 1 2 3; do
         rm -f "$D/c.db"

@@ -176,6 +176,33 @@ def test_python_subprocess_system_popen_posix_spawn_match_native(pws):
     pws.compare_py(PY_SUBPROCESS, options=pws.options)
 
 
+PY_LIBC_CLOEXEC = r'''
+import ctypes, os, subprocess
+D = os.environ["D"].encode()
+libc = ctypes.CDLL(None, use_errno=True)
+def child_reads(fd):
+    r = subprocess.run(["sh", "-c", f"cat <&{fd} 2>/dev/null && echo inherited || echo closed-on-exec"],
+                       close_fds=False, capture_output=True, text=True)
+    return r.stdout.split()
+# open() through libc (os.open always adds O_CLOEXEC): the fd the program gets, whether
+# the server sent it (first open, create) or the process opened the lower file itself
+# (an open it has made before), is close-on-exec exactly when the program asked
+for name, flags in [(b"/f", os.O_RDONLY), (b"/f", os.O_RDONLY), (b"/f", os.O_RDONLY | os.O_CLOEXEC),
+                    (b"/f", os.O_RDONLY | os.O_CLOEXEC), (b"/new", os.O_RDWR | os.O_CREAT),
+                    (b"/new2", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)]:
+    fd = libc.open(D + name, flags, 0o644)
+    if flags & os.O_CREAT:
+        os.write(fd, b"made\n")
+        os.lseek(fd, 0, 0)
+    print(name.decode(), "cloexec" if flags & os.O_CLOEXEC else "-", child_reads(fd))
+    os.close(fd)
+'''
+
+
+def test_libc_open_fd_is_close_on_exec_exactly_when_asked(pws):
+    pws.compare_py(PY_LIBC_CLOEXEC, options=pws.options)
+
+
 PY_SPAWN_OPEN = r'''
 import os
 D = os.environ["D"]

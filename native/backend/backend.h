@@ -23,6 +23,7 @@
 /* What open/create answered. */
 struct open_result {
     int passthrough_fd;     /* >= 0: serve the file from this kernel fd (now ours) */
+    int fd_flags_set;       /* its close-on-exec is already what the open asked (O_CLOEXEC) */
     uint64_t fh;            /* the FS's handle, passed back to read/write/flush/release */
     unsigned open_flags;    /* OPEN_*: what the FS set in its FileInfo */
 };
@@ -142,18 +143,19 @@ struct backend_ops {
     /* A passthrough file this process had open for writing was closed: tell every
      * process's caches (the kernel wrote it, past the backend). 0: cannot (NULL too). */
     int (*written)(int mnt, const char *path);
-    /* open(O_CREAT) of a name the core knows nothing about, in one call where the backend
-     * can (the shared server looks it up itself): a missing name whose directory exists is
-     * created (CO_CREATED), an existing regular file opened unless O_EXCL (CO_OPENED, st
-     * holds what getattr said before the open); anything else is left to the core, which
-     * looks up and creates or opens as usual (CO_EXISTS with st, or CO_ASK). mode has the
-     * umask applied; parent_is_dir: the core knows the name's directory is one. Returns
-     * the open's result (>= 0, OPEN_* in res) or -errno for CO_CREATED/CO_OPENED. NULL:
-     * the core always looks up first. */
+    /* open() of a name the core knows nothing about, lookup and open in one call where the
+     * backend can (the shared server looks it up itself): a missing name whose directory
+     * exists is created with O_CREAT (CO_CREATED), or else missing (CO_MISSING: -ENOENT);
+     * an existing regular file is opened unless O_EXCL (CO_OPENED, st holds what getattr
+     * said before the open); anything else is left to the core, which looks up and creates
+     * or opens as usual (CO_EXISTS with st, or CO_ASK). mode has the umask applied;
+     * parent_is_dir: the core knows the name's directory is one. Returns the open's result
+     * (>= 0, OPEN_* in res) or -errno for CO_CREATED/CO_OPENED/CO_MISSING. NULL: the core
+     * always looks up first. */
     int (*create_open)(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
                        struct open_result *res, struct stat *st, int *outcome);
 };
-enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3 };
+enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions
  * for its own work other than inside the guard, which the core holds during calls). */

@@ -244,8 +244,9 @@ static long spin_budget(void)
     return ns;
 }
 
-/* Wait for the answer's header (and the fd riding along, if any). -1: the server is gone. */
-int channel_wait(struct channel *c, struct wire_resp *rs, int *fd)
+/* Wait for the answer's header (and the fd riding along, if any: close-on-exec unless
+ * keep_on_exec, what the caller's open asked). -1: the server is gone. */
+int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec)
 {
     struct chan_region *r = c->r;
     if (chan_load(&r->state) != CHAN_RESP && spin_budget() > 0 && chan_spin_now(&c->spin)) {
@@ -274,7 +275,7 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd)
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
         ssize_t n;
         do {
-            n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC);
+            n = recvmsg(c->sock, &mh, keep_on_exec ? 0 : MSG_CMSG_CLOEXEC);
         } while (n < 0 && errno == EINTR);
         if (n <= 0)
             return -1;

@@ -43,9 +43,9 @@ struct chan_region {
 
 /*
  * What does not fit in the region rides on the socket: a request whose body is longer than
- * CHAN_BUF sends the body on the socket after publishing the header; an answer first
- * publishes its header, then sends on the socket the fd (one byte with SCM_RIGHTS, if
- * rs.has_fd) and then the data (if rs.len > CHAN_BUF).
+ * CHAN_BUF sends the body on the socket after publishing the header. An answer's fd (one
+ * byte with SCM_RIGHTS, if rs.has_fd) is sent before its header is published, so the
+ * client finds it there at once; its data, if rs.len > CHAN_BUF, after.
  */
 
 static inline uint32_t chan_load(const uint32_t *p)
@@ -123,7 +123,7 @@ struct channel;
 struct iovec;
 struct channel *channel_begin(void);
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
-int channel_wait(struct channel *c, struct wire_resp *rs, int *fd);
+int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec);
 int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take);
 void channel_end(struct channel *c);
 void channel_fail(struct channel *c);

@@ -880,7 +880,8 @@ static void do_op(struct client *cl)
         break;
     }
     case W_CREATE_OPEN: {
-        /* the client's lookup, then its create or open, in one round trip */
+        /* the client's lookup, then its create or open, in one round trip; a passthrough
+         * open's lower name follows the answer, as W_OPEN's does */
         struct wire_create_open *ans = calloc(1, sizeof *ans);
         if (ans == NULL) {
             r = -ENOMEM;
@@ -901,6 +902,9 @@ static void do_op(struct client *cl)
             changed_as = W_OPEN;
             flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
             r = ops->open(mnt, path, flags, &res);
+        } else if (r == -ENOENT && !(flags & O_CREAT)) {
+            ans->outcome = CO_MISSING;  /* the client looks at the directories above */
+            break;
         } else if (r == -ENOENT) {
             /* a directory the FS does not know as one (missing, a symlink it leaves to
              * the caller to follow): the client looks the way the kernel would */
@@ -931,6 +935,17 @@ static void do_op(struct client *cl)
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             handle_add(cl, W_OPEN, mnt, path, flags, fh);
+        char *lower;
+        size_t ll;
+        if (r >= 0 && pass_fd >= 0 && ans->outcome == CO_OPENED && (ll = lower_name(pass_fd, &lower)) > 0) {
+            char *both = realloc(ans, sizeof *ans + ll);
+            if (both) {
+                memcpy(both + sizeof *ans, lower, ll);
+                out = both;
+                out_len = sizeof *ans + ll;
+            }
+            free(lower);
+        }
         if (r >= 0)
             r = res.open_flags;
         break;
@@ -1097,14 +1112,20 @@ static int serve_request(struct client *cl)
     do_op(cl);
     int ret = 0;
     struct wire_resp rs = { .len = (uint32_t)cl->out_len, .has_fd = cl->pass_fd >= 0, .result = cl->r, .fh = cl->fh };
+    /* the fd before the answer: the client that sees the answer finds the fd waiting and
+     * never sleeps in recvmsg for it (a wake-up more per open, on a busy machine) */
+    if (cl->pass_fd >= 0)
+        ret = send_resp(cl->fd, NULL, 0, cl->pass_fd);
     rg->rs = rs;
     if (cl->out_len <= CHAN_BUF && cl->out_len)
         memcpy(rg->buf, cl->out, cl->out_len);
     chan_store(&rg->state, CHAN_RESP);
     if (chan_load(&rg->client_waits))
         chan_wake(&rg->state);
-    if (cl->pass_fd >= 0 || cl->out_len > CHAN_BUF)
-        ret = send_resp(cl->fd, cl->out, cl->out_len > CHAN_BUF ? cl->out_len : 0, cl->pass_fd);
+    /* data that did not fit only after it: the client reads it once it has the answer,
+     * and a socket filled before that would stop us */
+    if (ret == 0 && cl->out_len > CHAN_BUF)
+        ret = send_resp(cl->fd, cl->out, cl->out_len, -1);
     if (cl->pass_fd >= 0)
         close(cl->pass_fd);         /* the client has its own now */
     if (cl->out != cl->small)

@@ -41,6 +41,7 @@ struct call {
     size_t out_cap, out_len;
     char *out_alloc;        /* or, if out is NULL, into a malloc'ed buffer */
     int fd;                 /* an fd that came with the response, or -1 */
+    int keep_on_exec;       /* that fd without close-on-exec (an open without O_CLOEXEC) */
     uint64_t fh;
 };
 
@@ -64,7 +65,7 @@ static int64_t xact(struct call *c)
     if (ch == NULL)
         goto gone;
     struct wire_resp resp;
-    if (channel_send(ch, &c->rq, iov, 3) < 0 || channel_wait(ch, &resp, &c->fd) < 0)
+    if (channel_send(ch, &c->rq, iov, 3) < 0 || channel_wait(ch, &resp, &c->fd, c->keep_on_exec) < 0)
         goto fail;
     size_t len = resp.len;
     if (len > 0) {
@@ -272,7 +273,7 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     pthread_mutex_unlock(&decisions_lock);
 }
 
-/* The fd of the lower file, or -1: ask the server. */
+/* The fd of the lower file (close-on-exec as flags say), or -1: ask the server. */
 static int decision_open(int mnt, const char *path, int flags)
 {
     char lower[PATH_MAX];
@@ -292,7 +293,7 @@ static int decision_open(int mnt, const char *path, int flags)
     if (!found)
         return -1;
     int saved = errno;
-    int fd = REAL(open)(lower, flags | O_CLOEXEC, 0);
+    int fd = REAL(open)(lower, flags, 0);
     errno = saved;
     return fd;      /* failed (gone, refused): the server says what it is now */
 }
@@ -303,8 +304,10 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
     CALL(op, mnt, path);
     c.rq.a = a;
     c.rq.b = b;
+    c.keep_on_exec = !((op == W_OPEN ? a : b) & O_CLOEXEC);
     int64_t r = xact(&c);
     res->passthrough_fd = c.fd;
+    res->fd_flags_set = 1;
     res->fh = c.fh;
     res->open_flags = 0;
     if (r < 0 && c.fd >= 0) {
@@ -324,6 +327,7 @@ static int sh_open(int mnt, const char *path, int flags, struct open_result *res
     int fd = decision_open(mnt, path, flags);
     if (fd >= 0) {
         res->passthrough_fd = fd;
+        res->fd_flags_set = 1;
         res->fh = 0;
         return 0;
     }
@@ -334,35 +338,45 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
     return open_common(W_CREATE, mnt, path, mode, flags, res);
 }
 
-/* open(O_CREAT) of a name this process knows nothing about: the server looks it up and
- * creates or opens it, one round trip instead of a lookup and then a create. */
+/* open() of a name this process knows nothing about: the server looks it up and opens
+ * (or, O_CREAT, creates) it, one round trip instead of a lookup and then an open or a
+ * create. A passthrough open's decision is kept as W_OPEN's is. */
 static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
                           struct open_result *res, struct stat *st, int *outcome)
 {
-    struct wire_create_open ans = { .outcome = CO_ASK };
+    struct {
+        struct wire_create_open ans;
+        char lower[PATH_MAX];
+    } got = { .ans = { .outcome = CO_ASK } };
+    struct wire_create_open *ans = &got.ans;
+    uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
     c.rq.c = parent_is_dir;
-    c.out = &ans;
-    c.out_cap = sizeof ans;
+    c.keep_on_exec = !(flags & O_CLOEXEC);
+    c.out = &got;
+    c.out_cap = sizeof got;
     int64_t r = xact(&c);
     res->passthrough_fd = c.fd;
+    res->fd_flags_set = 1;
     res->fh = c.fh;
     res->open_flags = r >= 0 ? (unsigned)r : 0;
     if (r < 0 && c.fd >= 0) {
         REAL(close)(c.fd);
         res->passthrough_fd = -1;
     }
-    if (c.out_len != sizeof ans) {      /* an error before any answer: the core asks */
+    if (c.out_len < sizeof *ans) {      /* an error before any answer: the core asks */
         if (res->passthrough_fd >= 0)
             REAL(close)(res->passthrough_fd);
         res->passthrough_fd = -1;
         *outcome = CO_ASK;
         return r < 0 ? (int)r : -EIO;
     }
-    *outcome = ans.outcome;
-    *st = ans.st;
+    *outcome = ans->outcome;
+    *st = ans->st;
+    if (r >= 0 && ans->outcome == CO_OPENED && res->passthrough_fd >= 0 && c.out_len > sizeof *ans)
+        decision_keep(mnt, path, flags, got.lower, c.out_len - sizeof *ans, gen);
     return r < 0 ? (int)r : 0;
 }
 

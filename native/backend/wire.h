@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 enum wire_op {
@@ -38,10 +39,11 @@ enum wire_op {
     W_IOCTL,        /* ioctl(fh, a = cmd, b = the caller's arg as a number, c = flags): data
                        is the caller's _IOC_SIZE(cmd) bytes (none: arg is no address), and
                        so is the answer's */
-    W_CREATE_OPEN,  /* open(O_CREAT) in one round trip (backend.h create_open): a = mode,
-                       b = flags, c = 1 if the client knows the directory is one; the
-                       answer's data is a struct wire_create_open, its result and fh (and
-                       fd) those of the create or open it made */
+    W_CREATE_OPEN,  /* lookup and open (O_CREAT: or create) in one round trip (backend.h
+                       create_open): a = mode, b = flags, c = 1 if the client knows the
+                       directory is one; the answer's data is a struct wire_create_open
+                       (then, for a passthrough CO_OPENED, the lower file's name as
+                       W_OPEN's), its result and fh (and fd) those of the create or open */
 };
 struct wire_create_open {
     int32_t outcome;        /* CO_* (backend.h) */

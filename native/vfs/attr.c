@@ -34,6 +34,14 @@ int vpath_name_too_long(const char *path)
     return 0;
 }
 
+/* What the FS said of vp (a lookup made with another call, backend.h create_open), fixed up
+ * and kept as getattr_once keeps it; stamp: taken before the FS was asked. */
+void vfs_keep_attr(const struct vpath *vp, struct stat *st, uint64_t stamp)
+{
+    fixup(vp, st);
+    attrcache_put(vp->mnt, vp->path, st, stamp);
+}
+
 /* *asked: the stamp taken before the FS was asked (attrcache_stamp), 0 if the cache
  * answered (a missing name it knew: ENOENT). */
 static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked)

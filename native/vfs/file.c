@@ -218,7 +218,7 @@ int fs_fd(int fd)
     return high;
 }
 
-static int open_passthrough(const struct vpath *vp, int pfd, int flags)
+static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, int flags)
 {
     int cmd = (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD;
     if (pfd >= fs_fd_base()) {
@@ -227,7 +227,7 @@ static int open_passthrough(const struct vpath *vp, int pfd, int flags)
             return -1;      /* not an fd at all: EBADF */
         REAL(close)(pfd);
         pfd = low;
-    } else if (REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0) {
+    } else if (!fd_flags_set && REAL(fcntl)(pfd, F_SETFD, (flags & O_CLOEXEC) ? FD_CLOEXEC : 0) < 0) {
         /* opened low on purpose (Passthrough.open): Python's os.open makes fds
          * close-on-exec (PEP 446), so give the caller what it asked */
         return -1;
@@ -251,7 +251,7 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
     if (!exists || (flags & O_TRUNC))
         attrcache_changed();
     if (res->passthrough_fd >= 0)
-        return open_passthrough(vp, res->passthrough_fd, flags);
+        return open_passthrough(vp, res->passthrough_fd, res->fd_flags_set, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
     if (trunc) {
         guard_enter();
@@ -267,9 +267,10 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
     return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc ? 2 : !exists);
 }
 
-/* open(O_CREAT) of a name the attribute cache knows nothing about, in one backend call
- * (backend.h create_open). Returns the fd or -1 with errno, or -2: look up as usual. */
-static int create_open(const struct vpath *vp, int flags, mode_t mode)
+/* open() of a name the attribute cache knows nothing about: the lookup and the open (or,
+ * O_CREAT, the create) in one backend call (backend.h create_open), what the lookup found
+ * kept as a lookup's answer. Returns the fd or -1 with errno, or -2: look up as usual. */
+static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
 {
     struct backend_ops *be = backend_get();
     struct stat st;
@@ -285,11 +286,24 @@ static int create_open(const struct vpath *vp, int flags, mode_t mode)
     int parent_is_dir = attrcache_get(dir.mnt, dir.path, &st) > 0 && S_ISDIR(st.st_mode);
     struct open_result res = { .passthrough_fd = -1 };
     int outcome;
+    uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
     guard_enter();
     int r = be->create_open(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY,
                             parent_is_dir, &res, &st, &outcome);
     guard_leave();
-    if (outcome == CO_EXISTS && (flags & O_EXCL)) {
+    if (outcome == CO_EXISTS || outcome == CO_OPENED)
+        vfs_keep_attr(vp, &st, stamp);
+    if (outcome == CO_MISSING) {
+        /* kept as missing where a lookup would keep it: no symlink among its directories
+         * (a name reached through one is not told of by its own name) */
+        struct vpath up = *vp;
+        if (vfs_resolve_parents(&up) != 0)
+            return -2;
+        attrcache_put(vp->mnt, vp->path, NULL, stamp);
+        errno = ENOENT;
+        return -1;
+    }
+    if (outcome == CO_EXISTS && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
         errno = EEXIST;
         return -1;
     }
@@ -312,11 +326,9 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
         return -1;
     }
     struct vpath vp = *vp0;
-    if (flags & O_CREAT) {
-        int fd = create_open(&vp, flags, mode);
-        if (fd != -2)
-            return fd;
-    }
+    int fd = lookup_open(&vp, flags, mode);
+    if (fd != -2)
+        return fd;
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
     struct stat st;
     int looked = LOOKED_UNKNOWN;
