@@ -1165,6 +1165,11 @@ static void *conn_thread(void *arg)
     struct client *cl = arg;
     struct chan_region *rg = cl->region;
     struct chan_spin spin = { 0 };
+    /* the first request comes on the socket: wait for it as long as the client lives (a
+     * client stopped between connect and send must not meet SO_RCVTIMEO) */
+    struct pollfd first = { .fd = cl->fd, .events = POLLIN | POLLRDHUP };
+    while (cl->first && poll(&first, 1, -1) < 0 && errno == EINTR)
+        ;
     if (cl->first && serve_request(cl) < 0) {
         client_gone(cl);
         return NULL;
