@@ -2,7 +2,10 @@
  * The client's channels to the shared mode's server (backend/channel.h): one per thread,
  * made at the thread's first request, so threads of a process never queue behind each
  * other. Each is a connection to the server's socket plus the region the server hands over
- * it. A request is written into the region and the server woken only if it sleeps; the
+ * it. The connection's first request rides on the socket right after connect(), without
+ * waiting for the region: the server reads it as soon as it has accepted, and answers it in
+ * the region its first message brought (a short process's first operation is one round
+ * trip, not a hand-shake and then a request). A request is written into the region and the server woken only if it sleeps; the
  * caller spins a little for the answer while that pays (chan_spin: in a run of requests
  * most answers come within microseconds; a short process never spins), then sleeps on the
  * futex in slices, checking between slices that the server still lives: a dead server is
@@ -32,7 +35,7 @@ struct channel {
     struct channel *next;       /* every channel of the process (fork, fd checks) */
     int sock;
     int lost;                   /* the program closed or replaced our socket's number */
-    struct chan_region *r;
+    struct chan_region *r;      /* NULL until the first request (channel_send) */
     struct chan_spin spin;
 };
 
@@ -82,7 +85,8 @@ static void channel_free(struct channel *c)
     pthread_mutex_unlock(&channels_lock);
     if (!c->lost)
         REAL(close)(c->sock);
-    munmap(c->r, CHAN_SIZE);
+    if (c->r)
+        munmap(c->r, CHAN_SIZE);
     free(c);
 }
 
@@ -101,21 +105,27 @@ static void key_make(void)
     pthread_key_create(&thread_key, thread_ends);
 }
 
-/* The region comes first on the socket: a header with the memfd riding along. */
+/* The region comes first on the socket: a header with the memfd riding along, and the
+ * server's table of change counters (backend/coherence.h) after it, for shared.c. */
 static struct chan_region *region_receive(int sock)
 {
     struct wire_resp hello;
-    char cbuf[CMSG_SPACE(sizeof(int))];
+    int fds[2] = { -1, -1 };
+    char cbuf[CMSG_SPACE(sizeof fds)];
     struct iovec iov = { &hello, sizeof hello };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-    int mfd = -1;
     ssize_t r;
     do {
         r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
     } while (r < 0 && errno == EINTR);
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); r > 0 && c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-            memcpy(&mfd, CMSG_DATA(c), sizeof(int));
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            memcpy(fds, CMSG_DATA(c), (n < 2 ? n : 2) * sizeof(int));
+        }
+    int mfd = fds[0];
+    if (fds[1] >= 0)
+        shared_coherence_offer(fds[1]);
     if (mfd < 0)
         return NULL;
     void *p = MAP_FAILED;
@@ -140,8 +150,7 @@ static struct channel *channel_open(void)
         return NULL;
     struct channel *c = calloc(1, sizeof *c);
     if (c == NULL ||
-        connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0 ||
-        (c->r = region_receive(fd)) == NULL) {
+        connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0) {
         REAL(close)(fd);
         free(c);
         return NULL;
@@ -196,7 +205,7 @@ void channel_fail(struct channel *c)
 
 static int sock_write_all(int fd, const struct iovec *iov_in, int n)
 {
-    struct iovec iov[4];
+    struct iovec iov[5];
     memcpy(iov, iov_in, (size_t)n * sizeof *iov);
     struct iovec *v = iov;
     while (n > 0) {
@@ -212,9 +221,18 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
     return 0;
 }
 
-/* Publish a request: the header and body (n <= 4 pieces, rq->len bytes in all). */
+/* Publish a request: the header and body (n <= 4 pieces, rq->len bytes in all). The
+ * connection's first goes on the socket; the server's first message, already sent or on
+ * its way, brings the region the answer comes in. */
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
 {
+    if (c->r == NULL) {
+        struct iovec v[5] = { { (void *)rq, sizeof *rq } };
+        memcpy(v + 1, body, (size_t)n * sizeof *body);
+        if (sock_write_all(c->sock, v, n + 1) < 0 || (c->r = region_receive(c->sock)) == NULL)
+            return -1;
+        return 0;
+    }
     struct chan_region *r = c->r;
     r->rq = *rq;
     if (rq->len <= CHAN_BUF) {
@@ -260,10 +278,13 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
         }
         chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
     }
+    uint32_t st;
     while (chan_load(&r->state) != CHAN_RESP) {
         chan_store(&r->client_waits, 1);
-        if (chan_load(&r->state) != CHAN_RESP)
-            chan_sleep(&r->state, CHAN_REQ, CHAN_SLICE_MS);
+        /* CHAN_REQ, or CHAN_IDLE while the connection's first request (sent on the socket)
+         * is being answered */
+        if ((st = chan_load(&r->state)) != CHAN_RESP)
+            chan_sleep(&r->state, st, CHAN_SLICE_MS);
         chan_store(&r->client_waits, 0);
         if (chan_load(&r->state) != CHAN_RESP && chan_peer_gone(c->sock))
             return -1;
@@ -320,7 +341,8 @@ void channel_atfork_child(void)
         struct channel *next = c->next;
         if (!c->lost)
             REAL(close)(c->sock);
-        munmap(c->r, CHAN_SIZE);
+        if (c->r)
+            munmap(c->r, CHAN_SIZE);
         free(c);
         c = next;
     }

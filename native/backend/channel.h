@@ -1,12 +1,15 @@
 /*
  * A channel of the shared mode: one per client thread, a region of shared memory (a sealed
- * memfd the server makes for each connection and hands over it) plus the connection's unix
+ * memfd the server makes for each connection and hands over it, with the table of change
+ * counters of backend/coherence.h beside it) plus the connection's unix
  * socket. A request and its answer go through the region; a futex word in it says whose
  * turn it is, and each side sleeps on it only after a short spin, so a round trip costs a
  * few microseconds, not two socket transfers. The socket stays for what the kernel must
  * carry or vouch for: who the client is (SO_PEERCRED at connect: the identity never comes
- * from the region), fds (SCM_RIGHTS), payloads bigger than the region, and the end of
- * either side (a closed socket is how each learns that the other died).
+ * from the region), fds (SCM_RIGHTS), payloads bigger than the region, the connection's
+ * first request (sent with the connect, before the client has the region: one round trip
+ * for a short process's first operation), and the end of either side (a closed socket is
+ * how each learns that the other died).
  *
  * Both ends (backend/channel.c in the preload, backend/server.c in the extension) include
  * this header; its layout is the contract.
@@ -46,6 +49,10 @@ struct chan_region {
  * CHAN_BUF sends the body on the socket after publishing the header. An answer's fd (one
  * byte with SCM_RIGHTS, if rs.has_fd) is sent before its header is published, so the
  * client finds it there at once; its data, if rs.len > CHAN_BUF, after.
+ * A connection's first request goes whole on the socket (header, then body); its answer
+ * comes in the region like any other. The server's first message on a connection is a
+ * struct wire_resp with result CHAN_SIZE and, with SCM_RIGHTS, the region's memfd and the
+ * coherence table's (has_fd = how many).
  */
 
 static inline uint32_t chan_load(const uint32_t *p)
@@ -129,6 +136,7 @@ void channel_end(struct channel *c);
 void channel_fail(struct channel *c);
 void channel_atfork_child(void);
 void shared_fds_lost(unsigned first, unsigned last);
+void shared_coherence_offer(int fd);     /* the table the connection brought (closes fd) */
 /* Past w bytes a partial sendmsg wrote: the vector left (*v, the count returned). */
 static inline size_t iov_advance(struct iovec **v, size_t n, size_t w)
 {

@@ -6,7 +6,8 @@
  *
  * Each client thread connects once; the accept thread reads who it is (SO_PEERCRED) and
  * gives it a channel (backend/channel.h: a region of shared memory with a futex word),
- * through which its requests and answers then go. A class that is not thread_safe is
+ * through which its requests and answers then go. The connection's first request comes
+ * on the socket, sent with the connect: it is answered in the region like the others. A class that is not thread_safe is
  * called from one thread only, the one that built it (the launcher's main thread, in
  * serve_loop: it waits on every channel's futex at once with futex_waitv). A class with
  * `thread_safe = True` gets one thread per channel, so a call that blocks holds up only
@@ -434,6 +435,7 @@ struct client {
     int fd;
     struct chan_region *region;
     int gone;               /* its socket closed: drop it */
+    int first;              /* its first request comes on the socket, not in the region */
     struct proc *proc;
     uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
     gid_t gid;
@@ -1089,19 +1091,39 @@ static void client_free(struct client *cl)
     free(cl);
 }
 
-/* Answer the request cl's client published in its region. -1: the client has gone (or
- * broke the protocol). The header is read once and the body copied out of the region, so
- * a client that scribbles on its region while we work changes nothing we rely on. */
+/* Has the first request of cl (on its socket) come in whole, header at least? 1 yes, 0 not
+ * yet, -1 the client has gone. */
+static int first_ready(struct client *cl)
+{
+    struct wire_req rq;
+    ssize_t n = recv(cl->fd, &rq, sizeof rq, MSG_PEEK | MSG_DONTWAIT);
+    if (n == (ssize_t)sizeof rq)
+        return 1;
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ? -1 : 0;
+}
+
+/* Answer the request cl's client published in its region (its first request: sent on the
+ * socket). -1: the client has gone (or broke the protocol). The header is read once and
+ * the body copied out of the region, so a client that scribbles on its region while we
+ * work changes nothing we rely on. */
 static int serve_request(struct client *cl)
 {
     struct chan_region *rg = cl->region;
-    struct wire_req rq = rg->rq;
+    struct wire_req rq;
+    int on_socket = cl->first;
+    cl->first = 0;
+    if (on_socket) {
+        if (wire_read_all(cl->fd, &rq, sizeof rq) < 0)
+            return -1;
+    } else {
+        rq = rg->rq;
+    }
     if ((uint64_t)rq.path_len + rq.path2_len + rq.data_len != rq.len || rq.len > (1u << 30))
         return -1;
     char *body = malloc((size_t)rq.len + 2);
     if (body == NULL)
         return -1;
-    if (rq.len <= CHAN_BUF)
+    if (rq.len <= CHAN_BUF && !on_socket)
         memcpy(body, rg->buf, rq.len);
     else if (wire_read_all(cl->fd, body, rq.len) < 0) {
         free(body);
@@ -1164,6 +1186,15 @@ static void *conn_thread(void *arg)
     struct client *cl = arg;
     struct chan_region *rg = cl->region;
     struct chan_spin spin = { 0 };
+    /* the first request comes on the socket: wait for it as long as the client lives (a
+     * client stopped between connect and send must not meet SO_RCVTIMEO) */
+    struct pollfd first = { .fd = cl->fd, .events = POLLIN | POLLRDHUP };
+    while (cl->first && poll(&first, 1, -1) < 0 && errno == EINTR)
+        ;
+    if (cl->first && serve_request(cl) < 0) {
+        client_gone(cl);
+        return NULL;
+    }
     for (;;) {
         uint32_t st = chan_load(&rg->state);
         if (st != CHAN_REQ && spin_budget() > 0 && chan_spin_now(&spin)) {
@@ -1229,16 +1260,21 @@ static int region_give(struct client *cl)
     spare_mfd = -1;
     spare_region = MAP_FAILED;
     cl->region = p;
-    struct wire_resp hello = { .has_fd = 1, .result = CHAN_SIZE };
+    /* the table of change counters rides along: every process maps it, and a round trip
+     * of its own cost each short process as much as its first operation */
+    pthread_once(&coh_once, coh_make);
+    int fds[2] = { mfd, coh_fd }, nfd = coh_fd >= 0 ? 2 : 1;
+    struct wire_resp hello = { .has_fd = nfd, .result = CHAN_SIZE };
     struct iovec iov = { &hello, sizeof hello };
-    char cbuf[CMSG_SPACE(sizeof(int))];
+    char cbuf[CMSG_SPACE(sizeof fds)];
     memset(cbuf, 0, sizeof cbuf);
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                         .msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int)) };
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+    c->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)nfd * sizeof(int));
     int r = sendmsg(cl->fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
     close(mfd);
     if (r < 0) {
@@ -1320,12 +1356,21 @@ static void *watch_thread(void *arg)
         int n = epoll_wait(watch_ep, ev, 32, -1);
         if (n < 0 && errno != EINTR)
             break;
-        for (int i = 0; i < n; i++)
+        int hangup = 0;
+        for (int i = 0; i < n; i++) {
+            if (!(ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+                /* a first request came in: from now on only its end is watched */
+                struct epoll_event rd = { .events = EPOLLRDHUP, .data.fd = ev[i].data.fd };
+                epoll_ctl(watch_ep, EPOLL_CTL_MOD, ev[i].data.fd, &rd);
+                continue;
+            }
             epoll_ctl(watch_ep, EPOLL_CTL_DEL, ev[i].data.fd, NULL);
-        if (n > 0) {
-            __atomic_store_n(&fs_hangup, 1, __ATOMIC_SEQ_CST);
-            fs_poke();
+            hangup = 1;
         }
+        if (hangup)
+            __atomic_store_n(&fs_hangup, 1, __ATOMIC_SEQ_CST);
+        if (n > 0)
+            fs_poke();
     }
     return NULL;
 }
@@ -1354,8 +1399,12 @@ static void *accept_thread(void *arg)
             close(fd);      /* the client sees EIO for this call and connects again */
             continue;
         }
+        cl->first = 1;      /* sent with the connect (channel.c) */
         if (serialise) {
-            struct epoll_event ev = { .events = EPOLLRDHUP, .data.fd = fd };
+            /* its first request wakes the FS thread through the watcher if it is not
+             * here yet (a client preempted between connect and send) */
+            int ready = first_ready(cl);
+            struct epoll_event ev = { .events = EPOLLRDHUP | (ready ? 0 : EPOLLIN), .data.fd = fd };
             if (watch_ep >= 0)
                 epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
             pthread_mutex_lock(&fs_clients_lock);
@@ -1439,6 +1488,11 @@ static void fs_wait(long ms)
     int more = 0;
     pthread_mutex_lock(&fs_clients_lock);
     for (struct client *cl = fs_clients; cl; cl = cl->next) {
+        if (cl->first && first_ready(cl) != 0) {
+            n = 0;          /* a first request (or the client's end) came in meanwhile; one
+                               still on its way pokes fs_ctl through the watcher */
+            break;
+        }
         chan_store(&cl->region->server_waits, 1);
         uint32_t st = chan_load(&cl->region->state);
         if (st == CHAN_REQ) {
@@ -1478,7 +1532,10 @@ static int fs_pass(int check)
     pthread_mutex_unlock(&fs_clients_lock);
     /* only this thread removes from the list; the accept thread only pushes at its head */
     for (struct client *cl = list; cl; cl = cl->next) {
-        if (chan_load(&cl->region->state) == CHAN_REQ) {
+        int first = cl->first ? first_ready(cl) : 0;
+        if (first < 0) {
+            cl->gone = 1;
+        } else if (first > 0 || (!cl->first && chan_load(&cl->region->state) == CHAN_REQ)) {
             if (serve_request(cl) < 0)
                 cl->gone = 1;
             served++;

@@ -700,13 +700,38 @@ static int sh_open_special(int mnt, const char *path, const struct stat *st, int
 }
 
 
-/* ---- coherence: the server's table of change counters (backend/coherence.h), mapped at
- * the first answer this process wants to keep; after fork the child has it too. This
- * process writes only written[]. Refused (an older server, no memfd): 0, and the caches hear only of this process's
- * own changes, for attr_timeout. */
+/* ---- coherence: the server's table of change counters (backend/coherence.h). Its memfd
+ * comes with each connection's region (channel.c), and the first one is mapped; after fork
+ * the child has it too. This process writes only written[]. Before the first connection
+ * the stamp is 0: the answer to a process's first request (which makes the connection) is
+ * stamped without the table, so it is never used once the table is there. A connection
+ * that brought none (mapping it failed) asks with W_COHERENCE; refused: 0, and the caches
+ * hear only of this process's own changes, for attr_timeout. */
 static struct coherence *coh;
 static int coh_refused;
+static int coh_offered;     /* a connection brought the table */
 static pthread_mutex_t coh_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Map the table from fd (closed) unless one is mapped: 1 if there is one now. */
+static int coh_adopt(int fd)
+{
+    void *m = MAP_FAILED;
+    if (__atomic_load_n(&coh, __ATOMIC_ACQUIRE) == NULL)
+        m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REAL(close)(fd);
+    struct coherence *none = NULL;
+    if (m != MAP_FAILED && (((struct coherence *)m)->magic != COH_MAGIC ||
+                            !__atomic_compare_exchange_n(&coh, &none, (struct coherence *)m, 0,
+                                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)))
+        munmap(m, sizeof *coh);
+    return __atomic_load_n(&coh, __ATOMIC_ACQUIRE) != NULL;
+}
+
+void shared_coherence_offer(int fd)
+{
+    __atomic_store_n(&coh_offered, 1, __ATOMIC_RELEASE);
+    coh_adopt(fd);
+}
 
 static void coh_map(void)
 {
@@ -714,14 +739,8 @@ static void coh_map(void)
     if (coh == NULL && !coh_refused) {
         CALL(W_COHERENCE, 0, "/");
         int64_t r = xact(&c);
-        void *m = MAP_FAILED;
-        if (r >= 0 && c.fd >= 0)
-            m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
-        if (c.fd >= 0)
-            REAL(close)(c.fd);
-        if (m != MAP_FAILED && ((struct coherence *)m)->magic == COH_MAGIC)
-            __atomic_store_n(&coh, (struct coherence *)m, __ATOMIC_RELEASE);
-        else if (r != -EIO)         /* EIO: no server now; every call fails anyway */
+        int mapped = c.fd >= 0 && coh_adopt(c.fd);
+        if (!mapped && r != -EIO)   /* EIO: no server now; every call fails anyway */
             coh_refused = 1;
     }
     pthread_mutex_unlock(&coh_lock);
@@ -731,8 +750,8 @@ static uint64_t sh_stamp(int mnt, const char *path)
 {
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
     if (UNLIKELY(t == NULL)) {
-        if (coh_refused)
-            return 0;
+        if (coh_refused || !__atomic_load_n(&coh_offered, __ATOMIC_ACQUIRE))
+            return 0;       /* not connected yet: the first request brings the table */
         coh_map();
         if ((t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE)) == NULL)
             return 0;

@@ -35,7 +35,8 @@ enum wire_op {
     W_FIFO,         /* a FIFO of the FS: the answer is the path of the real FIFO that
                        stands for it (owner and mode from getattr), for the client to open */
     W_COHERENCE,    /* the server's table of change counters (backend/coherence.h): its
-                       memfd rides along, for the client to map */
+                       memfd rides along, for the client to map (each connection's
+                       first message brings it too: this asks only if that did not) */
     W_IOCTL,        /* ioctl(fh, a = cmd, b = the caller's arg as a number, c = flags): data
                        is the caller's _IOC_SIZE(cmd) bytes (none: arg is no address), and
                        so is the answer's */
