@@ -117,11 +117,11 @@ print("f", open(f"{D}/f").read().strip())
 
 
 def test_handle_of_late_open_is_released_and_server_serves_again(ws):
-    """open('/stuck') answers after 5 s, its caller gave up at 2 s and lives on: the
+    """open('/stuck') answers after 8 s, its caller gave up at 2 s and lives on: the
     server releases the handle nobody will close, and serves normally again."""
     probe = ws.write_script("probe.py", PROBE_LATE_OPEN)
     env, mark = marked_env(ws)
-    r = run_ldp(f"{FAULTY}:OpenReturnsLate", ["5"], [sys.executable, probe, "6"], ws.mnt,
+    r = run_ldp(f"{FAULTY}:OpenReturnsLate", ["8"], [sys.executable, probe, "10"], ws.mnt,
                 options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
     assert r.returncode == 0, r.describe()
     assert left_behind(mark) == [], r.describe()
