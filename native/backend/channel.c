@@ -219,8 +219,8 @@ double channel_op_timeout(void)
     return (double)op_timeout() / 1e9;
 }
 
-/* A body bigger than the region, on the socket: a server that does not take it (its FS
- * thread is in a method that never returns) holds the caller up to op_timeout. */
+/* A body bigger than the region, on the socket: a server that takes none of it for
+ * op_timeout (its FS thread is in a method that never returns) is given up on. */
 static int sock_write_all(int fd, const struct iovec *iov_in, int n)
 {
     struct iovec iov[4];
@@ -245,6 +245,7 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
             syscall(SYS_ppoll, &p, 1, &slice, NULL, 0);     /* not the program's poll() */
             continue;
         }
+        deadline = 0;       /* the server takes it: a slow reader is not a stuck one */
         n = (int)iov_advance(&v, (size_t)n, (size_t)w);
     }
     return 0;
