@@ -400,7 +400,7 @@ def main(argv=None):
     if args.log_file:
         check_log_file(args.log_file)
     # -o options that are ldpfuse's own (FUSE's names), not the class's
-    own = {"attr_timeout": "LDPFUSE_ATTR_TIMEOUT"}
+    own = {"attr_timeout": "LDPFUSE_ATTR_TIMEOUT", "op_timeout": "LDPFUSE_OP_TIMEOUT"}
     own_env = {}
     for kv in list(args.options):
         key, _, value = kv.partition("=")

@@ -6,6 +6,9 @@ unix socket (nothing is left on disk), forks the command, and answers every proc
 tree (native/backend/server.c) until the command and all its descendants have ended. It is
 a child subreaper, so descendants that outlive the command are still waited for. Its exit
 status is the command's (a command killed by a signal kills it with the same signal).
+A method that never returns does not keep it either: op_timeout after the command tree
+has ended, a serving thread still in a method is left behind and the launcher exits with
+the command's status, without the file system's destroy() (its thread is the stuck one).
 """
 import os
 import secrets
@@ -14,6 +17,15 @@ import socket
 import threading
 
 PR_SET_CHILD_SUBREAPER = 36
+OP_TIMEOUT = 60.0   # seconds; the preload's default too (backend/channel.c)
+
+
+def op_timeout():
+    """How long an operation may take (-o op_timeout, LDPFUSE_OP_TIMEOUT); 0: for ever."""
+    try:
+        return max(float(os.environ.get("LDPFUSE_OP_TIMEOUT") or OP_TIMEOUT), 0.0)
+    except ValueError:
+        return OP_TIMEOUT
 
 
 def _subreaper():
@@ -96,7 +108,8 @@ def wait(pid):
     from . import _embedded
 
     status = []
-    threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop),
+    served = threading.Event()
+    threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop, served),
                      name="ldpfuse-wait", daemon=True).start()
     while True:
         try:
@@ -108,6 +121,7 @@ def wait(pid):
 
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
     _embedded.serve_cleanup()
+    served.set()
     return status[0] if status else None
 
 
@@ -118,8 +132,10 @@ def _forward(pid, sig):
         pass    # the command has ended; its descendants are still waited for
 
 
-def _wait_all(pid, status, stop):
-    """Wait for the command and every descendant (we are their subreaper)."""
+def _wait_all(pid, status, stop, served):
+    """Wait for the command and every descendant (we are their subreaper), then stop the
+    server; if its thread is still in a method op_timeout later (no client is left to
+    answer), end with the command's status all the same."""
     while True:
         try:
             child, st = os.waitpid(-1, 0)
@@ -130,6 +146,14 @@ def _wait_all(pid, status, stop):
         if child == pid:
             status.append(st)
     stop()
+    grace = op_timeout()
+    if grace and not served.wait(grace):
+        from . import _runtime
+
+        _runtime.log_line(f"ldpfuse-run: the file system is still in a method (or destroy()) "
+                          f"{grace:g} s after the command ended (-o op_timeout): exiting "
+                          f"without its destroy()")
+        exit_as(status[0] if status else None)
 
 
 def exit_as(status):

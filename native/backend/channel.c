@@ -10,6 +10,12 @@
  * most answers come within microseconds; a short process never spins), then sleeps on the
  * futex in slices, checking between slices that the server still lives: a dead server is
  * EIO within one slice, never a hang.
+ * A live server whose method never returns is bounded too (op_timeout, LDPFUSE_OP_TIMEOUT,
+ * default 60 s, 0 = wait for ever): past it, within a slice, the caller gives the request
+ * up (chan_settle: the server then drops the answer and releases what it handed over),
+ * lets go of the channel and gets EIO; its next call makes a fresh channel. The clock is
+ * read only after a slice slept, so a round trip that needs no sleep pays nothing. A body
+ * too big for the region waits for the server to take it under the same bound.
  *
  * A signal handler that makes a request while its thread waits for another (nested calls)
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
@@ -50,6 +56,7 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread struct thread_channels *t_chans;
 static __thread int t_depth;
 static long spin_ns = -1;
+static int64_t op_timeout_ns = -1;
 
 int ldp_private_fd = INT_MAX;   /* the lowest fd number of a channel: close/dup2 wrappers */
 
@@ -203,19 +210,51 @@ void channel_fail(struct channel *c)
     channel_free(c);
 }
 
+/* How long a request may wait for the server, in ns (0: for ever). */
+static uint64_t op_timeout(void)
+{
+    int64_t ns = __atomic_load_n(&op_timeout_ns, __ATOMIC_RELAXED);
+    if (ns < 0) {       /* threads may race to read the variable: they agree on the value */
+        const char *s = getenv("LDPFUSE_OP_TIMEOUT");
+        double sec = s && *s ? strtod(s, NULL) : 60.0;
+        ns = sec > 0 ? (int64_t)(sec * 1e9) : 0;
+        __atomic_store_n(&op_timeout_ns, ns, __ATOMIC_RELAXED);
+    }
+    return (uint64_t)ns;
+}
+
+double channel_op_timeout(void)
+{
+    return (double)op_timeout() / 1e9;
+}
+
+/* A body bigger than the region, on the socket: a server that takes none of it for
+ * op_timeout (its FS thread is in a method that never returns) is given up on. */
 static int sock_write_all(int fd, const struct iovec *iov_in, int n)
 {
     struct iovec iov[5];
     memcpy(iov, iov_in, (size_t)n * sizeof *iov);
     struct iovec *v = iov;
+    uint64_t deadline = 0;
     while (n > 0) {
         struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t)n };
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return -1;
+            if (errno != EAGAIN)
+                return -1;
+            uint64_t now = chan_now_ns(), limit = op_timeout();
+            if (limit && deadline == 0)
+                deadline = now + limit;
+            if (limit && now >= deadline)
+                return CHAN_TIMED_OUT;
+            struct pollfd p = { .fd = fd, .events = POLLOUT };
+            struct timespec slice = { 0, CHAN_SLICE_MS * 1000000L };
+            syscall(SYS_ppoll, &p, 1, &slice, NULL, 0);     /* not the program's poll() */
+            continue;
         }
+        deadline = 0;       /* the server takes it: a slow reader is not a stuck one */
         n = (int)iov_advance(&v, (size_t)n, (size_t)w);
     }
     return 0;
@@ -246,9 +285,10 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
     chan_store(&r->state, CHAN_REQ);
     if (chan_load(&r->server_waits))
         chan_wake(&r->state);
-    if (rq->len > CHAN_BUF && sock_write_all(c->sock, body, n) < 0)
-        return -1;
-    return 0;
+    int w = rq->len > CHAN_BUF ? sock_write_all(c->sock, body, n) : 0;
+    if (w == CHAN_TIMED_OUT && !chan_settle(&r->state, CHAN_REQ, CHAN_GAVE_UP))
+        return -1;      /* answered without its whole body: the protocol is broken */
+    return w;
 }
 
 static long spin_budget(void)
@@ -263,7 +303,8 @@ static long spin_budget(void)
 }
 
 /* Wait for the answer's header (and the fd riding along, if any: close-on-exec unless
- * keep_on_exec, what the caller's open asked). -1: the server is gone. */
+ * keep_on_exec, what the caller's open asked). -1: the server is gone; CHAN_TIMED_OUT:
+ * no answer within op_timeout, the request is given up. */
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec)
 {
     struct chan_region *r = c->r;
@@ -279,6 +320,7 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
         chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
     }
     uint32_t st;
+    uint64_t deadline = 0;
     while (chan_load(&r->state) != CHAN_RESP) {
         chan_store(&r->client_waits, 1);
         /* CHAN_REQ, or CHAN_IDLE while the connection's first request (sent on the socket)
@@ -286,8 +328,22 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
         if ((st = chan_load(&r->state)) != CHAN_RESP)
             chan_sleep(&r->state, st, CHAN_SLICE_MS);
         chan_store(&r->client_waits, 0);
-        if (chan_load(&r->state) != CHAN_RESP && chan_peer_gone(c->sock))
+        if (chan_load(&r->state) == CHAN_RESP)
+            break;
+        if (chan_peer_gone(c->sock))
             return -1;
+        /* a slice slept with no answer: the deadline counts from here (the clock is read
+         * only by a wait that sleeps); past it the request is given up, unless the answer
+         * won the race (chan_settle) */
+        uint64_t limit = op_timeout();
+        if (limit == 0)
+            continue;
+        uint64_t now = chan_now_ns();
+        if (deadline == 0)
+            deadline = now + limit;
+        else if (now >= deadline && (st = chan_load(&r->state)) != CHAN_RESP &&
+                 chan_settle(&r->state, st, CHAN_GAVE_UP))
+            return CHAN_TIMED_OUT;
     }
     *rs = r->rs;
     if (rs->has_fd) {

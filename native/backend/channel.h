@@ -31,7 +31,17 @@ enum chan_state {
     CHAN_IDLE = 0,  /* nothing asked yet */
     CHAN_REQ,       /* the client wrote a request: the server's turn */
     CHAN_RESP,      /* the server wrote the answer: the client's turn */
+    CHAN_GAVE_UP,   /* the client stopped waiting (op_timeout) and let go of the channel:
+                     * the server drops the answer and releases what it handed over */
 };
+/* Who ends a request is decided by one compare-and-swap on state, from CHAN_REQ (or
+ * CHAN_IDLE for a connection's first request, which came on the socket): the server's to
+ * CHAN_RESP (the answer stands) or the client's to CHAN_GAVE_UP (it is dropped). A request
+ * given up before the server took it is never run. */
+static inline int chan_settle(uint32_t *state, uint32_t from, uint32_t to)
+{
+    return __atomic_compare_exchange_n(state, &from, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
 
 struct chan_region {
     uint32_t state;             /* the futex word: enum chan_state */
@@ -131,6 +141,8 @@ struct iovec;
 struct channel *channel_begin(void);
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec);
+#define CHAN_TIMED_OUT (-2)     /* channel_send/channel_wait: op_timeout passed, given up */
+double channel_op_timeout(void);
 int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take);
 void channel_end(struct channel *c);
 void channel_fail(struct channel *c);

@@ -15,6 +15,11 @@
  * groups, set per thread, from the kernel's word for the connection), FIFOs are opened by
  * the clients themselves, and what a process held is released when its last connection
  * closes (a closed socket is how the server learns that a client died).
+ * A client may give a request up (op_timeout, backend/channel.c: a method that never
+ * returns): one compare-and-swap on the region's state (chan_settle) decides whether the
+ * answer stands or is dropped; a dropped answer's handle (a late open, create, opendir) is
+ * released at once (answer_dropped), and a request given up while it waited behind the
+ * FS thread is never run. The FS thread serves the others again once the method returns.
  * After each operation that changes a name, the server bumps that name's counters in the
  * table every client maps (backend/coherence.h), before the answer leaves: every
  * process's caches hear of it.
@@ -381,6 +386,7 @@ struct handle {
     int mnt, flags;
     uint64_t fh;
     char *path;
+    uint64_t serial;        /* names this one handle (answer_dropped) */
 };
 
 struct proc {
@@ -456,6 +462,7 @@ struct client {
     void *out;
     size_t out_len;
     int pass_fd;
+    uint64_t added;         /* the serial of the handle the request handed over, or 0 */
     char small[sizeof(struct stat) > sizeof(struct statvfs) ? sizeof(struct stat) : sizeof(struct statvfs)];
 };
 
@@ -470,10 +477,13 @@ static void handle_add(struct client *cl, int kind, int mnt, const char *path, i
     h->mnt = mnt;
     h->flags = flags;
     h->fh = fh;
+    static uint64_t serials;
+    h->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&cl->proc->lock);
     h->next = cl->proc->handles;
     cl->proc->handles = h;
     pthread_mutex_unlock(&cl->proc->lock);
+    cl->added = h->serial;
 }
 
 static void handle_del(struct client *cl, int kind, int mnt, const char *path, uint64_t fh)
@@ -715,6 +725,7 @@ static void do_op(struct client *cl)
     request_identity(cl, rq);
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     current = cl;
+    cl->added = 0;
     /* a name that goes away: the client may keep it as missing (wire.h), from this stamp */
     int goes = rq->op == W_UNLINK || rq->op == W_RMDIR;
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
@@ -1091,6 +1102,36 @@ static void client_free(struct client *cl)
     free(cl);
 }
 
+/* An answer nobody waits for any more: the client gave the request up (op_timeout) while
+ * the method ran. What it handed over (a file or directory handle, a page cache) is
+ * released now, as if the client had closed it at once; an fd riding along is closed by
+ * the caller. The region is still ours (mapped here until client_gone): writing the
+ * answer into it touched nothing freed. */
+static void answer_dropped(struct client *cl)
+{
+    struct handle *h = NULL;
+    if (cl->added == 0)
+        return;
+    pthread_mutex_lock(&cl->proc->lock);
+    for (struct handle **p = &cl->proc->handles; *p; p = &(*p)->next)
+        if ((*p)->serial == cl->added) {
+            h = *p;
+            *p = h->next;
+            break;
+        }
+    pthread_mutex_unlock(&cl->proc->lock);
+    cl->added = 0;
+    if (h == NULL)
+        return;     /* a release of the same fh by another thread took it meanwhile */
+    current = cl;
+    handle_release(h);
+    current = NULL;
+}
+
+/* Answer the request cl's client published in its region. -1: the client has gone (or
+ * broke the protocol). The header is read once and the body copied out of the region, so
+ * a client that scribbles on its region while we work changes nothing we rely on. */
+
 /* Has the first request of cl (on its socket) come in whole, header at least? 1 yes, 0 not
  * yet, -1 the client has gone. */
 static int first_ready(struct client *cl)
@@ -1141,13 +1182,17 @@ static int serve_request(struct client *cl)
     rg->rs = rs;
     if (cl->out_len <= CHAN_BUF && cl->out_len)
         memcpy(rg->buf, cl->out, cl->out_len);
-    chan_store(&rg->state, CHAN_RESP);
-    if (chan_load(&rg->client_waits))
-        chan_wake(&rg->state);
-    /* data that did not fit only after it: the client reads it once it has the answer,
-     * and a socket filled before that would stop us */
-    if (ret == 0 && cl->out_len > CHAN_BUF)
-        ret = send_resp(cl->fd, cl->out, cl->out_len, -1);
+    if (!chan_settle(&rg->state, on_socket ? CHAN_IDLE : CHAN_REQ, CHAN_RESP)) {
+        answer_dropped(cl);     /* the client gave up waiting (op_timeout) and left */
+        ret = -1;
+    } else {
+        if (chan_load(&rg->client_waits))
+            chan_wake(&rg->state);
+        /* data that did not fit only after it: the client reads it once it has the answer,
+         * and a socket filled before that would stop us */
+        if (ret == 0 && cl->out_len > CHAN_BUF)
+            ret = send_resp(cl->fd, cl->out, cl->out_len, -1);
+    }
     if (cl->pass_fd >= 0)
         close(cl->pass_fd);         /* the client has its own now */
     if (cl->out != cl->small)

@@ -8,7 +8,8 @@
  * Each thread makes its own channel at its first operation, so threads never queue behind
  * each other; a forked child makes its own. Passthrough opens come back as the lower fd
  * itself (SCM_RIGHTS): data still never leaves the kernel. If the server is gone, every
- * call fails with EIO at once.
+ * call fails with EIO at once; a call it does not answer within op_timeout fails with EIO
+ * and one log line naming the method, the path and the timeout.
  * What this process caches (attributes, missing names, open decisions, listings) is
  * stamped with the server's change counters (backend/coherence.h, mapped at the first
  * answer kept), so every process hears of every change at once.
@@ -45,6 +46,30 @@ struct call {
     uint64_t fh;
 };
 
+/* The method a request calls, for the log (the user's method names, as fusepy's). */
+static const char *const op_names[] = {
+    [W_GETATTR] = "getattr", [W_READLINK] = "readlink", [W_MKNOD] = "mknod", [W_MKDIR] = "mkdir",
+    [W_UNLINK] = "unlink", [W_RMDIR] = "rmdir", [W_SYMLINK] = "symlink", [W_RENAME] = "rename",
+    [W_LINK] = "link", [W_CHMOD] = "chmod", [W_CHOWN] = "chown", [W_TRUNCATE] = "truncate",
+    [W_OPEN] = "open", [W_CREATE] = "create", [W_READ] = "read", [W_WRITE] = "write",
+    [W_STATFS] = "statfs", [W_FLUSH] = "flush", [W_RELEASE] = "release", [W_FSYNC] = "fsync",
+    [W_OPENDIR] = "opendir", [W_READDIR] = "readdir", [W_RELEASEDIR] = "releasedir",
+    [W_ACCESS] = "access", [W_UTIMENS] = "utimens", [W_SETXATTR] = "setxattr",
+    [W_GETXATTR] = "getxattr", [W_LISTXATTR] = "listxattr", [W_REMOVEXATTR] = "removexattr",
+    [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "open (page cache)",
+    [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
+    [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
+};
+
+/* A request given up at op_timeout (backend/channel.c): one line naming it. */
+static void log_timed_out(const struct call *c)
+{
+    unsigned op = c->rq.op;
+    const char *name = op < sizeof op_names / sizeof *op_names && op_names[op] ? op_names[op] : "?";
+    ldp_log(LOG_ERROR, "%s %s: no answer from the file system in %g s (-o op_timeout): EIO", name,
+            c->path, channel_op_timeout());
+}
+
 static int64_t xact(struct call *c)
 {
     c->fd = -1;
@@ -65,7 +90,15 @@ static int64_t xact(struct call *c)
     if (ch == NULL)
         goto gone;
     struct wire_resp resp;
-    if (channel_send(ch, &c->rq, iov, 3) < 0 || channel_wait(ch, &resp, &c->fd, c->keep_on_exec) < 0)
+    int w = channel_send(ch, &c->rq, iov, 3);
+    if (w == 0)
+        w = channel_wait(ch, &resp, &c->fd, c->keep_on_exec);
+    if (w == CHAN_TIMED_OUT) {
+        channel_fail(ch);       /* the next call makes a fresh channel */
+        log_timed_out(c);
+        return -EIO;
+    }
+    if (w < 0)
         goto fail;
     size_t len = resp.len;
     if (len > 0) {

@@ -7,6 +7,8 @@ the method, and the host process must go on and exit normally.
 
 import errno
 import stat
+import threading
+import time
 
 from ldpfuse_py import FuseOSError, Operations
 
@@ -65,3 +67,118 @@ class GetattrReturnsNone(TwoFiles):
         if path == "/boom":
             return None
         return super().getattr(path, fh)
+
+
+# ---- methods that do not return (tests/test_op_timeout.py): on the path /stuck, one
+# method waits for ever; a thread_safe twin lets the other files be served meanwhile.
+
+class TwoFilesAndStuck(TwoFiles):
+    """'/f', '/boom' and '/stuck'; the subclasses block on '/stuck'."""
+
+    def getattr(self, path, fh=None):
+        if path == "/stuck":
+            return super().getattr("/f", fh)
+        return super().getattr(path, fh)
+
+    def readdir(self, path, fh):
+        return super().readdir(path, fh) + ["stuck"]
+
+
+def block_forever():
+    threading.Event().wait()
+
+
+class ReadBlocksForever(TwoFilesAndStuck):
+    def read(self, path, size, offset, fh):
+        if path == "/stuck":
+            block_forever()
+        return super().read(path, size, offset, fh)
+
+
+class GetattrBlocksForever(TwoFilesAndStuck):
+    def getattr(self, path, fh=None):
+        if path == "/stuck":
+            block_forever()
+        return super().getattr(path, fh)
+
+
+class OpenBlocksForever(TwoFilesAndStuck):
+    def open(self, path, flags):
+        if path == "/stuck":
+            block_forever()
+        return super().open(path, flags)
+
+
+class ReadBlocksForeverThreadSafe(ReadBlocksForever):
+    thread_safe = True
+
+
+class GetattrBlocksForeverThreadSafe(GetattrBlocksForever):
+    thread_safe = True
+
+
+class OpenBlocksForeverThreadSafe(OpenBlocksForever):
+    thread_safe = True
+
+
+class OpenReturnsLate(TwoFilesAndStuck):
+    """open('/stuck') answers after `delay` seconds (longer than the test's op_timeout);
+    '/handles' lists the file handles open now, other than the reader's own."""
+
+    def __init__(self, delay="5"):
+        self.delay = float(delay)
+        self.open_fhs = set()
+        self.next_fh = 1
+
+    def getattr(self, path, fh=None):
+        if path == "/handles":
+            return dict(st_mode=stat.S_IFREG | 0o444, st_nlink=1, st_size=0)
+        return super().getattr(path, fh)
+
+    def readdir(self, path, fh):
+        return super().readdir(path, fh) + ["handles"]
+
+    def open(self, path, flags):
+        if path == "/stuck":
+            time.sleep(self.delay)
+        self.next_fh += 1
+        self.open_fhs.add(self.next_fh)
+        return self.next_fh
+
+    def read(self, path, size, offset, fh):
+        if path == "/handles":
+            text = "".join(f"{n}\n" for n in sorted(self.open_fhs - {fh}))
+            return text.encode()[offset:offset + size]
+        return super().read(path, size, offset, fh)
+
+    def release(self, path, fh):
+        self.open_fhs.discard(fh)
+        return 0
+
+
+class ReadBlocksForeverWithWritable(ReadBlocksForever):
+    """ReadBlocksForever, plus a writable '/w'; read('/stuck') first creates the real
+    file `marker`, so that a test knows when the FS thread is stuck."""
+
+    def __init__(self, marker):
+        self.marker = marker
+        self.data = b""
+
+    def getattr(self, path, fh=None):
+        if path == "/w":
+            return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=len(self.data))
+        return super().getattr(path, fh)
+
+    def read(self, path, size, offset, fh):
+        if path == "/stuck":
+            open(self.marker, "w").close()
+        if path == "/w":
+            return self.data[offset:offset + size]
+        return super().read(path, size, offset, fh)
+
+    def truncate(self, path, length, fh=None):
+        self.data = self.data[:length]
+
+    def write(self, path, data, offset, fh):
+        self.data = self.data[:offset] + data
+        return len(data)
