@@ -489,9 +489,10 @@ def check_log_file(path):
 
 
 def launch(args, spec, point, own_env, cmd, die, script=False):
-    """Put the mount in the environment and run the command: exec it (--mode embedded), or
-    serve it from this process (--mode shared: for a script, returns the command's pid and
-    leaves the waiting to the caller)."""
+    """Put the mount in the environment and run the command as a child and serve it from
+    this process (--mode shared: for a script, returns the command's pid and leaves the
+    waiting to the caller; --mode embedded: only the processes that cannot run the file
+    system themselves, see embedded_mode), or exec it (a fusepy script's --mode embedded)."""
     env = dict(os.environ)
     mounts = [m for m in existing_mounts(env) if m["point"] != point]
     mounts.append({"point": point, "spec": spec, "args": SEP.join(args.fs_args),
@@ -551,8 +552,14 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
             return shared_mode.run(argv_exec, env, die)
         status = shared_mode.wait(shared_mode.start(argv_exec, env, die))
         shared_mode.exit_as(escapes.finish(record, status))
-    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET"):    # an enclosing shared-mode launcher's
+    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET", "LDPFUSE_SERVED"):    # an enclosing launcher's
         env.pop(key, None)
+    if not script:
+        # the command is a child: this process serves the processes that cannot run the
+        # file system themselves (embedded_mode)
+        from . import embedded_mode
+
+        embedded_mode.run(argv_exec, env, record)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         try:
             signal.signal(sig, signal.SIG_DFL)

@@ -54,50 +54,81 @@ def start(argv_exec, env, die):
     """Build the file system objects, start the command and the server; returns the
     command's pid. Called on the main thread, or (a fusepy script's FUSE() on another
     thread) without the signal forwarding."""
+    listener = listen(env)
+    env["LDPFUSE_MODE"] = "shared"
+    try:
+        thread_safe = build(env)
+    except RuntimeError as e:
+        die(f"the file system could not start: {e}")
+    pid = start_command(argv_exec, env)
+    serve(listener, thread_safe)
+    forward_signals(pid)
+    return pid
+
+
+def listen(env):
+    """The server's socket (abstract: nothing is left on disk), named to the command in
+    env; open until this process exits."""
     name = f"ldpfuse-{os.getpid()}-{secrets.token_hex(8)}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
     listener.listen(256)
-    _listeners.append(listener)     # open until this process exits
-    env["LDPFUSE_MODE"] = "shared"
+    _listeners.append(listener)
     env["LDPFUSE_SOCKET"] = name
-    # the FS objects are built from the same description the clients get
+    return listener
+
+
+def build(env):
+    """Build the file system objects here, from the same description the clients get;
+    returns whether every class is thread_safe. RuntimeError if one cannot start."""
     for key, value in env.items():
         if key.startswith("LDPFUSE_"):
             os.environ[key] = value
     from . import _embedded, _runtime, operations
 
     operations._request_context = _embedded.context
+    _embedded.serve_init()
+    return all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
 
-    try:
-        _embedded.serve_init()
-    except RuntimeError as e:
-        die(f"the file system could not start: {e}")
-    thread_safe = all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
-    pid = start_command(argv_exec, env)
+
+def serve(listener, thread_safe):
+    """Answer the clients of listener (a thread accepts them; wait() serves them)."""
+    from . import _embedded
+
     _embedded.serve_start(listener.fileno(), thread_safe)
+
+
+def forward_signals(pid):
+    """The terminal sends Ctrl-C to the command too: let the command decide; SIGTERM and
+    SIGHUP sent to this process go to the command."""
     try:
-        # the terminal sends Ctrl-C to the command too: let the command decide
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGQUIT, signal.SIG_IGN)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda s, _f: _forward(pid, s))
     except ValueError:
         pass  # not the main thread: signals keep their dispositions
-    return pid
 
 
 def wait(pid):
-    """Serve until the command and every descendant have ended: this thread answers the
-    calls of a class that is not thread_safe (on the launcher's main thread, the one that
-    built the objects: sqlite3 connections made in __init__ work). Then run the exit hooks
-    (the file systems' destroy(), which also ends a fusepy script's FUSE() call); returns
-    the command's wait status (None if it was never seen)."""
+    """Serve until the command and every descendant have ended; returns the command's wait
+    status (None if it was never seen)."""
     from . import _embedded
 
     status = []
     threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop),
                      name="ldpfuse-wait", daemon=True).start()
+    serve_until_stopped()
+    return status[0] if status else None
+
+
+def serve_until_stopped():
+    """This thread answers the calls of a class that is not thread_safe (on the launcher's
+    main thread, the one that built the objects: sqlite3 connections made in __init__
+    work) until serve_stop(). Then run the exit hooks (the file systems' destroy(), which
+    also ends a fusepy script's FUSE() call)."""
+    from . import _embedded
+
     while True:
         try:
             _embedded.serve_loop()
@@ -108,7 +139,6 @@ def wait(pid):
 
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
     _embedded.serve_cleanup()
-    return status[0] if status else None
 
 
 def _forward(pid, sig):

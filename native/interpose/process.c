@@ -26,7 +26,7 @@ void process_init(void)
     int n = 0;
     for (char **e = environ; e && *e; e++)
         n += strncmp(*e, "LDPFUSE_", 8) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0;
-    saved_env = calloc((size_t)n + 1, sizeof *saved_env);
+    saved_env = calloc((size_t)n + 2, sizeof *saved_env);     /* + exec_env_keep()'s */
     if (saved_env == NULL)
         return;
     for (char **e = environ; e && *e; e++)
@@ -35,6 +35,23 @@ void process_init(void)
             strncmp(*e, "LD_PRELOAD=", 11) == 0)
             saved_env[nsaved++] = strdup(*e);
     adopt_fds();
+}
+
+/* One more variable for every image this process execs, set once (the loader's choice of
+ * backend, which children inherit): a slot was kept for it, so exec in another thread
+ * sees the array either without it or with it whole. */
+void exec_env_keep(const char *entry)
+{
+    if (saved_env == NULL || strchr(entry, '=') == NULL)
+        return;
+    for (int i = 0; i < nsaved; i++)
+        if (strncmp(saved_env[i], entry, (size_t)(strchr(entry, '=') - entry) + 1) == 0)
+            return;     /* this process inherited it */
+    char *copy = strdup(entry);
+    if (copy == NULL)
+        return;
+    saved_env[nsaved] = copy;
+    __atomic_store_n(&nsaved, nsaved + 1, __ATOMIC_RELEASE);
 }
 
 /* LDPFUSE_FDS: the virtual fds that survive exec, for the new image's table:
