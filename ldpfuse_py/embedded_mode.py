@@ -3,23 +3,24 @@ that cannot.
 
 A process that touches a mount starts CPython inside itself (native/backend/loader.c).
 Some cannot: a process of another user that may not read the interpreter (a venv under
-root's 0700 home), a Python program of another minor version, a program where libpython
-cannot be loaded. Those are served by the launcher instead, as in the shared mode
-(native/backend/shared.c to server.c, with the caller's rights), and share the launcher's
-one instance of the file system.
+root's 0700 home), a Python program of another minor version, or of ours before its
+interpreter runs (a venv in the mount), a program where libpython cannot be loaded. Those
+are served by the launcher instead, as in the shared mode (native/backend/shared.c to
+server.c, with the caller's rights), and share the launcher's one instance of the file
+system.
 
 So the launcher starts the command as its child rather than exec it, and listens on the
 shared mode's socket (LDPFUSE_SOCKET), but builds its file system objects and starts the
 server only when the first such process connects: a run where every process hosts the
-file system itself pays a fork and a listening socket, not an instance. Until then it
-exits as soon as the command has (descendants that outlive it are not waited for, as
-when it exec'd the command); once it serves, it serves until the command and every
-descendant have ended, as the shared mode does. Under --strict it always waits for every
-descendant, then names the escapes (escapes.finish).
+file system itself pays a fork, a listening socket and a poll (bench/embedded_launcher.py),
+not an instance. Until then it waits for the command only, and exits as it did
+(descendants that outlive it are not waited for, as when it exec'd the command); once it
+serves, it becomes their subreaper and serves until the command and every descendant have
+ended, as the shared mode does. Under --strict it waits for every descendant from the
+start, then names the escapes (escapes.finish).
 """
 import os
 import select
-import threading
 
 from . import shared_mode
 
@@ -27,22 +28,77 @@ from . import shared_mode
 def run(argv_exec, env, record=None):
     """Start the command, serve on demand, exit as the command did."""
     listener = shared_mode.listen(env)
-    pid = shared_mode.start_command(argv_exec, env)
+    every_descendant = record is not None
+    pid = shared_mode.start_command(argv_exec, env, reap_descendants=every_descendant)
     shared_mode.forward_signals(pid)
-    waiter = _Waiter(pid)
-    status = waiter.serve_on_demand(listener, env, every_descendant=record is not None)
-    if record:
+    if every_descendant:
+        status = _Waiter(pid).serve_on_demand(listener, env)
         from . import escapes
 
         status = escapes.finish(record, status)
+    else:
+        status = _serve_on_demand(pid, listener, env)
     shared_mode.exit_as(status)
 
 
+def _serve_on_demand(pid, listener, env):
+    """Wait for the command; if a process connects first, serve until every process has
+    ended. Returns the command's wait status."""
+    try:
+        ended = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        ended = None    # no pidfd (Linux < 5.3): serve from the start
+    if ended is not None:
+        poller = select.poll()
+        poller.register(listener.fileno(), select.POLLIN)
+        poller.register(ended, select.POLLIN)
+        while True:
+            try:
+                ready = {fd for fd, _ in poller.poll()}
+            except InterruptedError:
+                continue
+            if listener.fileno() in ready:
+                break
+            return _wait_for(pid)
+        os.close(ended)
+    shared_mode.subreaper()     # from now on, orphans come back here to be waited for
+    if not _start_serving(listener, env):
+        return _wait_for(pid)
+    return shared_mode.wait(pid)
+
+
+def _start_serving(listener, env):
+    """Build the launcher's instance and serve listener; False (logged) if it cannot start."""
+    try:
+        thread_safe = shared_mode.build(env)
+    except RuntimeError as e:
+        from ._runtime import log_line
+
+        log_line(f"ldpfuse-run: the file system could not start in the launcher, for the "
+                 f"processes that cannot run it themselves: their mount operations fail "
+                 f"with EIO: {e}")
+        listener.close()    # they get EIO at once, and from now on
+        return False
+    shared_mode.serve(listener, thread_safe)
+    return True
+
+
+def _wait_for(pid):
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+
+
 class _Waiter:
-    """Reaps the command and its descendants (we are their subreaper) on a thread, and
-    says so on a pipe: one byte when the command has ended, one when every process has."""
+    """--strict: reaps the command and every descendant (we are their subreaper) on a
+    thread from the start, and says so on a pipe: one byte when the command has ended, one
+    when every process has."""
 
     def __init__(self, pid):
+        import threading
+
         self.pid = pid
         self.status = None
         self.stop = None        # called when every process has ended, once serving
@@ -61,7 +117,6 @@ class _Waiter:
                 continue
             if child == self.pid:
                 self.status = st
-                os.write(self.write_end, b"c")
         with self.lock:
             self.all_ended = True
             stop = self.stop
@@ -69,9 +124,9 @@ class _Waiter:
         if stop:
             stop()
 
-    def serve_on_demand(self, listener, env, every_descendant):
-        """Wait for the command (and, if every_descendant, for every process); if a process
-        connects first, become the server. Returns the command's wait status."""
+    def serve_on_demand(self, listener, env):
+        """Wait for every process; if one connects first, serve until then. Returns the
+        command's wait status."""
         poller = select.poll()
         poller.register(listener.fileno(), select.POLLIN)
         poller.register(self.read_end, select.POLLIN)
@@ -82,32 +137,16 @@ class _Waiter:
                 continue
             if listener.fileno() in ready:
                 break
-            said = os.read(self.read_end, 1)
-            if said == b"a" or not every_descendant:
-                return self.status
-        try:
-            thread_safe = shared_mode.build(env)
-        except RuntimeError as e:
-            from ._runtime import log_line
+            return self.status
+        if _start_serving(listener, env):
+            from . import _embedded
 
-            log_line(f"ldpfuse-run: the file system could not start in the launcher, for the "
-                     f"processes that cannot run it themselves: their mount operations fail "
-                     f"with EIO: {e}")
-            listener.close()    # they get EIO at once, and from now on
-            return self._until_ended(every_descendant)
-        from . import _embedded
-
-        with self.lock:
-            self.stop = _embedded.serve_stop
-            ended = self.all_ended
-        if ended:
-            _embedded.serve_stop()
-        shared_mode.serve(listener, thread_safe)
-        shared_mode.serve_until_stopped()
+            with self.lock:
+                self.stop = _embedded.serve_stop
+                ended = self.all_ended
+            if ended:
+                _embedded.serve_stop()
+            shared_mode.serve_until_stopped()
+        else:
+            os.read(self.read_end, 1)
         return self.status
-
-    def _until_ended(self, every_descendant):
-        while True:
-            said = os.read(self.read_end, 1)
-            if said == b"a" or not every_descendant:
-                return self.status

@@ -8,15 +8,14 @@ a child subreaper, so descendants that outlive the command are still waited for.
 status is the command's (a command killed by a signal kills it with the same signal).
 """
 import os
-import secrets
 import signal
-import socket
-import threading
 
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def _subreaper():
+def subreaper():
+    """Descendants that outlive the command come back to this process (ctypes: 5-25 ms to
+    import, so the embedded mode asks only once it serves)."""
     try:
         import ctypes
 
@@ -25,11 +24,13 @@ def _subreaper():
         pass  # descendants that outlive the command are then adopted by init
 
 
-def start_command(argv_exec, env):
+def start_command(argv_exec, env, reap_descendants=True):
     """The command in a child of this process, which becomes its subreaper (descendants
-    that outlive it come back here); the child's signal dispositions are the defaults a
-    shell gives, and a command that cannot run exits 127 with one line. Returns its pid."""
-    _subreaper()
+    that outlive it come back here) if reap_descendants; the child's signal dispositions
+    are the defaults a shell gives, and a command that cannot run exits 127 with one line.
+    Returns its pid."""
+    if reap_descendants:
+        subreaper()
     pid = os.fork()
     if pid == 0:
         try:
@@ -69,8 +70,10 @@ def start(argv_exec, env, die):
 def listen(env):
     """The server's socket (abstract: nothing is left on disk), named to the command in
     env; open until this process exits."""
-    name = f"ldpfuse-{os.getpid()}-{secrets.token_hex(8)}"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    import _socket  # not socket.py, nor secrets: 10-20 ms of imports on every embedded run
+
+    name = f"ldpfuse-{os.getpid()}-{os.urandom(8).hex()}"
+    listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     listener.bind("\0" + name)
     listener.listen(256)
     _listeners.append(listener)
@@ -113,6 +116,8 @@ def forward_signals(pid):
 def wait(pid):
     """Serve until the command and every descendant have ended; returns the command's wait
     status (None if it was never seen)."""
+    import threading
+
     from . import _embedded
 
     status = []
