@@ -12,7 +12,8 @@ the mount (`true`), one process that runs the file system itself (`cat`), and, a
 with setpriv, the same `cat` as uid 65534 (served by the launcher when it cannot read the
 interpreter). The last row is what serving from the start would add to every run: building
 the launcher's instance (shared_mode.build) and starting the server, timed in a fresh
-interpreter of each install.
+interpreter of each install. Compare installs in venvs that hold the same packages (the
+embedded interpreter's sys.path is the venv's).
 """
 import argparse
 import os
