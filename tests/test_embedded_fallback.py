@@ -199,3 +199,23 @@ def test_a_venv_in_the_mount_starts_from_the_mount(tmp_path):
     assert out == f"{m}/venv\nTrue\n", err
     served = served_lines(err)
     assert len(served) == 1 and "interpreter is not running" in list(served.values())[0][0], err
+
+
+@pytest.mark.skipif(not interpreter_hidden_from_nobody(),
+                    reason="needs root, setpriv, and an interpreter uid 65534 cannot read "
+                           "(a pyenv Python under /root)")
+def test_a_fusepy_scripts_embedded_run_has_no_launcher_to_serve_and_says_so(tmp_path, lower):
+    """A fusepy script's embedded run execs the command from FUSE(): no launcher is left
+    to serve, so another user's process gets EIO and one line on stderr saying why."""
+    m = tmp_path / "mnt"
+    script = Path(__file__).resolve().parent / "fusepy_scripts" / "loopback.py"
+    argv = ldpfuse_run_argv() + ["--mode", "embedded", str(script), str(lower), str(m), "--",
+                                 *as_nobody("sh", "-c", f"cat {m}/public; cat {m}/public")]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")
+    assert r.stdout == ""
+    assert r.stderr.count("Input/output error") == 2, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("ldpfuse[")]
+    assert len(lines) == 2, r.stderr     # one per cat
+    for line in lines:
+        assert f"(uid {NOBODY}) cannot read" in line and "fail with EIO" in line, line
+        assert "the default shared mode" in line, line
