@@ -47,9 +47,11 @@ void exec_env_keep(const char *entry)
     for (int i = 0; i < nsaved; i++)
         if (strncmp(saved_env[i], entry, (size_t)(strchr(entry, '=') - entry) + 1) == 0)
             return;     /* this process inherited it */
-    char *copy = strdup(entry);
+    static int kept;    /* the one slot is taken */
+    char *copy = kept ? NULL : strdup(entry);
     if (copy == NULL)
         return;
+    kept = 1;
     saved_env[nsaved] = copy;
     __atomic_store_n(&nsaved, nsaved + 1, __ATOMIC_RELEASE);
 }
@@ -133,7 +135,7 @@ size_t exec_env_room(char *const envp[])
     size_t n = 0;
     for (char *const *e = envp; e && *e; e++)
         n++;
-    return n + (size_t)nsaved + 4;
+    return n + (size_t)nsaved + 5;     /* + 1: an exec_env_keep() between this and exec_env_into() */
 }
 
 /* envp with our variables put back (and the virtual cwd, which the kernel cannot carry) */
