@@ -8,7 +8,7 @@
 FS is a class (path/to/file.py:Class, package.module:Class) or a fusepy script
 (path/to/script.py), run as `python script.py FS_ARG...` would; -m runs a fusepy module as
 `python -m MODULE ARG...` would. The launcher checks the file system can be loaded, writes the mount table and what the
-preload library needs into the environment, and execs COMMAND with LD_PRELOAD set: the exit
+preload library needs into the environment, and starts COMMAND with LD_PRELOAD set: the exit
 status is the command's. Bad input gets one line on stderr and exit status 2 (127 when the
 command does not exist); nothing is started then.
 """
@@ -489,9 +489,11 @@ def check_log_file(path):
 
 
 def launch(args, spec, point, own_env, cmd, die, script=False):
-    """Put the mount in the environment and run the command: exec it (--mode embedded), or
-    serve it from this process (--mode shared: for a script, returns the command's pid and
-    leaves the waiting to the caller)."""
+    """Put the mount in the environment and run the command. --mode shared: as a child,
+    served from this process (for a script, returns the command's pid and leaves the
+    waiting to the caller); --mode embedded: as a child, this process serving only the
+    processes that cannot run the file system themselves (embedded_mode); a fusepy
+    script's --mode embedded: exec it."""
     env = dict(os.environ)
     mounts = [m for m in existing_mounts(env) if m["point"] != point]
     mounts.append({"point": point, "spec": spec, "args": SEP.join(args.fs_args),
@@ -551,8 +553,14 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
             return shared_mode.run(argv_exec, env, die)
         status = shared_mode.wait(shared_mode.start(argv_exec, env, die))
         shared_mode.exit_as(escapes.finish(record, status))
-    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET"):    # an enclosing shared-mode launcher's
+    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET", "LDPFUSE_SERVED"):    # an enclosing launcher's
         env.pop(key, None)
+    if not script:
+        # the command is a child: this process serves the processes that cannot run the
+        # file system themselves (embedded_mode)
+        from . import embedded_mode
+
+        embedded_mode.run(argv_exec, env, record)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         try:
             signal.signal(sig, signal.SIG_DFL)

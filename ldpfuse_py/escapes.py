@@ -65,9 +65,9 @@ def finish(path, status):
 
 
 def run_watched(argv_exec, env, die, record):
-    """--mode embedded under --strict: the launcher cannot exec the command (it must read
-    the record at the end), so it starts it, waits for it and every descendant, and exits
-    as it did."""
+    """A fusepy script's --mode embedded under --strict: the launcher cannot exec the
+    command (it must read the record at the end), so it starts it, waits for it and every
+    descendant, and exits as it did (a class's embedded run: embedded_mode.run)."""
     import signal
 
     from . import shared_mode

@@ -11,10 +11,7 @@ has ended, a serving thread still in a method is left behind and the launcher ex
 the command's status, without the file system's destroy() (its thread is the stuck one).
 """
 import os
-import secrets
 import signal
-import socket
-import threading
 
 PR_SET_CHILD_SUBREAPER = 36
 OP_TIMEOUT = 60.0   # seconds; the preload's default too (backend/channel.c)
@@ -28,7 +25,9 @@ def op_timeout():
         return OP_TIMEOUT
 
 
-def _subreaper():
+def subreaper():
+    """Descendants that outlive the command come back to this process (ctypes: 5-25 ms to
+    import, so the embedded mode asks only once it serves)."""
     try:
         import ctypes
 
@@ -37,11 +36,13 @@ def _subreaper():
         pass  # descendants that outlive the command are then adopted by init
 
 
-def start_command(argv_exec, env):
+def start_command(argv_exec, env, reap_descendants=True):
     """The command in a child of this process, which becomes its subreaper (descendants
-    that outlive it come back here); the child's signal dispositions are the defaults a
-    shell gives, and a command that cannot run exits 127 with one line. Returns its pid."""
-    _subreaper()
+    that outlive it come back here) if reap_descendants; the child's signal dispositions
+    are the defaults a shell gives, and a command that cannot run exits 127 with one line.
+    Returns its pid."""
+    if reap_descendants:
+        subreaper()
     pid = os.fork()
     if pid == 0:
         try:
@@ -66,51 +67,87 @@ def start(argv_exec, env, die):
     """Build the file system objects, start the command and the server; returns the
     command's pid. Called on the main thread, or (a fusepy script's FUSE() on another
     thread) without the signal forwarding."""
-    name = f"ldpfuse-{os.getpid()}-{secrets.token_hex(8)}"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener = listen(env)
+    env["LDPFUSE_MODE"] = "shared"
+    try:
+        thread_safe = build(env)
+    except RuntimeError as e:
+        die(f"the file system could not start: {e}")
+    pid = start_command(argv_exec, env)
+    serve(listener, thread_safe)
+    forward_signals(pid)
+    return pid
+
+
+def listen(env):
+    """The server's socket (abstract: nothing is left on disk), named to the command in
+    env; open until this process exits."""
+    import _socket  # not socket.py, nor secrets: 10-20 ms of imports on every embedded run
+
+    name = f"ldpfuse-{os.getpid()}-{os.urandom(8).hex()}"
+    listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
     listener.bind("\0" + name)
     listener.listen(256)
-    _listeners.append(listener)     # open until this process exits
-    env["LDPFUSE_MODE"] = "shared"
+    _listeners.append(listener)
     env["LDPFUSE_SOCKET"] = name
-    # the FS objects are built from the same description the clients get
+    return listener
+
+
+def build(env):
+    """Build the file system objects here, from the same description the clients get;
+    returns whether every class is thread_safe. RuntimeError if one cannot start."""
     for key, value in env.items():
         if key.startswith("LDPFUSE_"):
             os.environ[key] = value
     from . import _embedded, _runtime, operations
 
     operations._request_context = _embedded.context
+    _embedded.serve_init()
+    return all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
 
-    try:
-        _embedded.serve_init()
-    except RuntimeError as e:
-        die(f"the file system could not start: {e}")
-    thread_safe = all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
-    pid = start_command(argv_exec, env)
+
+def serve(listener, thread_safe):
+    """Answer the clients of listener (a thread accepts them; wait() serves them)."""
+    from . import _embedded
+
     _embedded.serve_start(listener.fileno(), thread_safe)
+
+
+def forward_signals(pid):
+    """The terminal sends Ctrl-C to the command too: let the command decide; SIGTERM and
+    SIGHUP sent to this process go to the command."""
     try:
-        # the terminal sends Ctrl-C to the command too: let the command decide
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGQUIT, signal.SIG_IGN)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda s, _f: _forward(pid, s))
     except ValueError:
         pass  # not the main thread: signals keep their dispositions
-    return pid
 
 
 def wait(pid):
-    """Serve until the command and every descendant have ended: this thread answers the
-    calls of a class that is not thread_safe (on the launcher's main thread, the one that
-    built the objects: sqlite3 connections made in __init__ work). Then run the exit hooks
-    (the file systems' destroy(), which also ends a fusepy script's FUSE() call); returns
-    the command's wait status (None if it was never seen)."""
+    """Serve until the command and every descendant have ended; returns the command's wait
+    status (None if it was never seen)."""
+    import threading
+
     from . import _embedded
 
     status = []
     served = threading.Event()
     threading.Thread(target=_wait_all, args=(pid, status, _embedded.serve_stop, served),
                      name="ldpfuse-wait", daemon=True).start()
+    serve_until_stopped()
+    served.set()
+    return status[0] if status else None
+
+
+def serve_until_stopped():
+    """This thread answers the calls of a class that is not thread_safe (on the launcher's
+    main thread, the one that built the objects: sqlite3 connections made in __init__
+    work) until serve_stop(). Then run the exit hooks (the file systems' destroy(), which
+    also ends a fusepy script's FUSE() call)."""
+    from . import _embedded
+
     while True:
         try:
             _embedded.serve_loop()
@@ -121,8 +158,6 @@ def wait(pid):
 
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
     _embedded.serve_cleanup()
-    served.set()
-    return status[0] if status else None
 
 
 def _forward(pid, sig):

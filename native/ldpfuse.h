@@ -292,6 +292,8 @@ CORE pid_t ldp_vfork_as_fork(void);
  * which has room for exec_env_room(envp) pointers */
 CORE size_t exec_env_room(char *const envp[]);
 CORE char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf);
+/* "NAME=value" added to that environment from now on (once per process) */
+CORE void exec_env_keep(const char *entry);
 
 /* umask, tracked so that create/mkdir apply it as the kernel would */
 extern mode_t ldp_umask;

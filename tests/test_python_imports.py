@@ -87,13 +87,10 @@ def test_python_dash_m_with_cwd_in_mount(appws):
     """, env_extra={"PY": sys.executable})
 
 
-@pytest.mark.xfail(strict=False, reason="Python host (issue 4, item 6): the mount is touched "
-                   "while the host interpreter starts; ldpfuse logs \"this program carries "
-                   "a Python interpreter that is not running; mount operations fail with "
-                   "EIO\" and the import fails with ModuleNotFoundError")
 def test_python_with_pythonpath_in_mount(appws):
     """PYTHONPATH naming the mount: the path is examined while the host
-    interpreter starts, before it runs any code."""
+    interpreter starts, before it runs any code (in the embedded mode the launcher
+    serves such a program: tests/test_embedded_fallback.py)."""
     appws.compare_sh("""
         PYTHONPATH="$D" "$PY" -c 'import app.helper; print(app.helper.twice(5))'
         PYTHONPATH="$D" "$PY" -m app four

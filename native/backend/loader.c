@@ -2,11 +2,20 @@
  * Starts the backend the first time a mount is touched, in the process that touches it.
  * Processes that never touch a mount never load libpython.
  *
- * If the host is already a CPython of our version (python3 running a script that opens
- * /mnt/x/f), its interpreter is reused; another version gets one clear error and EIO.
- * Otherwise libpython is loaded RTLD_GLOBAL (C extensions need its symbols) from the path
- * the launcher wrote, then the backend module, which is a CPython extension module so that
- * it links against whichever libpython (shared, or static inside the host) is present.
+ * --mode shared: the shared backend (backend/shared.c), no Python here. --mode embedded:
+ * if the host is already a CPython of our version (python3 running a script that opens
+ * /mnt/x/f), its interpreter is reused. Otherwise libpython is loaded RTLD_GLOBAL (C
+ * extensions need its symbols) from the path the launcher wrote, then the backend module,
+ * which is a CPython extension module so that it links against whichever libpython
+ * (shared, or static inside the host) is present.
+ * A process that cannot host the file system (a Python of another version, a user who
+ * may not read libpython or the stdlib, a libpython that will not load, a file system
+ * that will not start here, a Python of ours that touches the mount before its
+ * interpreter runs: a venv or PYTHONPATH in the mount) is served by the launcher instead: the shared backend, to the
+ * launcher's one instance (ldpfuse_py/embedded_mode.py), with this process's rights. The
+ * choice is made once, at the first operation, said once in the log at info level, and
+ * passed to the images this process execs (LDPFUSE_SERVED). Only with no launcher to ask
+ * (a fusepy script's embedded run execs the command) do its operations fail with EIO.
  */
 #include "../ldpfuse.h"
 #include <dlfcn.h>
@@ -40,11 +49,11 @@ static const struct core_api core = {
     .guard_thread = core_guard_thread,
 };
 
-static int host_python_state(void)
+static int host_python_state(char *why, size_t size)
 {
-    /* 1 = a running CPython of our version, 0 = none, -1 = one we cannot use,
-     * -2 = ours, not running (yet: a python3 whose stdout is a mount file asks isatty(1)
-     * before Py_Initialize; or no more: after Py_Finalize) */
+    /* 1 = a running CPython of our version, 0 = none, -1 = one we cannot use (why says
+     * so), -2 = ours, not running (yet: a python3 whose stdout is a mount file asks
+     * isatty(1) before Py_Initialize; or no more: after Py_Finalize) */
     int (*is_init)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     if (is_init == NULL)
         return 0;
@@ -61,10 +70,8 @@ static int host_python_state(void)
                 i++;
             }
             hv[i] = '\0';
-            ldp_log(LOG_ERROR, "this program runs Python %s, but the file system needs Python %s "
-                    "(the interpreter ldpfuse-py was installed with); its mount operations fail "
-                    "with EIO. Way out: run ldpfuse-run --mode shared, or install ldpfuse-py "
-                    "with Python %.4s", hv, want, hv);
+            snprintf(why, size, "this program runs Python %s, but the file system needs Python %s "
+                     "(the interpreter ldpfuse-py was installed with)", hv, want);
             return -1;
         }
     }
@@ -80,20 +87,43 @@ static int host_python_state(void)
 
 struct backend_ops *backend_shared_init(void);
 
-/* A process of another user (setpriv, su, pjdfstest -u) may not reach the installing
- * Python at all (a venv under root's 0700 home). Say so once per process, on stderr (where
- * the user of that process looks) and in the log file if there is one, with the way out.
- * 1 if that was the reason. */
-static int explain_unreadable(const char *path)
+/* Why a process of another user (setpriv, su, pjdfstest -u) cannot start the installing
+ * Python (a venv under root's 0700 home): 1 if that is the reason, said in why. */
+static int unreadable(const char *path, char *why, size_t size)
 {
     if (path == NULL || *path == '\0' || REAL(faccessat)(AT_FDCWD, path, R_OK, AT_EACCESS) == 0 ||
         errno != EACCES)
         return 0;
+    snprintf(why, size, "this process (uid %d) cannot read %s", (int)geteuid(), path);
+    return 1;
+}
+
+/* This process cannot host the file system (why): the launcher's one instance serves it
+ * over the shared mode's wire, with this process's rights, if the launcher listens
+ * (LDPFUSE_SOCKET); the images it execs inherit the choice (LDPFUSE_SERVED). Said once,
+ * at info level. 0: no launcher to ask (a fusepy script's embedded run). */
+static int served_by_launcher(const char *why)
+{
+    const char *sock = getenv("LDPFUSE_SOCKET");
+    if (sock == NULL || *sock == '\0')
+        return 0;
+    ldp_log(LOG_INFO, "--mode embedded: served by the launcher's file system instance (shared with "
+            "every process served so), not by one in this process: %s", why);
+    char entry[600];
+    snprintf(entry, sizeof entry, "LDPFUSE_SERVED=%s", why);
+    exec_env_keep(entry);
+    backend = backend_shared_init();
+    return 1;
+}
+
+/* No launcher to serve it: the error, once, on stderr (where the user of that process
+ * looks) and in the log file if there is one, with the way out. */
+static void cannot_host(const char *why)
+{
     char msg[1024];
-    int n = snprintf(msg, sizeof msg, "ldpfuse[%d]: --mode embedded: this process (uid %d) cannot read "
-                     "%s, so the file system cannot run in it and its mount operations fail with EIO; "
-                     "the default shared mode (no --mode embedded) serves processes of any user\n",
-                     (int)getpid(), (int)geteuid(), path);
+    int n = snprintf(msg, sizeof msg, "ldpfuse[%d]: --mode embedded: %s, so the file system cannot run in "
+                     "this process and its mount operations fail with EIO; the default shared mode "
+                     "(no --mode embedded) serves any process\n", (int)getpid(), why);
     if (n < 0 || (size_t)n >= sizeof msg)
         n = (int)strlen(msg);
     (void)!REAL(write)(2, msg, (size_t)n);
@@ -103,7 +133,42 @@ static int explain_unreadable(const char *path)
         (void)!REAL(write)(fd, msg, (size_t)n);
         REAL(close)(fd);
     }
-    return 1;
+}
+
+/* The file system in this process (the embedded backend), or why not. */
+static int host_here(char *why, size_t size)
+{
+    int host = host_python_state(why, size);
+    if (host < 0)
+        return host;
+    if (host == 0) {
+        const char *lib = getenv("LDPFUSE_LIBPYTHON");
+        if (lib == NULL || *lib == '\0' || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL) {
+            if (!unreadable(lib, why, size))
+                snprintf(why, size, "cannot load libpython (%s): %s", lib ? lib : "LDPFUSE_LIBPYTHON unset",
+                         dlerror());
+            return -1;
+        }
+    }
+    const char *so = getenv("LDPFUSE_BACKEND");
+    void *h = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    backend_init_fn init = h ? (backend_init_fn)dlsym(h, "ldpfuse_backend_embedded_init") : NULL;
+    if (init == NULL) {
+        if (!unreadable(so, why, size))
+            snprintf(why, size, "cannot load the embedded backend (%s): %s", so ? so : "LDPFUSE_BACKEND unset",
+                     dlerror());
+        return -1;
+    }
+    static struct core_api c;   /* the backend keeps the pointer */
+    c = core;
+    char err[512] = "";
+    backend = init(&c, host == 1, err, sizeof err);
+    if (backend == NULL) {
+        if (!unreadable(getenv("LDPFUSE_PYTHON_HOME"), why, size))
+            snprintf(why, size, "the file system could not start here: %s", err);
+        return -1;
+    }
+    return 0;
 }
 
 /* 0 when decided for good (backend set, or NULL for good); 1: ask again at the next call */
@@ -114,41 +179,28 @@ static int load(void)
         backend = backend_shared_init();    /* no Python in this process at all */
         return 0;
     }
+    const char *served = getenv("LDPFUSE_SERVED");
+    if (served && *served) {
+        char why[600];
+        snprintf(why, sizeof why, "as the process that started it: %s", served);
+        if (served_by_launcher(why))
+            return 0;
+    }
     guard_enter();
-    char err[512] = "";
-    int host = host_python_state();
-    if (host == -2) {
-        guard_leave();
-        return 1;
+    char why[600] = "";
+    int r = host_here(why, sizeof why);
+    if (r == -2) {
+        /* a Python program whose interpreter does not run (yet: it reads the mount while
+         * it starts, a venv or PYTHONPATH there, or asks isatty() of a stdout there): the
+         * launcher serves it if it can; if not, EIO until the interpreter runs */
+        snprintf(why, sizeof why, "this program's Python interpreter is not running (it touches "
+                 "the mount while it starts, or after it has finished)");
+        r = served_by_launcher(why) ? 0 : -2;
+    } else if (r < 0 && !served_by_launcher(why)) {
+        cannot_host(why);
     }
-    if (host < 0)
-        goto out;
-    if (host == 0) {
-        const char *lib = getenv("LDPFUSE_LIBPYTHON");
-        if (lib == NULL || *lib == '\0' || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL) {
-            if (!explain_unreadable(lib))
-                ldp_log(LOG_ERROR, "cannot load libpython (%s): %s", lib ? lib : "LDPFUSE_LIBPYTHON unset",
-                        dlerror());
-            goto out;
-        }
-    }
-    const char *so = getenv("LDPFUSE_BACKEND");
-    void *h = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    backend_init_fn init = h ? (backend_init_fn)dlsym(h, "ldpfuse_backend_embedded_init") : NULL;
-    if (init == NULL) {
-        if (!explain_unreadable(so))
-            ldp_log(LOG_ERROR, "cannot load the embedded backend (%s): %s", so ? so : "LDPFUSE_BACKEND unset",
-                    dlerror());
-        goto out;
-    }
-    static struct core_api c;   /* the backend keeps the pointer */
-    c = core;
-    backend = init(&c, host == 1, err, sizeof err);
-    if (backend == NULL && !explain_unreadable(getenv("LDPFUSE_PYTHON_HOME")))
-        ldp_log(LOG_ERROR, "the file system could not start: %s", err);
-out:
     guard_leave();
-    return 0;
+    return r == -2;
 }
 
 /* At exit in a Python program that never touched the mount by name and has already

@@ -26,7 +26,7 @@ void process_init(void)
     int n = 0;
     for (char **e = environ; e && *e; e++)
         n += strncmp(*e, "LDPFUSE_", 8) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0;
-    saved_env = calloc((size_t)n + 1, sizeof *saved_env);
+    saved_env = calloc((size_t)n + 2, sizeof *saved_env);     /* + exec_env_keep()'s */
     if (saved_env == NULL)
         return;
     for (char **e = environ; e && *e; e++)
@@ -35,6 +35,25 @@ void process_init(void)
             strncmp(*e, "LD_PRELOAD=", 11) == 0)
             saved_env[nsaved++] = strdup(*e);
     adopt_fds();
+}
+
+/* One more variable for every image this process execs, set once (the loader's choice of
+ * backend, which children inherit): a slot was kept for it, so exec in another thread
+ * sees the array either without it or with it whole. */
+void exec_env_keep(const char *entry)
+{
+    if (saved_env == NULL || strchr(entry, '=') == NULL)
+        return;
+    for (int i = 0; i < nsaved; i++)
+        if (strncmp(saved_env[i], entry, (size_t)(strchr(entry, '=') - entry) + 1) == 0)
+            return;     /* this process inherited it */
+    static int kept;    /* the one slot is taken */
+    char *copy = kept ? NULL : strdup(entry);
+    if (copy == NULL)
+        return;
+    kept = 1;
+    saved_env[nsaved] = copy;
+    __atomic_store_n(&nsaved, nsaved + 1, __ATOMIC_RELEASE);
 }
 
 /* LDPFUSE_FDS: the virtual fds that survive exec, for the new image's table:
@@ -116,7 +135,7 @@ size_t exec_env_room(char *const envp[])
     size_t n = 0;
     for (char *const *e = envp; e && *e; e++)
         n++;
-    return n + (size_t)nsaved + 4;
+    return n + (size_t)nsaved + 5;     /* + 1: an exec_env_keep() between this and exec_env_into() */
 }
 
 /* envp with our variables put back (and the virtual cwd, which the kernel cannot carry) */

@@ -7,7 +7,7 @@ comes from the thread that built it.  ``Slow`` (thread_safe) answers ``/slow`` a
 ``delay`` seconds and ``/fast`` at once, and counts open handles in ``/handles``.
 ``Whoami`` answers any ``/whoami*`` with ``fuse_get_context()`` of the reader.
 ``PerProcess`` asks for the embedded mode; ``/pid`` holds the pid of the process that
-built the object.
+built the object; ``BootLog`` also logs which processes started one (tests/test_embedded_fallback.py).
 """
 
 import errno
@@ -175,3 +175,16 @@ class Indirect(Operations):
             raise FuseOSError(errno.ENOENT)
         from ldpfuse_py import Passthrough
         return Passthrough.open(os.path.join(self.lower, self.table[path]), flags)
+
+
+class BootLog(PerProcess):
+    """PerProcess that appends the pid of each process that starts it (its init()) to the
+    file `log`: which processes built an instance of their own."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def init(self, path):
+        with open(self.log, "a") as f:
+            f.write(self.pid.decode())

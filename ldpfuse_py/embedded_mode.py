@@ -1,0 +1,152 @@
+"""``--mode embedded``: each process runs the file system itself; the launcher serves those
+that cannot.
+
+A process that touches a mount starts CPython inside itself (native/backend/loader.c).
+Some cannot: a process of another user that may not read the interpreter (a venv under
+root's 0700 home), a Python program of another minor version, or of ours before its
+interpreter runs (a venv in the mount), a program where libpython cannot be loaded. Those
+are served by the launcher instead, as in the shared mode (native/backend/shared.c to
+server.c, with the caller's rights), and share the launcher's one instance of the file
+system.
+
+So the launcher starts the command as its child rather than exec it, and listens on the
+shared mode's socket (LDPFUSE_SOCKET), but builds its file system objects and starts the
+server only when the first such process connects: a run where every process hosts the
+file system itself pays a fork, a listening socket and a poll (bench/embedded_launcher.py),
+not an instance. Until then it waits for the command only, and exits as it did
+(descendants that outlive it are not waited for, as when it exec'd the command); once it
+serves, it becomes their subreaper and serves until the command and every descendant have
+ended, as the shared mode does. Under --strict it waits for every descendant from the
+start, then names the escapes (escapes.finish).
+"""
+import os
+import select
+
+from . import shared_mode
+
+
+def run(argv_exec, env, record=None):
+    """Start the command, serve on demand, exit as the command did."""
+    listener = shared_mode.listen(env)
+    every_descendant = record is not None
+    pid = shared_mode.start_command(argv_exec, env, reap_descendants=every_descendant)
+    shared_mode.forward_signals(pid)
+    if every_descendant:
+        status = _Waiter(pid).serve_on_demand(listener, env)
+        from . import escapes
+
+        status = escapes.finish(record, status)
+    else:
+        status = _serve_on_demand(pid, listener, env)
+    shared_mode.exit_as(status)
+
+
+def _serve_on_demand(pid, listener, env):
+    """Wait for the command; if a process connects first, serve until every process has
+    ended. Returns the command's wait status."""
+    try:
+        ended = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        ended = None    # no pidfd (Linux < 5.3): serve from the start
+    if ended is not None:
+        poller = select.poll()
+        poller.register(listener.fileno(), select.POLLIN)
+        poller.register(ended, select.POLLIN)
+        while True:
+            try:
+                ready = {fd for fd, _ in poller.poll()}
+            except InterruptedError:
+                continue
+            if listener.fileno() in ready:
+                break
+            return _wait_for(pid)
+        os.close(ended)
+    shared_mode.subreaper()     # from now on, orphans come back here to be waited for
+    if not _start_serving(listener, env):
+        return _wait_for(pid)
+    return shared_mode.wait(pid)
+
+
+def _start_serving(listener, env):
+    """Build the launcher's instance and serve listener; False (logged) if it cannot start."""
+    try:
+        thread_safe = shared_mode.build(env)
+    except RuntimeError as e:
+        from ._runtime import log_line
+
+        log_line(f"ldpfuse-run: the file system could not start in the launcher, for the "
+                 f"processes that cannot run it themselves: their mount operations fail "
+                 f"with EIO: {e}")
+        listener.close()    # they get EIO at once, and from now on
+        return False
+    shared_mode.serve(listener, thread_safe)
+    return True
+
+
+def _wait_for(pid):
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+
+
+class _Waiter:
+    """--strict: reaps the command and every descendant (we are their subreaper) on a
+    thread from the start, and says so on a pipe: one byte when the command has ended, one
+    when every process has."""
+
+    def __init__(self, pid):
+        import threading
+
+        self.pid = pid
+        self.status = None
+        self.stop = None        # called when every process has ended, once serving
+        self.lock = threading.Lock()
+        self.all_ended = False
+        self.read_end, self.write_end = os.pipe2(os.O_CLOEXEC)
+        threading.Thread(target=self._reap, name="ldpfuse-wait", daemon=True).start()
+
+    def _reap(self):
+        while True:
+            try:
+                child, st = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            if child == self.pid:
+                self.status = st
+        with self.lock:
+            self.all_ended = True
+            stop = self.stop
+        os.write(self.write_end, b"a")
+        if stop:
+            stop()
+
+    def serve_on_demand(self, listener, env):
+        """Wait for every process; if one connects first, serve until then. Returns the
+        command's wait status."""
+        poller = select.poll()
+        poller.register(listener.fileno(), select.POLLIN)
+        poller.register(self.read_end, select.POLLIN)
+        while True:
+            try:
+                ready = {fd for fd, _ in poller.poll()}
+            except InterruptedError:
+                continue
+            if listener.fileno() in ready:
+                break
+            return self.status
+        if _start_serving(listener, env):
+            from . import _embedded
+
+            with self.lock:
+                self.stop = _embedded.serve_stop
+                ended = self.all_ended
+            if ended:
+                _embedded.serve_stop()
+            shared_mode.serve_until_stopped()
+        else:
+            os.read(self.read_end, 1)
+        return self.status
