@@ -158,6 +158,41 @@ def cache_tables(results):
     return out
 
 
+# bench/targets.py writes its own section of RESULTS.md, between these lines; a rewrite by
+# run.py keeps it (at the end), and targets.py replaces only it.
+TARGETS_BEGIN = '<!-- written by bench/targets.py -->'
+TARGETS_END = '<!-- end of bench/targets.py -->'
+
+
+def kept_section(md_path, begin, end):
+    """The text from begin to end (both lines included, and a newline) in md_path, or ''."""
+    try:
+        with open(md_path) as fh:
+            text = fh.read()
+    except OSError:
+        return ''
+    i, j = text.find(begin), text.find(end)
+    return text[i:j + len(end)] + '\n' if 0 <= i < j else ''
+
+
+def replace_section(md_path, begin, end, section):
+    """Put section (without the marker lines) between begin and end in md_path: in place of
+    the old one, or at the end of the file."""
+    try:
+        with open(md_path) as fh:
+            text = fh.read()
+    except OSError:
+        text = ''
+    block = '%s\n%s\n%s\n' % (begin, section.rstrip(), end)
+    i, j = text.find(begin), text.find(end)
+    if 0 <= i < j:
+        text = text[:i] + block + text[j + len(end):].lstrip('\n')
+    else:
+        text = text.rstrip() + ('\n\n' if text.strip() else '') + block
+    with open(md_path, 'w') as fh:
+        fh.write(text)
+
+
 def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
     md = Medians(results)
     present = set(results.get('configs', {}))
@@ -307,8 +342,9 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
             out += ['stdout (last lines):', '', '```', f['stdout'], '```', '']
         if f.get('stderr'):
             out += ['stderr (last lines):', '', '```', f['stderr'], '```', '']
+    kept = kept_section(md_path, TARGETS_BEGIN, TARGETS_END)
     with open(md_path, 'w') as fh:
-        fh.write('\n'.join(out).rstrip() + '\n')
+        fh.write('\n'.join(out).rstrip() + '\n' + (kept and '\n' + kept))
     written = [md_path]
     if plot(md, present, png_path):
         written.append(png_path)

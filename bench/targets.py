@@ -14,7 +14,8 @@ target with the measured figure and met / NOT MET.
 | readdir of 1000 entries >= x0.5 | microbench `readdir` |
 
 Ratios are ldpfuse's speed over native's (higher is better). Every sample goes to
-bench/out/targets.json. The exit status is 0 whether or not the targets are met (1 when
+bench/out/targets.json, and the table to its own section of bench/RESULTS.md (kept when
+bench/run.py rewrites that file; --no-write leaves RESULTS.md alone). The exit status is 0 whether or not the targets are met (1 when
 a measurement failed).
 """
 import argparse
@@ -28,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as R                  # noqa: E402  (bench/run.py: configurations, microbench)
 import short_processes as SP     # noqa: E402
+import report                   # noqa: E402
 from report import Medians       # noqa: E402
 
 MICRO_TARGETS = [               # (microbench key, title, minimum ratio to native)
@@ -73,6 +75,25 @@ def evaluate(results, short):
     return rows
 
 
+def verdict(met):
+    return 'no data' if met is None else 'met' if met else 'NOT MET'
+
+
+def section(ctx, scale, rows):
+    """The table as bench/RESULTS.md shows it, with when, where and at what load."""
+    info = R.machine_info(ctx)
+    load = os.getloadavg()
+    out = ['## Targets of issue 10 (bench/targets.py: loopback example, default mode)', '',
+           'Written by `python3 bench/targets.py` at %s, commit %s; medians of %d interleaved '
+           'rounds against native; load average %.1f %.1f %.1f on %s.' % (
+               info.get('date', '?'), (info.get('ldpfuse-py commit') or '?').split(' ')[0],
+               scale['rounds'], load[0], load[1], load[2], info.get('cpu', '?')), '',
+           '| target | measured | |', '|---|---|---|']
+    for target, measured, met in rows:
+        out.append('| %s | %s | %s |' % (target, measured, '**%s**' % verdict(met) if met is False else verdict(met)))
+    return '\n'.join(out) + '\n'
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--rounds', type=int, help='interleaved rounds (default 5, --quick 2)')
@@ -80,6 +101,7 @@ def main():
     ap.add_argument('--dir', default='/var/tmp/ldpfuse-bench',
                     help='lower/native directory (default %(default)s)')
     ap.add_argument('--ldpfuse-run', help='path of ldpfuse-run (default: found on PATH)')
+    ap.add_argument('--no-write', action='store_true', help='do not write the table into bench/RESULTS.md')
     args = ap.parse_args()
     scale = dict(R.SCALES['quick' if args.quick else 'full'])
     if args.rounds:
@@ -122,8 +144,10 @@ def main():
           % scale['rounds'])
     width = max(len(r[0]) for r in rows)
     for target, measured, met in rows:
-        verdict = 'no data' if met is None else 'met' if met else 'NOT MET'
-        print('  %-*s  %-8s %s' % (width, target, verdict, measured))
+        print('  %-*s  %-8s %s' % (width, target, verdict(met), measured))
+    if not args.no_write:
+        report.replace_section(R.RESULTS_MD, report.TARGETS_BEGIN, report.TARGETS_END,
+                               section(ctx, scale, rows))
     for fail in ctx.results['failures']:
         print('failed: %s %s (rc %s): %s' % (fail['config'], fail['phase'], fail['rc'], fail['command']))
     return 1 if ctx.results['failures'] or any(m is None for _, _, m in rows) else 0
