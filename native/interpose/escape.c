@@ -331,19 +331,20 @@ static int worst(int a, int b)
 }
 
 /* Which arguments name a file: one letter per argument, in order.
- * 'p' a path (AT_FDCWD), 'd' a dirfd whose path is the next argument, 'f' an fd. */
+ * 'p' a path (AT_FDCWD), 'd' a dirfd and the path after it (one letter, two arguments:
+ * renameat's "dd" is olddirfd, oldpath, newdirfd, newpath), 'f' an fd, '-' anything else. */
 static int names_mount(const char *args, const long *a, char *where, size_t n)
 {
     int r = NOT_OURS;
-    for (int i = 0; args[i] && i < 6; i++) {
+    for (int j = 0, i = 0; args[j] && i < 6; j++, i++) {
         char w[PATH_MAX];
         int k = NOT_OURS;
-        if (args[i] == 'p')
+        if (args[j] == 'p')
             k = path_names(AT_FDCWD, a[i], w, sizeof w);
-        else if (args[i] == 'd' && i + 1 < 6) {
+        else if (args[j] == 'd' && i + 1 < 6) {
             k = path_names(a[i], a[i + 1], w, sizeof w);
             i++;
-        } else if (args[i] == 'f')
+        } else if (args[j] == 'f')
             k = fd_names(a[i], w, sizeof w);
         if (k == OURS && r != OURS)
             snprintf(where, n, "%s", w);
