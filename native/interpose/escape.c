@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -421,6 +422,7 @@ SERVE(flistxattr, flistxattr(I(0), V(1), (size_t)a[2]))
 SERVE(removexattr, removexattr(P(0), P(1)))
 SERVE(lremovexattr, lremovexattr(P(0), P(1)))
 SERVE(fremovexattr, fremovexattr(I(0), P(1)))
+SERVE(inotify_add_watch, inotify_add_watch(I(0), P(1), (uint32_t)a[2]))
 SERVE(openat, openat(I(0), P(1), I(2), (mode_t)a[3]))
 SERVE(mkdirat, mkdirat(I(0), P(1), (mode_t)a[2]))
 SERVE(mknodat, mknodat(I(0), P(1), (mode_t)a[2], (dev_t)a[3]))
@@ -535,7 +537,7 @@ static const struct row rows[] = {
     ROW(setxattr, "p"), ROW(lsetxattr, "p"), ROW(fsetxattr, "f"), ROW(getxattr, "p"),
     ROW(lgetxattr, "p"), ROW(fgetxattr, "f"), ROW(listxattr, "p"), ROW(llistxattr, "p"),
     ROW(flistxattr, "f"), ROW(removexattr, "p"), ROW(lremovexattr, "p"),
-    ROW(fremovexattr, "f"), ROW(getdents64, "f"), SEEN(inotify_add_watch, "-p"),
+    ROW(fremovexattr, "f"), ROW(getdents64, "f"), ROW(inotify_add_watch, "-p"),
     ROW(openat, "d"), ROW(mkdirat, "d"), ROW(mknodat, "d"), ROW(fchownat, "d"),
     SEEN(futimesat, "d"), ROW(newfstatat, "d"), ROW(unlinkat, "d"), ROW(renameat, "dd"),
     ROW(linkat, "dd"), ROW(symlinkat, "-d"), ROW(readlinkat, "d"), ROW(fchmodat, "d"),

@@ -3,7 +3,9 @@
  * watches what lies under it, a file the program does not read (`tail -f` then waits
  * forever for lines written through the mount). No watch can report the changes made
  * through the mount, so the answer is EOPNOTSUPP, once the path is found as the kernel
- * would find it (ENOENT, ENOTDIR, ELOOP, EACCES as natively); `tail -f` then polls. */
+ * would find it (ENOENT, ENOTDIR, ELOOP, EACCES as natively); `tail -f` then polls.
+ * syscall(SYS_inotify_add_watch) and, under the safety net, the inline call (Go's fsnotify)
+ * come here too (syscall.c, escape.c). */
 #include "../ldpfuse.h"
 #include <sys/inotify.h>
 
