@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <glob.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>

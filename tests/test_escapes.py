@@ -86,6 +86,29 @@ def test_raw_system_calls_on_a_cached_file_system_are_served(ws, raw_syscalls):
     assert f"made write on {ws.mnt}/made outside libc: served" in r.stderr
 
 
+def test_a_raw_rename_whose_second_path_is_in_the_mount_is_served(ws, raw_syscalls):
+    """renameat names two paths: one into the mount from outside is the wrapper's (EXDEV,
+    as between two file systems), not the kernel's (ENOENT: the mount point is not on disk)."""
+    ws.populate(hello)
+    outside = ws.tmp / "outside"
+    outside.write_text("stays\n")
+    r = ldp(ws, "--watch-escapes", cmd=[raw_syscalls, ws.mnt, "rename-into", outside])
+    assert (r.returncode, r.stdout) == (1, "renameat: Invalid cross-device link\n"), r.describe()
+    assert f"made renameat on {ws.mnt}/moved outside libc: served" in r.stderr
+    assert outside.read_text() == "stays\n" and not (ws.lower / "moved").exists()
+
+
+def test_a_raw_inotify_add_watch_on_the_mount_is_answered_as_libc_s(ws, raw_syscalls):
+    """Go's fsnotify makes inotify_add_watch inline: on a mount path it gets the wrapper's
+    EOPNOTSUPP (tests/test_notify.py), not the kernel's ENOENT for a file that exists."""
+    ws.populate(hello)
+    native = run_native([raw_syscalls, ws.native, "watch"])
+    assert (native.returncode, native.stdout) == (0, "inotify_add_watch: a watch\n"), native.describe()
+    r = ldp(ws, "--watch-escapes", cmd=[raw_syscalls, ws.mnt, "watch"])
+    assert (r.returncode, r.stdout) == (1, "inotify_add_watch: Operation not supported\n"), r.describe()
+    assert f"made inotify_add_watch on {ws.mnt}/hello outside libc: served" in r.stderr
+
+
 def test_without_the_net_raw_system_calls_do_not_see_the_mount(ws, raw_syscalls):
     """What the net is for: no wrapper sees an inline system call."""
     ws.populate(hello)

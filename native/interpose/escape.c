@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -331,19 +332,20 @@ static int worst(int a, int b)
 }
 
 /* Which arguments name a file: one letter per argument, in order.
- * 'p' a path (AT_FDCWD), 'd' a dirfd whose path is the next argument, 'f' an fd. */
+ * 'p' a path (AT_FDCWD), 'd' a dirfd and the path after it (one letter, two arguments:
+ * renameat's "dd" is olddirfd, oldpath, newdirfd, newpath), 'f' an fd, '-' anything else. */
 static int names_mount(const char *args, const long *a, char *where, size_t n)
 {
     int r = NOT_OURS;
-    for (int i = 0; args[i] && i < 6; i++) {
+    for (int j = 0, i = 0; args[j] && i < 6; j++, i++) {
         char w[PATH_MAX];
         int k = NOT_OURS;
-        if (args[i] == 'p')
+        if (args[j] == 'p')
             k = path_names(AT_FDCWD, a[i], w, sizeof w);
-        else if (args[i] == 'd' && i + 1 < 6) {
+        else if (args[j] == 'd' && i + 1 < 6) {
             k = path_names(a[i], a[i + 1], w, sizeof w);
             i++;
-        } else if (args[i] == 'f')
+        } else if (args[j] == 'f')
             k = fd_names(a[i], w, sizeof w);
         if (k == OURS && r != OURS)
             snprintf(where, n, "%s", w);
@@ -420,6 +422,7 @@ SERVE(flistxattr, flistxattr(I(0), V(1), (size_t)a[2]))
 SERVE(removexattr, removexattr(P(0), P(1)))
 SERVE(lremovexattr, lremovexattr(P(0), P(1)))
 SERVE(fremovexattr, fremovexattr(I(0), P(1)))
+SERVE(inotify_add_watch, inotify_add_watch(I(0), P(1), (uint32_t)a[2]))
 SERVE(openat, openat(I(0), P(1), I(2), (mode_t)a[3]))
 SERVE(mkdirat, mkdirat(I(0), P(1), (mode_t)a[2]))
 SERVE(mknodat, mknodat(I(0), P(1), (mode_t)a[2], (dev_t)a[3]))
@@ -534,7 +537,7 @@ static const struct row rows[] = {
     ROW(setxattr, "p"), ROW(lsetxattr, "p"), ROW(fsetxattr, "f"), ROW(getxattr, "p"),
     ROW(lgetxattr, "p"), ROW(fgetxattr, "f"), ROW(listxattr, "p"), ROW(llistxattr, "p"),
     ROW(flistxattr, "f"), ROW(removexattr, "p"), ROW(lremovexattr, "p"),
-    ROW(fremovexattr, "f"), ROW(getdents64, "f"), SEEN(inotify_add_watch, "-p"),
+    ROW(fremovexattr, "f"), ROW(getdents64, "f"), ROW(inotify_add_watch, "-p"),
     ROW(openat, "d"), ROW(mkdirat, "d"), ROW(mknodat, "d"), ROW(fchownat, "d"),
     SEEN(futimesat, "d"), ROW(newfstatat, "d"), ROW(unlinkat, "d"), ROW(renameat, "dd"),
     ROW(linkat, "dd"), ROW(symlinkat, "-d"), ROW(readlinkat, "d"), ROW(fchmodat, "d"),

@@ -18,6 +18,7 @@
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -143,6 +144,7 @@ long syscall(long nr, ...)
     ROW(SYS_chdir, OURS(chdir)(P(0)))
     ROW(SYS_getcwd, getcwd_call(V(0), (size_t)a1))
     ROW(SYS_execve, OURS(execve)(P(0), V(1), V(2)))
+    ROW(SYS_inotify_add_watch, OURS(inotify_add_watch)(I(0), P(1), (uint32_t)a2))
     /* fds that may be virtual: a cached file fills its pages, a close releases it */
     ROW(SYS_close, OURS(close)(I(0)))
     ROW(SYS_close_range, OURS(close_range)((unsigned)a0, (unsigned)a1, I(2)))

@@ -4,7 +4,10 @@
  * as on a native directory), under --strict they fail with EIO.
  * Usage: raw_syscalls DIR [thread|fork]   (DIR holds a file "hello"; the program creates
  * "made"); with "thread" or "fork" the calls are made in a new thread or a forked child,
- * where the net must be armed again. */
+ * where the net must be armed again.
+ * raw_syscalls DIR rename-into FILE: one renameat of FILE (outside DIR) to DIR/"moved",
+ * whose only path in a mount is the second one.
+ * raw_syscalls DIR watch: inotify_add_watch of DIR/hello, as Go's fsnotify makes it. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -109,6 +112,21 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         return 2;
+    if (argc > 2 && strcmp(argv[2], "watch") == 0) {
+        char hello[4096];
+        snprintf(hello, sizeof hello, "%s/hello", argv[1]);
+        long fd = raw(SYS_inotify_init1, 0, 0, 0, 0);
+        long r = fd < 0 ? fd : raw(SYS_inotify_add_watch, fd, (long)hello, 2 /* IN_MODIFY */, 0);
+        printf("inotify_add_watch: %s\n", r < 0 ? strerror((int)-r) : "a watch");
+        return r < 0;
+    }
+    if (argc > 3 && strcmp(argv[2], "rename-into") == 0) {
+        char moved[4096];
+        snprintf(moved, sizeof moved, "%s/moved", argv[1]);
+        long r = raw(SYS_renameat, AT_FDCWD, (long)argv[3], AT_FDCWD, (long)moved);
+        printf("renameat: %s\n", r < 0 ? strerror((int)-r) : "done");
+        return r < 0;
+    }
     if (argc > 2 && strcmp(argv[2], "thread") == 0) {
         pthread_t t;
         void *r;
