@@ -140,6 +140,47 @@ def test_appends_from_four_shell_processes_keep_every_line(ws, shell, fs, option
     ws.compare([shell, "-c", APPENDS], fs=fs, options=options, mode=mode, check_tree=False)
 
 
+# Eight processes race on a file nobody holds, sixty times: each round's first opener
+# makes the shared cache (a fresh memfd) while the others open it too and append.
+FRESH_RACES = """
+for r in $(seq 1 60); do
+    for w in 1 2 3 4 5 6 7 8; do echo "$w" >> "$D/race.$r" & done
+    wait
+done
+for f in "$D"/race.*; do wc -l < "$f"; done | sort | uniq -c
+cat "$D"/race.* | sort | uniq -c
+"""
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_appends_racing_on_a_fresh_cache_keep_every_line_once(ws, fs, options, mode):
+    need("bash")
+    ws.compare(["bash", "-c", FRESH_RACES], fs=fs, options=options, mode=mode, check_tree=False)
+
+
+# The first opener of a file (its cache fresh) notes what is known to have reached the
+# FS; here its fsetxattr is held back (strace) while a second process appends a line and
+# notes that. The first's late note must not replace the second's: its close would then
+# take the line for one written past the wrappers and append it again.
+LATE_FIRST_NOTE = """
+: > "$D/f"
+strace -f -qq -o /dev/null -e trace=fsetxattr -e inject=fsetxattr:delay_enter=1500000 \\
+    bash -c ': >> "$D/f"' &
+sleep 0.5
+echo line >> "$D/f"
+wait
+cat "$D/f"
+"""
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_a_late_note_of_a_fresh_cache_does_not_append_a_line_again(ws, fs, options, mode):
+    need("bash", "strace")
+    if run_native(["strace", "-qq", "-o", "/dev/null", "true"]).returncode != 0:
+        pytest.skip("strace cannot trace here (ptrace refused): the delay cannot be injected")
+    ws.compare(["bash", "-c", LATE_FIRST_NOTE], fs=fs, options=options, mode=mode, check_tree=False)
+
+
 CACHED = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, "shared")]
 CACHED_IDS = ["no-passthrough", "memory-shared"]
 

@@ -120,21 +120,40 @@ static void entry_unlock(struct pcache *pc)
  * process holding it agrees on what has reached the FS: a child that passed its stdio
  * output on must not have its parent pass it on again. */
 #define KNOWN_XATTR "user.ldpfuse.known"
-static void load_known(struct pcache *pc);
+static int load_known(struct pcache *pc);
 struct known {
     int64_t size, sec, nsec;
 };
 
-static void note_known(struct pcache *pc)
+static void note_known_as(struct pcache *pc, int xflags)
 {
     struct stat k;
     if (REAL(fstat)(pc->mfd, &k) == 0) {
         pc->known_mtime = k.st_mtim;
         pc->known_size = k.st_size;
         struct known kn = { k.st_size, k.st_mtim.tv_sec, k.st_mtim.tv_nsec };
-        if (!pc->no_xattr && REAL(fsetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn, 0) < 0)
-            __atomic_store_n(&pc->no_xattr, 1, __ATOMIC_RELAXED);
+        if (!pc->no_xattr && REAL(fsetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn, xflags) < 0) {
+            if (errno == EEXIST)
+                load_known(pc);
+            else
+                __atomic_store_n(&pc->no_xattr, 1, __ATOMIC_RELAXED);
+        }
     }
+}
+
+static void note_known(struct pcache *pc)
+{
+    note_known_as(pc, 0);
+}
+
+/* A memfd no process has noted yet (the server just made it): the known state is the
+ * memfd as it is now, unless another process noted one first. pcache_open runs without the
+ * entry's lock, so between our fstat and our fsetxattr another process may have got the
+ * same memfd, appended a line and noted the state after it: writing ours over that note
+ * would say the line never reached the FS, and the next sync would append it again. */
+static void note_known_first(struct pcache *pc)
+{
+    note_known_as(pc, XATTR_CREATE);
 }
 
 /* Before our own fill, write or truncation moves `known` on: was the memfd changed past
@@ -148,14 +167,16 @@ static void check_untracked(struct pcache *pc)
         __atomic_store_n(&pc->untracked, 1, __ATOMIC_RELAXED);
 }
 
-static void load_known(struct pcache *pc)
+/* 0, or -1 if the memfd has no known state (or takes no xattr): ours stays. */
+static int load_known(struct pcache *pc)
 {
     struct known kn;
-    if (!pc->no_xattr && REAL(fgetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn) == (ssize_t)sizeof kn) {
-        pc->known_size = (off_t)kn.size;
-        pc->known_mtime.tv_sec = (time_t)kn.sec;
-        pc->known_mtime.tv_nsec = (long)kn.nsec;
-    }
+    if (pc->no_xattr || REAL(fgetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn) != (ssize_t)sizeof kn)
+        return -1;
+    pc->known_size = (off_t)kn.size;
+    pc->known_mtime.tv_sec = (time_t)kn.sec;
+    pc->known_mtime.tv_nsec = (long)kn.nsec;
+    return 0;
 }
 
 static struct pcache *find(int mnt, const char *path)
@@ -229,10 +250,10 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
     }
     pc->backend_ref = r == 0;
     pc->size_unknown = size == 0 && !size_known;
-    if (server_fresh)
-        note_known(pc);
-    else
-        load_known(pc);
+    /* fresh, or made by a process that has not noted it yet: a memfd without a known
+     * state would look, to a sync, as if all of it were still owed to the FS */
+    if (server_fresh || load_known(pc) < 0)
+        note_known_first(pc);
     table_leave();
     *fresh = 1;
     return pc;
