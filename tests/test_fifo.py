@@ -95,3 +95,21 @@ print(os.read(fd, 10))
 """])
     assert r.returncode == 0, r.stderr
     assert r.stdout == "No such device or address\nb''\n"
+
+
+@pytest.fixture(scope="module")
+def fifo_open_clone_race(tmp_path_factory):
+    need("gcc")
+    exe = tmp_path_factory.mktemp("bin") / "fifo_open_clone_race"
+    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE.parent / "fifo_open_clone_race.c"])
+    assert r.returncode == 0, r.describe()
+    return exe
+
+
+def test_a_clone_racing_on_fd_numbers_neither_hangs_nor_breaks_the_fifo_open(tmp_path, fifo_open_clone_race):
+    """stress-ng dup's race, 100 times: a clone sharing the fd table dup2()s over the next
+    free fd (where the shared mode's new socket is born) while the FIFO opens."""
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, *file_system(tmp_path, "loopback"), timeout=120,
+            cmd=[fifo_open_clone_race, m / "p", 100])
+    assert (r.returncode, r.stdout) == (0, "100 eintr 100 hung 0 other 0\n"), r.stderr
