@@ -54,9 +54,8 @@ def _make_fifo_dir(env):
     but not listable: every user's processes of the command make FIFOs in it, none removes
     another's, and a process ignores a FIFO that neither it, root, this user nor the file's
     owner in the FS made."""
-    tmp = os.environ.get("TMPDIR") or "/tmp"
-    path = os.path.join(tmp if os.path.isabs(tmp) else "/tmp",
-                        f"ldpfuse-fifos-{os.getpid()}-{os.urandom(6).hex()}")
+    # /tmp as the shared server's own, not TMPDIR: that may be in a mount
+    path = f"/tmp/ldpfuse-fifos-{os.getpid()}-{os.urandom(6).hex()}"
     try:
         os.mkdir(path, 0o700)
         os.chmod(path, 0o1733)

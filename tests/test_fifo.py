@@ -113,3 +113,16 @@ def test_a_clone_racing_on_fd_numbers_neither_hangs_nor_breaks_the_fifo_open(tmp
     r = ldp(tmp_path, *file_system(tmp_path, "loopback"), timeout=120,
             cmd=[fifo_open_clone_race, m / "p", 100])
     assert (r.returncode, r.stdout) == (0, "100 eintr 100 hung 0 other 0\n"), r.stderr
+
+
+def test_the_fifo_directory_of_the_command_is_gone_after_it(tmp_path):
+    if LDP_MODE != "embedded":
+        pytest.skip("the embedded mode's launcher makes it; the shared server keeps its own")
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, *file_system(tmp_path, "loopback"),
+            cmd=["sh", "-c", f'mkfifo {m}/p && (echo x > {m}/p &) && cat {m}/p && '
+                             f'echo "$LDPFUSE_FIFO_DIR" && ls "$LDPFUSE_FIFO_DIR" | wc -l'])
+    assert r.returncode == 0, r.stderr
+    got, where, count = r.stdout.split("\n")[:3]
+    assert (got, count) == ("x", "1") and where.startswith("/tmp/ldpfuse-fifos-")
+    assert not os.path.exists(where)
