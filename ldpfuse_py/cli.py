@@ -499,6 +499,7 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     mounts.append({"point": point, "spec": spec, "args": SEP.join(args.fs_args),
                    "opts": SEP.join(args.options)})
     mount_environment(env, mounts)
+    env.pop("LDPFUSE_FIFO_DIR", None)   # an enclosing launcher's (embedded_mode makes its own)
     lib = os.path.join(PACKAGE_DIR, "libldpfuse.so")
     if not os.path.isfile(lib):
         die(f"the preload library is missing ({lib}): reinstall ldpfuse-py")

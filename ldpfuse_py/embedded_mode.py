@@ -18,6 +18,11 @@ not an instance. Until then it waits for the command only, and exits as it did
 serves, it becomes their subreaper and serves until the command and every descendant have
 ended, as the shared mode does. Under --strict it waits for every descendant from the
 start, then names the escapes (escapes.finish).
+
+It also makes the command's FIFO directory (LDPFUSE_FIFO_DIR, native/backend/fifo_dir.h):
+a FIFO node of a mount is, for every process, a real FIFO there that the process opens
+itself, so processes meet in one pipe and a signal interrupts the open as natively. The
+directory is removed when the launcher exits.
 """
 import os
 import select
@@ -28,6 +33,7 @@ from . import shared_mode
 def run(argv_exec, env, record=None):
     """Start the command, serve on demand, exit as the command did."""
     listener = shared_mode.listen(env)
+    fifo_dir = _make_fifo_dir(env)
     every_descendant = record is not None
     pid = shared_mode.start_command(argv_exec, env, reap_descendants=every_descendant)
     shared_mode.forward_signals(pid)
@@ -38,7 +44,43 @@ def run(argv_exec, env, record=None):
         status = escapes.finish(record, status)
     else:
         status = _serve_on_demand(pid, listener, env)
+    _remove_fifo_dir(fifo_dir)
     shared_mode.exit_as(status)
+
+
+def _make_fifo_dir(env):
+    """The command's private FIFO directory, named in env (None, logged, if it cannot be
+    made: FIFOs in the mount are then opened by the file system's open). 01733, as /tmp
+    but not listable: every user's processes of the command make FIFOs in it, none removes
+    another's, and a process ignores a FIFO that neither it, root, this user nor the file's
+    owner in the FS made."""
+    # /tmp as the shared server's own, not TMPDIR: that may be in a mount
+    path = f"/tmp/ldpfuse-fifos-{os.getpid()}-{os.urandom(6).hex()}"
+    try:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o1733)
+    except OSError as e:
+        from ._runtime import log_line
+
+        log_line(f"ldpfuse-run: cannot make the FIFO directory {path} ({e.strerror}): a FIFO "
+                 f"in the mount is opened by the file system's open")
+        return None
+    env["LDPFUSE_FIFO_DIR"] = path
+    return path
+
+
+def _remove_fifo_dir(path):
+    if path is None:
+        return
+    try:
+        for name in os.listdir(path):
+            try:
+                os.unlink(os.path.join(path, name))
+            except OSError:
+                pass
+        os.rmdir(path)
+    except OSError:
+        pass    # FIFOs another user's process made: left, as /tmp's own files are
 
 
 def _serve_on_demand(pid, listener, env):

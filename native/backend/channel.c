@@ -21,7 +21,9 @@
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
  * and makes its own; a thread that ends closes its own (the server then lets go of its
  * side). The sockets live on high fd numbers (fs_fd); a program that closes or dup2()s over
- * one of them (close_range in a child) makes that channel reconnect at its next use.
+ * one of them (close_range in a child) makes that channel reconnect at its next use. A new
+ * socket is born on the lowest free number: one that a process sharing the fd table
+ * replaced before it moved up is found (connected_socket) and made again.
  */
 #include "../ldpfuse.h"
 #include "channel.h"
@@ -142,6 +144,17 @@ static struct chan_region *region_receive(int sock)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* fd is a connected stream socket (the one connect() was given, unless the program
+ * replaced it with something else). */
+static int connected_socket(int fd)
+{
+    int type = 0;
+    struct ucred peer = { 0 };
+    socklen_t tl = sizeof type, pl = sizeof peer;
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+           getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &pl) == 0 && peer.pid > 0;
+}
+
 static struct channel *channel_open(void)
 {
     const char *name = getenv("LDPFUSE_SOCKET");
@@ -152,17 +165,34 @@ static struct channel *channel_open(void)
     if (nl + 1 > sizeof addr.sun_path)
         return NULL;
     memcpy(addr.sun_path + 1, name, nl);        /* abstract namespace: no file to leave */
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return NULL;
     struct channel *c = calloc(1, sizeof *c);
-    if (c == NULL ||
-        connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0) {
-        REAL(close)(fd);
-        free(c);
+    if (c == NULL)
         return NULL;
+    /* The socket is born on the lowest free number, where a process that shares this fd
+     * table (stress-ng's dup: a clone(CLONE_FILES) that dup2()s over "the next fd" while
+     * this one opens) may replace it before fs_fd() moves it up: then the connect, or the
+     * moved fd, is not our socket. Nothing has been sent yet, so try again. */
+    for (int attempt = 0;; attempt++) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            free(c);
+            return NULL;
+        }
+        int r = connect(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl));
+        int e = errno;
+        if (r == 0) {
+            c->sock = fs_fd(fd);    /* out of the program's way, as the FS's own fds */
+            if (connected_socket(c->sock))
+                break;
+            fd = c->sock;
+            e = ENOTSOCK;
+        }
+        REAL(close)(fd);
+        if ((e != ENOTSOCK && e != EBADF) || attempt == 2) {
+            free(c);
+            return NULL;
+        }
     }
-    c->sock = fs_fd(fd);        /* out of the program's way, as the FS's own fds */
     pthread_mutex_lock(&channels_lock);
     c->next = channels;
     channels = c;

@@ -13,12 +13,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "backend.h"
+#include "fifo_dir.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 static const struct core_api *core;
 static int host_owns;
@@ -505,9 +510,13 @@ static int be_mkdir(int mnt, const char *path, mode_t mode)
 {
     return STATUS(mnt, s_mkdir, path, 1, PyLong_FromLong(mode));
 }
+static void fifo_renamed(int mnt, const char *from, const char *to);
 static int be_unlink(int mnt, const char *path)
 {
-    return STATUS(mnt, s_unlink, path, 0);
+    int r = STATUS(mnt, s_unlink, path, 0);
+    if (r == 0)
+        fifo_renamed(mnt, NULL, path);
+    return r;
 }
 static int be_rmdir(int mnt, const char *path)
 {
@@ -520,7 +529,10 @@ static int be_symlink(int mnt, const char *linkpath, const char *target)
 }
 static int be_rename(int mnt, const char *from, const char *to)
 {
-    return STATUS(mnt, s_rename, from, 1, str_obj(to));
+    int r = STATUS(mnt, s_rename, from, 1, str_obj(to));
+    if (r == 0)
+        fifo_renamed(mnt, from, to);
+    return r;
 }
 static int be_link(int mnt, const char *newpath, const char *oldpath)
 {
@@ -1023,6 +1035,73 @@ static void be_destroy(void)
     GIL_LEAVE(g);
 }
 
+/* ---- FIFOs, sockets and devices: opened as the kernel opens those of a FUSE mount, never
+ * by the FS's open (a Python method would block with signals held back, and os.open
+ * retries after EINTR), as the shared backend does. A FIFO is the real one in the
+ * command's FIFO directory (fifo_dir.h), with the FS's mode (and owner, where this
+ * process may give it), that this process opens itself, outside the FS: a signal ends
+ * the wait with EINTR as natively. Set in the table only where the launcher made the
+ * directory. */
+static const char *fifo_dir;
+static uid_t fifo_dir_uid;      /* the launcher's user */
+
+static int fifo_real(int mnt, const char *path, const struct stat *st, char *real, size_t size)
+{
+    if (fifo_dir_name(real, size, fifo_dir, mnt, path) < 0)
+        return -ENAMETOOLONG;
+    if (mkfifo(real, 0600) < 0 && errno != EEXIST)
+        return -errno;
+    struct stat rs;
+    if (lstat(real, &rs) < 0)
+        return -errno;
+    /* the directory is writable by all (sticky, like /tmp, for other users' processes of
+     * the command): a FIFO someone else put there first is not the FS's */
+    uid_t me = geteuid();
+    if (!S_ISFIFO(rs.st_mode) ||
+        (rs.st_uid != me && rs.st_uid != 0 && rs.st_uid != fifo_dir_uid && rs.st_uid != st->st_uid))
+        return -ENXIO;
+    /* who may open it is what the FS says now */
+    if (me == 0 && (rs.st_uid != st->st_uid || rs.st_gid != st->st_gid) &&
+        lchown(real, st->st_uid, st->st_gid) < 0)
+        return -errno;
+    if ((me == 0 || rs.st_uid == me) && (rs.st_mode & 07777) != (st->st_mode & 07777) &&
+        chmod(real, st->st_mode & 07777) < 0)
+        return -errno;
+    return 0;
+}
+
+static int be_open_special(int mnt, const char *path, const struct stat *st, int flags)
+{
+    char real[PATH_MAX];
+    if (S_ISFIFO(st->st_mode)) {
+        int r = fifo_real(mnt, path, st, real, sizeof real);
+        if (r < 0)
+            return r;
+    } else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+        snprintf(real, sizeof real, "/dev/%s/%u:%u", S_ISCHR(st->st_mode) ? "char" : "block",
+                 major(st->st_rdev), minor(st->st_rdev));
+    } else {
+        return -ENXIO;
+    }
+    int fd = core->open_passthrough ? core->open_passthrough(real, flags, 0) : open(real, flags, 0);
+    if (fd < 0)
+        return errno == ENOENT ? -ENXIO : -errno;
+    return fd;
+}
+
+/* unlink (from NULL) or rename: the pipe follows its name, as an inode would */
+static void fifo_renamed(int mnt, const char *from, const char *to)
+{
+    char real_from[PATH_MAX], real_to[PATH_MAX];
+    if (fifo_dir == NULL || fifo_dir_name(real_to, sizeof real_to, fifo_dir, mnt, to) < 0)
+        return;
+    int saved = errno;
+    if (from == NULL || fifo_dir_name(real_from, sizeof real_from, fifo_dir, mnt, from) < 0 ||
+        rename(real_from, real_to) < 0)
+        unlink(real_to);
+    errno = saved;
+}
+
 static struct backend_ops ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = be_getattr, .readlink = be_readlink, .mknod = be_mknod, .mkdir = be_mkdir,
@@ -1180,6 +1259,12 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
 {
     core = c;
     host_owns = host_owns_python;
+    struct stat ds;
+    fifo_dir = fifo_dir_of_command();
+    if (fifo_dir && stat(fifo_dir, &ds) == 0 && S_ISDIR(ds.st_mode)) {
+        fifo_dir_uid = ds.st_uid;
+        ops.open_special = be_open_special;
+    }
     if (!host_owns && start_interpreter(err, errsize) < 0)
         return NULL;
     struct pyctx g = gil_enter();

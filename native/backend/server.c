@@ -33,6 +33,7 @@
 #include "coherence.h"
 #include "wire.h"
 #include "channel.h"
+#include "fifo_dir.h"
 #include <linux/futex.h>
 #include <dirent.h>
 #include <limits.h>
@@ -196,8 +197,19 @@ static int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gi
 {
     int r = 0;
     pthread_mutex_lock(&sfifo_lock);
-    struct sfifo *f = sfifos;
-    for (; f; f = f->next)
+    struct sfifo *f = sfifos, named = { .mnt = mnt };
+    const char *command_dir = fifo_dir_of_command();
+    if (command_dir) {
+        /* the embedded mode's launcher: the FIFO the command's other processes use */
+        f = &named;
+        if (fifo_dir_name(f->real, sizeof f->real, command_dir, mnt, path) < 0)
+            r = -ENAMETOOLONG;
+        else if (mkfifo(f->real, 0600) < 0 && errno != EEXIST)
+            r = -errno;
+        if (r < 0)
+            goto out;
+    }
+    for (; f && f != &named; f = f->next)
         if (f->mnt == mnt && strcmp(f->path, path) == 0)
             break;
     if (f == NULL) {
@@ -242,6 +254,8 @@ out:
 /* unlink (from NULL) or rename: the pipe follows its name, as an inode would */
 static void sfifo_renamed(int mnt, const char *from, const char *to)
 {
+    if (fifo_dir_of_command())
+        return;     /* the embedded backend's unlink and rename move the command's FIFOs */
     pthread_mutex_lock(&sfifo_lock);
     for (struct sfifo **p = &sfifos; *p;) {
         struct sfifo *f = *p;
