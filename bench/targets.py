@@ -23,7 +23,9 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -81,13 +83,15 @@ def verdict(met):
 
 def section(ctx, scale, rows):
     """The table as bench/RESULTS.md shows it, with when, where and at what load."""
-    info = R.machine_info(ctx)
+    commit = subprocess.run(['git', '-C', R.REPO, 'log', '-1', '--format=%h'], capture_output=True,
+                            text=True).stdout.strip()
+    cpu = '%d cores' % os.cpu_count()
     load = os.getloadavg()
     out = ['## Targets of issue 10 (bench/targets.py: loopback example, default mode)', '',
            'Written by `python3 bench/targets.py` at %s, commit %s; medians of %d interleaved '
            'rounds against native; load average %.1f %.1f %.1f on %s.' % (
-               info.get('date', '?'), (info.get('ldpfuse-py commit') or '?').split(' ')[0],
-               scale['rounds'], load[0], load[1], load[2], info.get('cpu', '?')), '',
+               time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), commit or '?',
+               scale['rounds'], load[0], load[1], load[2], cpu), '',
            '| target | measured | |', '|---|---|---|']
     for target, measured, met in rows:
         out.append('| %s | %s | %s |' % (target, measured, '**%s**' % verdict(met) if met is False else verdict(met)))
