@@ -83,6 +83,20 @@ def _remove_fifo_dir(path):
         pass    # FIFOs another user's process made: left, as /tmp's own files are
 
 
+def _client_before(listener, ended):
+    """Wait until a client connects to listener (True) or the fd ended is readable (False:
+    the processes it stands for have ended), whichever comes first."""
+    poller = select.poll()
+    poller.register(listener.fileno(), select.POLLIN)
+    poller.register(ended, select.POLLIN)
+    while True:
+        try:
+            ready = {fd for fd, _ in poller.poll()}
+        except InterruptedError:
+            continue
+        return listener.fileno() in ready
+
+
 def _serve_on_demand(pid, listener, env):
     """Wait for the command; if a process connects first, serve until every process has
     ended. Returns the command's wait status."""
@@ -91,16 +105,7 @@ def _serve_on_demand(pid, listener, env):
     except (AttributeError, OSError):
         ended = None    # no pidfd (Linux < 5.3): serve from the start
     if ended is not None:
-        poller = select.poll()
-        poller.register(listener.fileno(), select.POLLIN)
-        poller.register(ended, select.POLLIN)
-        while True:
-            try:
-                ready = {fd for fd, _ in poller.poll()}
-            except InterruptedError:
-                continue
-            if listener.fileno() in ready:
-                break
+        if not _client_before(listener, ended):
             return _wait_for(pid)
         os.close(ended)
     shared_mode.subreaper()     # from now on, orphans come back here to be waited for
@@ -150,15 +155,7 @@ class _Waiter:
         threading.Thread(target=self._reap, name="ldpfuse-wait", daemon=True).start()
 
     def _reap(self):
-        while True:
-            try:
-                child, st = os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
-            except InterruptedError:
-                continue
-            if child == self.pid:
-                self.status = st
+        self.status = shared_mode.reap_all(self.pid)
         with self.lock:
             self.all_ended = True
             stop = self.stop
@@ -169,16 +166,7 @@ class _Waiter:
     def serve_on_demand(self, listener, env):
         """Wait for every process; if one connects first, serve until then. Returns the
         command's wait status."""
-        poller = select.poll()
-        poller.register(listener.fileno(), select.POLLIN)
-        poller.register(self.read_end, select.POLLIN)
-        while True:
-            try:
-                ready = {fd for fd, _ in poller.poll()}
-            except InterruptedError:
-                continue
-            if listener.fileno() in ready:
-                break
+        if not _client_before(listener, self.read_end):
             return self.status
         if _start_serving(listener, env):
             from . import _embedded

@@ -77,14 +77,4 @@ def run_watched(argv_exec, env, die, record):
     signal.signal(signal.SIGQUIT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: shared_mode._forward(pid, s))
-    status = None
-    while True:
-        try:
-            child, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if child == pid:
-            status = st
-    shared_mode.exit_as(finish(record, status))
+    shared_mode.exit_as(finish(record, shared_mode.reap_all(pid)))

@@ -167,19 +167,29 @@ def _forward(pid, sig):
         pass    # the command has ended; its descendants are still waited for
 
 
-def _wait_all(pid, status, stop, served):
-    """Wait for the command and every descendant (we are their subreaper), then stop the
-    server; if its thread is still in a method op_timeout later (no client is left to
-    answer), end with the command's status all the same."""
+def reap_all(pid):
+    """Wait for every child, the command pid and the descendants adopted since (we are
+    their subreaper), until none is left; returns the command's wait status (None if it
+    was never seen)."""
+    status = None
     while True:
         try:
             child, st = os.waitpid(-1, 0)
         except ChildProcessError:
-            break
+            return status
         except InterruptedError:
             continue
         if child == pid:
-            status.append(st)
+            status = st
+
+
+def _wait_all(pid, status, stop, served):
+    """Wait for the command and every descendant (we are their subreaper), then stop the
+    server; if its thread is still in a method op_timeout later (no client is left to
+    answer), end with the command's status all the same."""
+    st = reap_all(pid)
+    if st is not None:
+        status.append(st)
     stop()
     grace = op_timeout()
     if grace and not served.wait(grace):
