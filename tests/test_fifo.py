@@ -81,9 +81,10 @@ def test_a_reader_and_a_writer_exchange_data_through_a_fifo(tmp_path, fs):
     assert r.stdout == "20000\nreader first\nrenamed\nq\n", r.stderr
 
 
-def test_a_fifo_opened_with_o_nonblock_and_no_reader_is_enxio(tmp_path):
+@pytest.mark.parametrize("fs", ["loopback", "memory"])
+def test_a_fifo_opened_with_o_nonblock_and_no_reader_is_enxio(tmp_path, fs):
     m = tmp_path / "mnt"
-    r = ldp(tmp_path, *file_system(tmp_path, "loopback"), cmd=["python3", "-c", f"""
+    r = ldp(tmp_path, *file_system(tmp_path, fs), cmd=["python3", "-c", f"""
 import os
 os.mkfifo("{m}/p")
 try:

@@ -113,22 +113,6 @@ def test_fifo_in_the_mount_connects_processes_without_blocking_others(tmp_path, 
     assert r.stdout == "other\nf\np\nthrough the pipe\n"
 
 
-def test_fifo_open_for_write_with_no_reader_and_o_nonblock_is_enxio(tmp_path):
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, MEMORY, mode="shared", cmd=[sys.executable, "-c", f"""
-import os
-os.mkfifo("{m}/p")
-try:
-    os.open("{m}/p", os.O_WRONLY | os.O_NONBLOCK)
-except OSError as e:
-    print(e.strerror)
-fd = os.open("{m}/p", os.O_RDONLY | os.O_NONBLOCK)
-print(os.read(fd, 10))
-"""])
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == "No such device or address\nb''\n"
-
-
 def test_a_slow_operation_does_not_hold_up_other_processes(tmp_path):
     m = tmp_path / "mnt"
     log = tmp_path / "log"
