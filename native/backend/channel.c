@@ -38,6 +38,7 @@
 
 #define CHAN_DEPTH 4            /* nested requests (signal handlers) per thread */
 #define CHAN_SLICE_MS 50        /* between checks that the server lives */
+#define CHAN_FIRST_SPIN_NS 300000   /* for a connection's first answer (channel_wait) */
 
 struct channel {
     struct channel *next;       /* every channel of the process (fork, fd checks) */
@@ -45,6 +46,7 @@ struct channel {
     int lost;                   /* the program closed or replaced our socket's number */
     struct chan_region *r;      /* NULL until the first request (channel_send) */
     struct chan_spin spin;
+    int answered;               /* a request has been answered on it */
 };
 
 struct thread_channels {
@@ -338,16 +340,23 @@ static long spin_budget(void)
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec)
 {
     struct chan_region *r = c->r;
-    if (chan_load(&r->state) != CHAN_RESP && spin_budget() > 0 && chan_spin_now(&c->spin)) {
+    int first = !c->answered;
+    c->answered = 1;
+    if (chan_load(&r->state) != CHAN_RESP && spin_budget() > 0 && (first || chan_spin_now(&c->spin))) {
         /* spin first (yielding the CPU): in a run of requests most answers come within
-         * microseconds, and a sleep costs a wake-up on each side */
-        uint64_t start = chan_now_ns(), budget = (uint64_t)spin_budget();
+         * microseconds, and a sleep costs a wake-up on each side. A connection's first
+         * answer (a fresh process's first operation: the server's accept, then the call)
+         * is waited for longer: the caller would sleep and its CPU go idle, and on a
+         * quiet VM waking an idle CPU costs 50-80 us, a third of a short process's whole
+         * extra cost (bench/short_processes.py: 1.23 -> 1.17 ms per `cat`). */
+        uint64_t start = chan_now_ns(), budget = first ? CHAN_FIRST_SPIN_NS : (uint64_t)spin_budget();
         for (unsigned i = 1; chan_load(&r->state) != CHAN_RESP; i++) {
             if ((i & 7) == 0 && chan_now_ns() - start > budget)
                 break;
             sched_yield();
         }
-        chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
+        if (!first)
+            chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
     }
     uint32_t st;
     uint64_t deadline = 0;
