@@ -350,11 +350,8 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
          * quiet VM waking an idle CPU costs 50-80 us, a third of a short process's whole
          * extra cost (bench/short_processes.py: 1.23 -> 1.17 ms per `cat`). */
         uint64_t start = chan_now_ns(), budget = first ? CHAN_FIRST_SPIN_NS : (uint64_t)spin_budget();
-        for (unsigned i = 1; chan_load(&r->state) != CHAN_RESP; i++) {
-            if ((i & 7) == 0 && chan_now_ns() - start > budget)
-                break;
-            sched_yield();
-        }
+        while (chan_load(&r->state) != CHAN_RESP && chan_spin_turn(start, budget))
+            ;
         if (!first)
             chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
     }

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -125,6 +126,21 @@ static inline void chan_spin_result(struct chan_spin *s, int paid)
         s->misses = 0;
         s->skip = 64;
     }
+}
+
+/* One turn of a spin that began at `start`: yields the CPU, and says whether to go on (1)
+ * or stop (0): past the budget, or the yield let another task run for a while. Spinning
+ * pays only on a CPU that would otherwise go idle (waking an idle CPU is what costs); on a
+ * busy one the sleeper is woken without that cost, and the spin only takes time from
+ * others. */
+#define CHAN_YIELD_BUSY_NS 10000
+static inline int chan_spin_turn(uint64_t start, uint64_t budget)
+{
+    uint64_t before = chan_now_ns();
+    if (before - start > budget)
+        return 0;
+    sched_yield();
+    return chan_now_ns() - before < CHAN_YIELD_BUSY_NS;
 }
 
 /* Has the other end of a connected unix socket gone (closed, died)? */

@@ -1266,11 +1266,8 @@ static void *conn_thread(void *arg)
         uint32_t st = chan_load(&rg->state);
         if (st != CHAN_REQ && spin_budget() > 0 && chan_spin_now(&spin)) {
             uint64_t start = chan_now_ns(), budget = spin_budget();
-            for (unsigned i = 1; (st = chan_load(&rg->state)) != CHAN_REQ; i++) {
-                if ((i & 7) == 0 && chan_now_ns() - start > budget)
-                    break;
-                sched_yield();
-            }
+            while ((st = chan_load(&rg->state)) != CHAN_REQ && chan_spin_turn(start, budget))
+                ;
             chan_spin_result(&spin, st == CHAN_REQ);
         }
         if (st != CHAN_REQ) {
@@ -1666,8 +1663,7 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
             if (anticipate)
                 budget = FS_ANTICIPATE_NS;
             if (budget > 0 && chan_spin_now(spin)) {
-                while (!work && chan_now_ns() - start < budget) {
-                    sched_yield();
+                while (!work && chan_spin_turn(start, budget)) {
                     if (__atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) != ctl)
                         work = 1;       /* a new client, or one that has gone */
                     pthread_mutex_lock(&fs_clients_lock);
