@@ -7,7 +7,8 @@
  * the region its first message brought (a short process's first operation is one round
  * trip, not a hand-shake and then a request). A request is written into the region and the server woken only if it sleeps; the
  * caller spins a little for the answer while that pays (chan_spin: in a run of requests
- * most answers come within microseconds; a short process never spins), then sleeps on the
+ * most answers come within microseconds; a connection's first answer is spun for longer,
+ * as its CPU would otherwise go idle; no spin goes on once the CPU turns out busy), then sleeps on the
  * futex in slices, checking between slices that the server still lives: a dead server is
  * EIO within one slice, never a hang.
  * A live server whose method never returns is bounded too (op_timeout, LDPFUSE_OP_TIMEOUT,

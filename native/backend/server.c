@@ -1630,7 +1630,8 @@ static int fs_pass(int check)
  * client of a class that is not thread_safe, one request at a time, until serve_stop():
  * so the class is always called from the thread that built it, and objects bound to a
  * thread (sqlite3 connections made in __init__) work. After an answer it spins a little
- * for the next request, then sleeps on every client's futex at once (futex_waitv). For a
+ * for the next request (while connections come often, for the next connection too), then
+ * sleeps on every client's futex at once (futex_waitv). For a
  * thread_safe class it only waits. Python signal handlers still run (every 100 ms at
  * worst); an exception from one ends the loop. */
 PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
