@@ -27,6 +27,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -352,3 +353,44 @@ def mountpoint(ws):
     """A mount point path that does not exist on disk."""
     assert not ws.mnt.exists()
     return ws.mnt
+
+
+# ---- commands run as another user (tests/test_credentials.py, test_embedded_fallback.py)
+NOBODY = 65534
+
+
+def as_nobody(*cmd, groups=None):
+    """cmd run as uid and gid 65534, with no supplementary groups (or `groups`)."""
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+            *([f"--groups={groups}"] if groups else ["--clear-groups"]), *cmd]
+
+
+@pytest.fixture
+def shared_tmp():
+    """A directory every user may reach (pytest's tmp_path is under a 0700 one): the mount
+    point and the lower directory must be reachable by the user a command runs as, as
+    natively."""
+    d = tempfile.mkdtemp(prefix="ldpfuse-users-")
+    os.chmod(d, 0o755)
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def users_lower(shared_tmp):
+    """A lower directory for commands of several users: `open/` (mode 0777), root's
+    `secret` (0600), `public` (0644) and `group` (0640, gid 4242 when made by root)."""
+    d = shared_tmp / "lower"
+    d.mkdir()
+    os.chmod(d, 0o755)
+    (d / "open").mkdir()
+    os.chmod(d / "open", 0o777)
+    (d / "secret").write_text("root only\n")
+    os.chmod(d / "secret", 0o600)
+    (d / "public").write_text("anyone\n")
+    os.chmod(d / "public", 0o644)
+    (d / "group").write_text("group 4242\n")
+    if os.geteuid() == 0:
+        os.chown(d / "group", 0, 4242)
+    os.chmod(d / "group", 0o640)
+    return d

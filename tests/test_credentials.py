@@ -9,15 +9,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, base_env, ldpfuse_run_argv
+from conftest import LOOPBACK, NOBODY, as_nobody, base_env, ldpfuse_run_argv
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
-NOBODY = 65534
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root"),
@@ -25,51 +22,18 @@ pytestmark = [
 ]
 
 
-def as_nobody(*cmd, groups=None):
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-            *([f"--groups={groups}"] if groups else ["--clear-groups"]), *cmd]
-
-
-def ldp(tmp_path, fs, *fs_args, cmd, timeout=60):
+def ldp(shared_tmp, fs, *fs_args, cmd, timeout=60):
     # the shared mode: the embedded mode runs the FS inside the dropped process itself, or,
     # when it cannot load this interpreter, in the launcher (tests/test_embedded_fallback.py)
-    argv = ldpfuse_run_argv() + ["--mode", "shared", "--mountpoint", str(tmp_path / "mnt"),
+    argv = ldpfuse_run_argv() + ["--mode", "shared", "--mountpoint", str(shared_tmp / "mnt"),
                                  fs, *map(str, fs_args), "--", *cmd]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                           env=base_env(), cwd="/")
 
 
-@pytest.fixture
-def tmp_path():
-    """A directory every user may reach (pytest's is under a 0700 one): the mount point
-    and the lower directory must be reachable by the user the command runs as, as
-    natively."""
-    d = tempfile.mkdtemp(prefix="ldpfuse-cred-")
-    os.chmod(d, 0o755)
-    yield Path(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def lower(tmp_path):
-    d = tmp_path / "lower"
-    d.mkdir()
-    os.chmod(d, 0o755)
-    (d / "open").mkdir()
-    os.chmod(d / "open", 0o777)
-    (d / "secret").write_text("root only\n")
-    os.chmod(d / "secret", 0o600)
-    (d / "public").write_text("anyone\n")
-    os.chmod(d / "public", 0o644)
-    (d / "group").write_text("group 4242\n")
-    os.chown(d / "group", 0, 4242)
-    os.chmod(d / "group", 0o640)
-    return d
-
-
-def test_another_user_cannot_read_roots_private_files_through_the_loopback(tmp_path, lower):
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", f"""
+def test_another_user_cannot_read_roots_private_files_through_the_loopback(shared_tmp, users_lower):
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody("sh", "-c", f"""
         cat {m}/public
         cat {m}/secret || echo refused
         echo x >> {m}/public || echo refused
@@ -77,13 +41,13 @@ def test_another_user_cannot_read_roots_private_files_through_the_loopback(tmp_p
     """))
     assert r.stdout == "anyone\nrefused\nrefused\nrefused\n", r.stderr
     assert "Permission denied" in r.stderr
-    assert (lower / "secret").read_text() == "root only\n"
-    assert (lower / "public").read_text() == "anyone\n"
+    assert (users_lower / "secret").read_text() == "root only\n"
+    assert (users_lower / "public").read_text() == "anyone\n"
 
 
-def test_files_another_user_creates_are_its_own_with_its_umask(tmp_path, lower):
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", f"""
+def test_files_another_user_creates_are_its_own_with_its_umask(shared_tmp, users_lower):
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody("sh", "-c", f"""
         cd {m}/open
         umask 027
         echo mine > new
@@ -96,22 +60,22 @@ def test_files_another_user_creates_are_its_own_with_its_umask(tmp_path, lower):
     assert r.returncode == 0, r.stderr
     assert r.stdout == (f"new {NOBODY} {NOBODY} 640\ndir {NOBODY} {NOBODY} 750\n"
                         f"all {NOBODY} {NOBODY} 666\nrefused\n")
-    st = os.stat(lower / "open" / "new")
+    st = os.stat(users_lower / "open" / "new")
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (NOBODY, NOBODY, 0o640)
 
 
-def test_supplementary_groups_count(tmp_path, lower):
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, LOOPBACK, lower, cmd=["sh", "-c", f"""
+def test_supplementary_groups_count(shared_tmp, users_lower):
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, LOOPBACK, users_lower, cmd=["sh", "-c", f"""
         {shlex.join(as_nobody('cat', f'{m}/group', groups='4242'))}
         {shlex.join(as_nobody('cat', f'{m}/group'))} || echo refused
     """])
     assert r.stdout == "group 4242\nrefused\n", r.stderr
 
 
-def test_a_process_that_drops_its_rights_after_using_the_mount_loses_them(tmp_path, lower):
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, LOOPBACK, lower, cmd=[sys.executable, "-c", f"""
+def test_a_process_that_drops_its_rights_after_using_the_mount_loses_them(shared_tmp, users_lower):
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, LOOPBACK, users_lower, cmd=[sys.executable, "-c", f"""
 import os
 print(open("{m}/secret").read(), end="")
 os.setgroups([])
@@ -125,9 +89,9 @@ except PermissionError:
     assert r.stdout == "root only\nrefused\n", r.stderr
 
 
-def test_fuse_get_context_names_the_calling_process(tmp_path):
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, f"{FIXTURES}:Whoami", cmd=["sh", "-c", f"""
+def test_fuse_get_context_names_the_calling_process(shared_tmp):
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, f"{FIXTURES}:Whoami", cmd=["sh", "-c", f"""
         cat {m}/whoami-root & echo "pid $!"; wait
         {shlex.join(as_nobody('sh', '-c', f'cat {m}/whoami-nobody & echo "pid $!"; wait'))}
     """])
@@ -140,15 +104,15 @@ def test_fuse_get_context_names_the_calling_process(tmp_path):
         assert answer == [f"{ids} {pid[0]}"], r.stdout
 
 
-def test_a_fifo_in_the_mount_keeps_its_owner_and_mode(tmp_path, lower):
+def test_a_fifo_in_the_mount_keeps_its_owner_and_mode(shared_tmp, users_lower):
     """The real FIFO that stands for the file system's one has its owner and mode: another
     user is refused at open (before any wait for a peer), as natively."""
-    os.mkfifo(lower / "private")
-    os.chmod(lower / "private", 0o600)
-    os.mkfifo(lower / "open" / "shared")
-    os.chmod(lower / "open" / "shared", 0o666)
-    m = tmp_path / "mnt"
-    r = ldp(tmp_path, LOOPBACK, lower, timeout=30, cmd=as_nobody("sh", "-c", f"""
+    os.mkfifo(users_lower / "private")
+    os.chmod(users_lower / "private", 0o600)
+    os.mkfifo(users_lower / "open" / "shared")
+    os.chmod(users_lower / "open" / "shared", 0o666)
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, LOOPBACK, users_lower, timeout=30, cmd=as_nobody("sh", "-c", f"""
         echo x > {m}/private || echo refused
         (echo through > {m}/open/shared) &
         cat {m}/open/shared
@@ -163,44 +127,44 @@ def native_as_nobody(script):
                           timeout=60, env=base_env(), cwd="/")
 
 
-def test_listing_a_directory_needs_read_permission(tmp_path, lower):
+def test_listing_a_directory_needs_read_permission(shared_tmp, users_lower):
     """opendir() and open(dir, O_RDONLY) check read permission with the caller's rights
     (a directory that is searchable but not readable lists for nobody with EACCES, while
     its files stay reachable), the same as on a native directory."""
-    native = tmp_path / "native"
-    shutil.copytree(lower, native)
-    for d in (native, lower):
+    native = shared_tmp / "native"
+    shutil.copytree(users_lower, native)
+    for d in (native, users_lower):
         (d / "hidden").mkdir()
         (d / "hidden" / "f").write_text("reachable\n")
         os.chmod(d / "hidden", 0o711)
     script = "ls {d}/hidden || echo refused; cat {d}/hidden/f; ls {d}/open && echo listed"
     want = native_as_nobody(script.format(d=native))
-    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", script.format(d=tmp_path / "mnt")))
+    r = ldp(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody("sh", "-c", script.format(d=shared_tmp / "mnt")))
     assert want.stdout == "refused\nreachable\nlisted\n", want.stderr
     assert r.stdout == want.stdout, r.stderr
-    assert r.stderr.replace(str(tmp_path / "mnt"), "D") == want.stderr.replace(str(native), "D")
+    assert r.stderr.replace(str(shared_tmp / "mnt"), "D") == want.stderr.replace(str(native), "D")
 
 
-def test_a_writer_who_is_not_the_owner_may_set_times_to_now_only(tmp_path, lower):
+def test_a_writer_who_is_not_the_owner_may_set_times_to_now_only(shared_tmp, users_lower):
     """utimensat(UTIME_NOW, UTIME_NOW) is allowed to anyone who may write the file, explicit
     times only to its owner (EPERM), and neither to someone who may not write (EACCES):
     the FS gets times=None for "now" and applies that rule with the caller's rights."""
-    native = tmp_path / "native"
-    shutil.copytree(lower, native)
-    for d in (native, lower):
+    native = shared_tmp / "native"
+    shutil.copytree(users_lower, native)
+    for d in (native, users_lower):
         (d / "shared").write_text("x\n")
         os.chmod(d / "shared", 0o666)
     script = ("touch -c {d}/shared && echo now; touch -c -d 2001-02-03 {d}/shared || echo refused; "
               "touch -c {d}/public || echo refused; "
               "python3 -c 'import os, sys; os.utime(sys.argv[1])' {d}/shared && echo utime")
     want = native_as_nobody(script.format(d=native))
-    r = ldp(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", script.format(d=tmp_path / "mnt")))
+    r = ldp(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody("sh", "-c", script.format(d=shared_tmp / "mnt")))
     assert want.stdout == "now\nrefused\nrefused\nutime\n", want.stderr
     assert r.stdout == want.stdout, r.stderr
-    assert r.stderr.replace(str(tmp_path / "mnt"), "D") == want.stderr.replace(str(native), "D")
+    assert r.stderr.replace(str(shared_tmp / "mnt"), "D") == want.stderr.replace(str(native), "D")
 
 
-def test_embedded_mode_serves_another_user_from_the_launcher_and_says_once_per_process_why(tmp_path):
+def test_embedded_mode_serves_another_user_from_the_launcher_and_says_once_per_process_why(shared_tmp):
     """--mode embedded runs the FS inside each process: one of another user that cannot read
     the installing Python (pyenv or a venv under root's 0700 home) is served by the launcher
     instead, with its own rights, and the log says so once per process, at info level,
@@ -211,14 +175,14 @@ def test_embedded_mode_serves_another_user_from_the_launcher_and_says_once_per_p
     probe = subprocess.run(as_nobody("test", "-r", lib), cwd="/")
     if probe.returncode == 0:
         pytest.skip(f"{lib} is readable by uid {NOBODY} here: nothing keeps it from the embedded mode")
-    m = tmp_path / "mnt"
-    log = tmp_path / "fs.log"
+    m = shared_tmp / "mnt"
+    log = shared_tmp / "fs.log"
     log.touch()
     log.chmod(0o666)    # the dropped processes log there too
-    (tmp_path / "a").write_text("a\n")
-    (tmp_path / "b").write_text("b\n")
+    (shared_tmp / "a").write_text("a\n")
+    (shared_tmp / "b").write_text("b\n")
     argv = ldpfuse_run_argv() + ["--mode", "embedded", "--log-level", "info", "--log-file", str(log),
-                                 "--mountpoint", str(m), LOOPBACK, str(tmp_path), "--"]
+                                 "--mountpoint", str(m), LOOPBACK, str(shared_tmp), "--"]
     r = subprocess.run(argv + as_nobody("sh", "-c", f"ls {m} > /dev/null; cat {m}/a {m}/b"),
                        capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")
     assert r.returncode == 0, r.stderr

@@ -9,21 +9,15 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, base_env, ldpfuse_run_argv
+from conftest import LOOPBACK, NOBODY, as_nobody, base_env, ldpfuse_run_argv
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
 BOOTLOG = f"{FIXTURES}:BootLog"
-NOBODY = 65534
 SERVED = "served by the launcher's file system instance"
-
-def as_nobody(*cmd):
-    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *cmd]
-
 
 def nobody_can_read(path):
     r = subprocess.run(as_nobody("test", "-r", path), env=base_env())
@@ -39,9 +33,9 @@ def interpreter_hidden_from_nobody():
     return os.geteuid() == 0 and shutil.which("setpriv") and not nobody_can_read(lib)
 
 
-def start(tmp_path, fs, *fs_args, cmd, log_level="info"):
+def start(shared_tmp, fs, *fs_args, cmd, log_level="info"):
     argv = ldpfuse_run_argv() + ["--mode", "embedded", "--log-level", log_level,
-                                 "--mountpoint", str(tmp_path / "mnt"), fs, *map(str, fs_args), "--", *cmd]
+                                 "--mountpoint", str(shared_tmp / "mnt"), fs, *map(str, fs_args), "--", *cmd]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=base_env(), cwd="/")
 
@@ -61,34 +55,11 @@ def served_lines(err):
     return lines
 
 
-@pytest.fixture
-def tmp_path():
-    """A directory every user may reach (pytest's is under a 0700 one)."""
-    d = tempfile.mkdtemp(prefix="ldpfuse-fallback-")
-    os.chmod(d, 0o755)
-    yield Path(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def lower(tmp_path):
-    d = tmp_path / "lower"
-    d.mkdir()
-    os.chmod(d, 0o755)
-    (d / "open").mkdir()
-    os.chmod(d / "open", 0o777)
-    (d / "secret").write_text("root only\n")
-    os.chmod(d / "secret", 0o600)
-    (d / "public").write_text("anyone\n")
-    os.chmod(d / "public", 0o644)
-    return d
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
-def test_another_user_reads_creates_and_is_refused_in_embedded_mode(tmp_path, lower):
-    m = tmp_path / "mnt"
-    code, out, err = finish(start(tmp_path, LOOPBACK, lower, cmd=as_nobody("sh", "-c", f"""
+def test_another_user_reads_creates_and_is_refused_in_embedded_mode(shared_tmp, users_lower):
+    m = shared_tmp / "mnt"
+    code, out, err = finish(start(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody("sh", "-c", f"""
         cat {m}/public
         umask 027
         echo made > {m}/open/made && cat {m}/open/made
@@ -100,10 +71,10 @@ def test_another_user_reads_creates_and_is_refused_in_embedded_mode(tmp_path, lo
     assert out == "anyone\nmade\nrefused\nrefused\nrefused\n", err
     assert "Input/output error" not in err
     assert err.count("Permission denied") == 3, err
-    made = os.stat(lower / "open" / "made")
+    made = os.stat(users_lower / "open" / "made")
     assert (made.st_uid, made.st_gid, made.st_mode & 0o777) == (NOBODY, NOBODY, 0o640)
-    assert (lower / "secret").read_text() == "root only\n"
-    assert (lower / "public").read_text() == "anyone\n"
+    assert (users_lower / "secret").read_text() == "root only\n"
+    assert (users_lower / "public").read_text() == "anyone\n"
     if interpreter_hidden_from_nobody():
         served = served_lines(err)
         assert served, err
@@ -115,10 +86,10 @@ def test_another_user_reads_creates_and_is_refused_in_embedded_mode(tmp_path, lo
 @pytest.mark.skipif(not interpreter_hidden_from_nobody(),
                     reason="needs root, setpriv, and an interpreter uid 65534 cannot read "
                            "(a pyenv Python under /root)")
-def test_processes_served_by_the_launcher_share_its_one_instance(tmp_path):
-    m = tmp_path / "mnt"
-    log = tmp_path / "boots"
-    p = start(tmp_path, BOOTLOG, log, cmd=["sh", "-c", f"""
+def test_processes_served_by_the_launcher_share_its_one_instance(shared_tmp):
+    m = shared_tmp / "mnt"
+    log = shared_tmp / "boots"
+    p = start(shared_tmp, BOOTLOG, log, cmd=["sh", "-c", f"""
         cat {m}/pid
         {shlex.join(as_nobody('cat', f'{m}/pid'))}
         {shlex.join(as_nobody('sh', '-c', f'cat {m}/pid'))}
@@ -132,10 +103,10 @@ def test_processes_served_by_the_launcher_share_its_one_instance(tmp_path):
     assert sorted(log.read_text().split()) == sorted([own, str(p.pid)]), err
 
 
-def test_an_embedded_run_that_needs_no_launcher_builds_no_instance_there(tmp_path):
-    m = tmp_path / "mnt"
-    log = tmp_path / "boots"
-    p = start(tmp_path, BOOTLOG, log, cmd=["sh", "-c", f"cat {m}/pid; cat {m}/pid"])
+def test_an_embedded_run_that_needs_no_launcher_builds_no_instance_there(shared_tmp):
+    m = shared_tmp / "mnt"
+    log = shared_tmp / "boots"
+    p = start(shared_tmp, BOOTLOG, log, cmd=["sh", "-c", f"cat {m}/pid; cat {m}/pid"])
     code, out, err = finish(p)
     assert code == 0, err
     pids = out.split()
@@ -147,9 +118,9 @@ def test_an_embedded_run_that_needs_no_launcher_builds_no_instance_there(tmp_pat
 @pytest.mark.skipif(not interpreter_hidden_from_nobody(),
                     reason="needs root, setpriv, and an interpreter uid 65534 cannot read "
                            "(a pyenv Python under /root)")
-def test_the_programs_a_served_process_starts_are_served_too(tmp_path, lower):
-    m = tmp_path / "mnt"
-    code, out, err = finish(start(tmp_path, LOOPBACK, lower, cmd=as_nobody(
+def test_the_programs_a_served_process_starts_are_served_too(shared_tmp, users_lower):
+    m = shared_tmp / "mnt"
+    code, out, err = finish(start(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody(
         "sh", "-c", f"test -r {m}/public && cat {m}/public")))
     assert code == 0, err
     assert out == "anyone\n"
@@ -166,34 +137,34 @@ DEBIAN_PYTHON = "/usr/bin/python3.11"
 @pytest.mark.skipif(not os.path.exists(DEBIAN_PYTHON), reason=f"{DEBIAN_PYTHON} is not installed "
                     "(apt-get install python3.11: Debian's own build)")
 @pytest.mark.parametrize("user", ["root", "nobody"])
-def test_debians_python_of_the_same_version_uses_the_mount(tmp_path, lower, user):
+def test_debians_python_of_the_same_version_uses_the_mount(shared_tmp, users_lower, user):
     if user == "nobody" and not (os.geteuid() == 0 and shutil.which("setpriv")):
         pytest.skip("starting a command as another user needs root and setpriv")
-    m = tmp_path / "mnt"
+    m = shared_tmp / "mnt"
     script = (f"open('{m}/open/by-python', 'w').write('written\\n');"
               f"print(open('{m}/open/by-python').read(), end='');"
               f"print(open('{m}/public').read(), end='')")
     cmd = [DEBIAN_PYTHON, "-c", script]
-    code, out, err = finish(start(tmp_path, LOOPBACK, lower, cmd=as_nobody(*cmd) if user == "nobody" else cmd))
+    code, out, err = finish(start(shared_tmp, LOOPBACK, users_lower, cmd=as_nobody(*cmd) if user == "nobody" else cmd))
     assert code == 0, err
     assert out == "written\nanyone\n", err
-    owner = os.stat(lower / "open" / "by-python").st_uid
+    owner = os.stat(users_lower / "open" / "by-python").st_uid
     assert owner == (NOBODY if user == "nobody" else 0)
 
 
-def test_a_venv_in_the_mount_starts_from_the_mount(tmp_path):
+def test_a_venv_in_the_mount_starts_from_the_mount(shared_tmp):
     """The venv's python reads its pyvenv.cfg in the mount before its interpreter runs:
     it cannot host the file system then, and is served by the launcher (it stopped with
     'Fatal Python error: error evaluating path' when it got EIO)."""
     import sys
 
-    lower = tmp_path / "lower"
-    lower.mkdir()
-    r = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(lower / "venv")],
+    users_lower = shared_tmp / "lower"
+    users_lower.mkdir()
+    r = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(users_lower / "venv")],
                        capture_output=True, text=True, env=base_env())
     assert r.returncode == 0, r.stderr
-    m = tmp_path / "mnt"
-    code, out, err = finish(start(tmp_path, LOOPBACK, lower, cmd=[
+    m = shared_tmp / "mnt"
+    code, out, err = finish(start(shared_tmp, LOOPBACK, users_lower, cmd=[
         f"{m}/venv/bin/python", "-c", "import sys; print(sys.prefix); print(open(sys.prefix + '/pyvenv.cfg').read() != '')"]))
     assert code == 0, err
     assert out == f"{m}/venv\nTrue\n", err
@@ -204,12 +175,12 @@ def test_a_venv_in_the_mount_starts_from_the_mount(tmp_path):
 @pytest.mark.skipif(not interpreter_hidden_from_nobody(),
                     reason="needs root, setpriv, and an interpreter uid 65534 cannot read "
                            "(a pyenv Python under /root)")
-def test_a_fusepy_scripts_embedded_run_has_no_launcher_to_serve_and_says_so(tmp_path, lower):
+def test_a_fusepy_scripts_embedded_run_has_no_launcher_to_serve_and_says_so(shared_tmp, users_lower):
     """A fusepy script's embedded run execs the command from FUSE(): no launcher is left
     to serve, so another user's process gets EIO and one line on stderr saying why."""
-    m = tmp_path / "mnt"
+    m = shared_tmp / "mnt"
     script = Path(__file__).resolve().parent / "fusepy_scripts" / "loopback.py"
-    argv = ldpfuse_run_argv() + ["--mode", "embedded", str(script), str(lower), str(m), "--",
+    argv = ldpfuse_run_argv() + ["--mode", "embedded", str(script), str(users_lower), str(m), "--",
                                  *as_nobody("sh", "-c", f"cat {m}/public; cat {m}/public")]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")
     assert r.stdout == ""
