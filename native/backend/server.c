@@ -1394,7 +1394,9 @@ static struct client *client_new(int fd)
 }
 
 /* The clients of a class that is not thread_safe, served by the FS thread: the accept
- * thread adds to `fs_clients` and bumps `fs_ctl`, a futex the FS thread also waits on. */
+ * thread adds to `fs_clients` (at its head, under fs_clients_lock, published whole with
+ * a release store) and bumps `fs_ctl`, a futex the FS thread also waits on. Only the FS
+ * thread takes clients off the list, so it may walk the list without the lock. */
 static struct client *fs_clients;
 static pthread_mutex_t fs_clients_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t fs_ctl;
@@ -1475,7 +1477,7 @@ static void *accept_thread(void *arg)
                 epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
             pthread_mutex_lock(&fs_clients_lock);
             cl->next = fs_clients;
-            fs_clients = cl;
+            __atomic_store_n(&fs_clients, cl, __ATOMIC_RELEASE);  /* whole, for lock-free readers */
             pthread_mutex_unlock(&fs_clients_lock);
             fs_poke();
             continue;
@@ -1667,10 +1669,9 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                 while (!work && chan_spin_turn(start, budget)) {
                     if (__atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) != ctl)
                         work = 1;       /* a new client, or one that has gone */
-                    pthread_mutex_lock(&fs_clients_lock);
-                    for (struct client *cl = fs_clients; cl && !work; cl = cl->next)
+                    /* no lock: only this thread takes clients off the list (fs_pass) */
+                    for (struct client *cl = __atomic_load_n(&fs_clients, __ATOMIC_ACQUIRE); cl && !work; cl = cl->next)
                         work = chan_load(&cl->region->state) == CHAN_REQ;
-                    pthread_mutex_unlock(&fs_clients_lock);
                 }
                 chan_spin_result(spin, work);
             }
