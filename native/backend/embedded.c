@@ -113,6 +113,25 @@ static struct pyctx gil_enter(void)
     return c;
 }
 
+/* This thread will make no more calls (a server thread that ends): its kept thread state
+ * goes, or every ended thread would leave one behind (about 5 KB each). */
+void ldp_thread_done(void)
+{
+    if (!tstate_ready)
+        return;
+    tstate_ready = 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    int ending = Py_IsFinalizing();
+#else
+    int ending = _Py_IsFinalizing();
+#endif
+    PyThreadState *ts = Py_IsInitialized() && !ending ? PyGILState_GetThisThreadState() : NULL;
+    if (ts == NULL)
+        return;
+    PyEval_RestoreThread(ts);
+    PyGILState_Release(PyGILState_UNLOCKED);   /* its count reaches 0: cleared, deleted, GIL let go */
+}
+
 static void gil_leave(struct pyctx *c)
 {
     if (PyErr_Occurred())

@@ -8,9 +8,11 @@ comes from the thread that built it.  ``Slow`` (thread_safe) answers ``/slow`` a
 ``Whoami`` answers any ``/whoami*`` with ``fuse_get_context()`` of the reader.
 ``PerProcess`` asks for the embedded mode; ``/pid`` holds the pid of the process that
 built the object; ``BootLog`` also logs which processes started one (tests/test_embedded_fallback.py).
+``ThreadSafeLoopback`` is the loopback example declared thread_safe.
 """
 
 import errno
+import importlib.util
 import os
 import sqlite3
 import stat
@@ -188,3 +190,19 @@ class BootLog(PerProcess):
     def init(self, path):
         with open(self.log, "a") as f:
             f.write(self.pid.decode())
+
+
+def _example(name):
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "examples", name + ".py")
+    spec = importlib.util.spec_from_file_location("example_" + name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ThreadSafeLoopback(_example("loopback").Loopback):
+    """The loopback example, declared thread_safe: the server answers each connection on a
+    thread of its own, kept for the next connection when it ends."""
+
+    thread_safe = True
