@@ -1467,9 +1467,13 @@ static void fs_poke(void)
     syscall(SYS_futex, &fs_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* The FS thread's clients' sockets, watched for hang-ups so that a client that has gone
- * (a short process's exit) leaves the FS thread's wait at once, not after its next
- * 100 ms look: a hang-up is a hint (fs_hangup), the FS thread checks each socket. */
+/* The clients' sockets, watched for hang-ups so that a client that has gone (a short
+ * process's exit) is let go of at once, not at its server thread's next 100 ms look. For
+ * the FS thread a hang-up is a hint (fs_hangup), it checks each socket. A thread_safe
+ * class's connection is watched once (EPOLLONESHOT) under the address of its region's
+ * futex word (tagged with bit 0; the FS thread's clients under their fd << 1), which the
+ * watcher wakes: a stale address (the region gone since) makes
+ * that wake fail (EFAULT) or wake a thread that then finds nothing to do, never more. */
 static int watch_ep = -1;
 static int fs_hangup;
 
@@ -1481,20 +1485,27 @@ static void *watch_thread(void *arg)
         int n = epoll_wait(watch_ep, ev, 32, -1);
         if (n < 0 && errno != EINTR)
             break;
-        int hangup = 0;
+        int hangup = 0, poke = 0;
         for (int i = 0; i < n; i++) {
-            if (!(ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-                /* a first request came in: from now on only its end is watched */
-                struct epoll_event rd = { .events = EPOLLRDHUP, .data.fd = ev[i].data.fd };
-                epoll_ctl(watch_ep, EPOLL_CTL_MOD, ev[i].data.fd, &rd);
+            if (ev[i].data.u64 & 1) {
+                syscall(SYS_futex, (uint32_t *)(uintptr_t)(ev[i].data.u64 & ~(uint64_t)1), FUTEX_WAKE, INT_MAX,
+                        NULL, NULL, 0);
                 continue;
             }
-            epoll_ctl(watch_ep, EPOLL_CTL_DEL, ev[i].data.fd, NULL);
+            poke = 1;
+            int fd = (int)(ev[i].data.u64 >> 1);
+            if (!(ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+                /* a first request came in: from now on only its end is watched */
+                struct epoll_event rd = { .events = EPOLLRDHUP, .data.u64 = ev[i].data.u64 };
+                epoll_ctl(watch_ep, EPOLL_CTL_MOD, fd, &rd);
+                continue;
+            }
+            epoll_ctl(watch_ep, EPOLL_CTL_DEL, fd, NULL);
             hangup = 1;
         }
         if (hangup)
             __atomic_store_n(&fs_hangup, 1, __ATOMIC_SEQ_CST);
-        if (n > 0)
+        if (poke)
             fs_poke();
     }
     return NULL;
@@ -1530,7 +1541,7 @@ static void *accept_thread(void *arg)
             /* its first request wakes the FS thread through the watcher if it is not
              * here yet (a client preempted between connect and send) */
             int ready = first_ready(cl);
-            struct epoll_event ev = { .events = EPOLLRDHUP | (ready ? 0 : EPOLLIN), .data.fd = fd };
+            struct epoll_event ev = { .events = EPOLLRDHUP | (ready ? 0 : EPOLLIN), .data.u64 = (uint64_t)fd << 1 };
             if (watch_ep >= 0)
                 epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
             pthread_mutex_lock(&fs_clients_lock);
@@ -1539,6 +1550,11 @@ static void *accept_thread(void *arg)
             pthread_mutex_unlock(&fs_clients_lock);
             fs_poke();
             continue;
+        }
+        if (watch_ep >= 0) {
+            struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT,
+                                      .data.u64 = (uintptr_t)&cl->region->state | 1 };
+            epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
         }
         if (pool_give(cl))
             continue;
@@ -1593,7 +1609,7 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
     switch_creds = own_uid == 0;
     umask(0);       /* each client applied its own umask to the modes it sends */
     pthread_t t;
-    if (serialise && (watch_ep = epoll_create1(EPOLL_CLOEXEC)) >= 0 &&
+    if ((watch_ep = epoll_create1(EPOLL_CLOEXEC)) >= 0 &&
         pthread_create(&t, NULL, watch_thread, NULL) == 0)
         pthread_detach(t);
     if (pthread_create(&t, NULL, accept_thread, (void *)(intptr_t)lfd) != 0) {
