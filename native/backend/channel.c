@@ -117,6 +117,18 @@ static void key_make(void)
     pthread_key_create(&thread_key, thread_ends);
 }
 
+/* fd is a memfd the server made: sealed against shrinking and growing, of exactly `size`
+ * bytes. A process that shares our fd table (clone(CLONE_FILES): stress-ng's dup) may have
+ * put a file of its own on the number an fd arrived on before we map it; mapping that one
+ * shared and writable would write into the program's file, or fault past its end. */
+int channel_memfd_ok(int fd, off_t size)
+{
+    struct stat st;
+    int seals = REAL(fcntl)(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW) &&
+           REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == size;
+}
+
 /* The region comes first on the socket: a header with the memfd riding along, and the
  * server's table of change counters (backend/coherence.h) after it, for shared.c. */
 static struct chan_region *region_receive(int sock)
@@ -141,7 +153,7 @@ static struct chan_region *region_receive(int sock)
     if (mfd < 0)
         return NULL;
     void *p = MAP_FAILED;
-    if (r == sizeof hello && hello.result == CHAN_SIZE)
+    if (r == sizeof hello && hello.result == CHAN_SIZE && channel_memfd_ok(mfd, CHAN_SIZE))
         p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
     REAL(close)(mfd);
     return p == MAP_FAILED ? NULL : p;

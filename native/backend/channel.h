@@ -161,6 +161,7 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec);
 #define CHAN_TIMED_OUT (-2)     /* channel_send/channel_wait: op_timeout passed, given up */
 double channel_op_timeout(void);
+int channel_memfd_ok(int fd, off_t size);
 int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take);
 void channel_end(struct channel *c);
 void channel_fail(struct channel *c);

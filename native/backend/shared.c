@@ -749,7 +749,7 @@ static pthread_mutex_t coh_lock = PTHREAD_MUTEX_INITIALIZER;
 static int coh_adopt(int fd)
 {
     void *m = MAP_FAILED;
-    if (__atomic_load_n(&coh, __ATOMIC_ACQUIRE) == NULL)
+    if (__atomic_load_n(&coh, __ATOMIC_ACQUIRE) == NULL && channel_memfd_ok(fd, sizeof *coh))
         m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REAL(close)(fd);
     struct coherence *none = NULL;
