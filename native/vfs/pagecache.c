@@ -1,7 +1,8 @@
 /*
- * The page cache of files the FS serves itself (not passthrough): one memfd per file per
- * process, shared by every fd of this process on the file (and, through fork and exec, by
- * the children that inherit it), as the kernel keeps one page cache per inode.
+ * The page cache of files the FS serves itself (not passthrough): one memfd per file,
+ * shared by every fd of this process on the file (and, through fork and exec, by the
+ * children that inherit it; with the shared server, by every process: backend/server.c
+ * scache_*), as the kernel keeps one page cache per inode.
  *
  * The memfd is sized to the file at open and filled lazily, by range. Which ranges are
  * filled is kept by the memfd itself: tmpfs reports unwritten pages as holes
@@ -15,9 +16,11 @@
  * bytes to the FS first, at the right offset, and keep in the memfd only what the FS took:
  * errors (ENOSPC) reach the program at write(), and nothing waits for close.
  *
- * Locks: `table_lock` guards the table and reference counts; each entry's `lock` orders
- * fills, writes and truncations of that file (a fill must never put old bytes over a
- * newer write).
+ * Locks: `table_lock` guards the table and reference counts; each entry's lock (a mutex
+ * and an OFD lock on the memfd, entry_lock) orders fills, writes and every change of the
+ * memfd's size or holes (a fill must never put old bytes over a newer write). A truncation
+ * (ftruncate, O_TRUNC, truncate(path)) calls the FS's truncate() inside that lock too, so
+ * that a fill or write of another holder falls wholly before or after it.
  */
 #include "../ldpfuse.h"
 #include <stdlib.h>
@@ -221,8 +224,6 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
         guard_enter();
         r = be->cache_open(vp->mnt, vp->path, size, &mfd, &server_fresh);
         guard_leave();
-        if (r == 0 && !server_fresh && size_known == 2)
-            REAL(ftruncate)(mfd, 0);        /* truncated by this open (O_TRUNC) */
     }
     if (r < 0) {
         char name[250];
@@ -726,19 +727,17 @@ out:;
 
 /* ---- size and names */
 
-/* ftruncate on a cached fd: the FS first, then the cache (which then holds, after close). */
-int pcache_ftruncate(struct vfile *v, off_t len)
+/* The FS truncates the file and the cache follows, both under the entry's lock: a fill in
+ * flight would otherwise put old bytes back after the cache's truncation (its pwrite()
+ * grows the memfd again), and a write between the FS's truncation and the cache's would
+ * be cut from the cache though the FS keeps it. Returns 0 or -errno. */
+static int truncate_locked(struct pcache *pc, const char *path, off_t len, const uint64_t *fh)
 {
-    struct pcache *pc = v->pc;
     struct backend_ops *be = backend_get();
-    if (be == NULL || vfile_ensure_fh(v) < 0) {
-        errno = EIO;
-        return -1;
-    }
     entry_lock(pc);
     check_untracked(pc);
     guard_enter();
-    int r = be->truncate(pc->mnt, v->path, len, &v->fh);
+    int r = be->truncate(pc->mnt, path, len, fh);
     guard_leave();
     __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
     if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
@@ -746,26 +745,53 @@ int pcache_ftruncate(struct vfile *v, off_t len)
     note_known(pc);
     entry_unlock(pc);
     attrcache_changed();     /* the FS's write/truncate: told to every process */
-    return (int)be_errno(r);
+    return r;
 }
 
-/* truncate(path) or O_TRUNC went to the FS: the cache of the file follows. */
-void pcache_truncated(int mnt, const char *path, off_t len)
+/* ftruncate on a cached fd: the FS first, then the cache (which then holds, after close). */
+int pcache_ftruncate(struct vfile *v, off_t len)
 {
-    table_enter();
-    struct pcache *pc = find(mnt, path);
-    if (pc)
-        pc->refs++;
-    table_leave();
-    if (pc == NULL)
-        return;
-    entry_lock(pc);
-    check_untracked(pc);
-    __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-    REAL(ftruncate)(pc->mfd, len);
-    note_known(pc);
-    entry_unlock(pc);
+    struct pcache *pc = v->pc;
+    if (backend_get() == NULL || vfile_ensure_fh(v) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return (int)be_errno(truncate_locked(pc, v->path, len, &v->fh));
+}
+
+/* O_TRUNC: the open's cache (pcache_open) is truncated with the file. Returns 0 or -errno. */
+int pcache_truncate_open(struct pcache *pc, const char *path, const uint64_t *fh)
+{
+    return truncate_locked(pc, path, 0, fh);
+}
+
+/* truncate(path): if the file's cache is held (by this process, or with the shared server
+ * by any process), it is truncated with the file; else only the FS. Returns 0 or -errno. */
+int pcache_truncate_path(const struct vpath *vp, off_t len)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL)
+        return -EIO;
+    struct pcache *pc = NULL;
+    int fresh;
+    if (be->cache_open) {
+        pc = pcache_open(vp, len, 1, &fresh);   /* made fresh: len bytes, none filled */
+    } else {
+        table_enter();
+        if ((pc = find(vp->mnt, vp->path)) != NULL)
+            pc->refs++;
+        table_leave();
+    }
+    if (pc == NULL) {
+        guard_enter();
+        int r = be->truncate(vp->mnt, vp->path, len, NULL);
+        guard_leave();
+        attrcache_changed();
+        return r;
+    }
+    int r = truncate_locked(pc, vp->path, len, NULL);
     pcache_unref(pc);
+    return r;
 }
 
 void pcache_renamed(int mnt, const char *from, const char *to)
