@@ -180,6 +180,30 @@ def test_a_late_note_of_a_fresh_cache_does_not_append_a_line_again(ws, fs, optio
     ws.compare(["bash", "-c", LATE_FIRST_NOTE], fs=fs, options=options, mode=mode, check_tree=False)
 
 
+# sed writes 2 MiB to an O_APPEND stdout through stdio (glibc's own write(), past the
+# wrappers) and waits for the end of its input while another process appends a line: at
+# sed's exit its bytes are appended at the FS's end, after that line, in 1 MiB chunks. The
+# cache's copy of them, now in the wrong place, must be dropped only after the last chunk
+# was read from it (else the second MiB reaches the file as zeros).
+STDIO_APPEND_PAST_ANOTHER = """
+: > "$D/f"
+{ seq -f '%015g' 1 131072; sleep 1.5; } | sed '' >> "$D/f" &
+sleep 0.7
+echo other >> "$D/f"
+wait
+wc -c < "$D/f"
+tr -cd '\\000' < "$D/f" | wc -c
+sort "$D/f" | md5sum
+"""
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_stdio_appends_passed_on_after_another_process_appended_write_no_zeros(ws, fs, options, mode):
+    need("sed")
+    ws.compare(["sh", "-c", STDIO_APPEND_PAST_ANOTHER], fs=fs, options=options, mode=mode,
+               check_tree=False)
+
+
 CACHED = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, "shared")]
 CACHED_IDS = ["no-passthrough", "memory-shared"]
 # one process: the memory example in the suite's mode too

@@ -833,7 +833,8 @@ void pcache_unlinked(int mnt, const char *path)
 static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *buf)
 {
     struct backend_ops *be = backend_get();
-    off_t from = pc->known_size;
+    off_t from = pc->known_size, fs_end = from;
+    int moved = 0, ret = 0;
     while (from < size) {
         size_t want = (size_t)(size - from) < FS_CHUNK ? (size_t)(size - from) : FS_CHUNK;
         ssize_t n = REAL(pread)(pc->mfd, buf, want, from);
@@ -845,22 +846,33 @@ static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *b
         guard_leave();
         if (w < (ssize_t)n) {
             /* the FS kept less than was written: the cache must not say otherwise */
-            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-            REAL(ftruncate)(pc->mfd, from + (w > 0 ? w : 0));
             errno = w < 0 ? (int)-w : ENOSPC;
-            return -1;
+            ret = -1;
+            if (!moved) {
+                __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+                REAL(ftruncate)(pc->mfd, from + (w > 0 ? w : 0));
+                return ret;
+            }
+            break;
         }
-        if (at != from) {
-            /* whole granules only: a punched part of one would read as zeros */
-            off_t g = (off_t)hole_granule(), lo = from - from % g, hi = size + (g - size % g) % g;
-            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-            REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
-            if (at + n > size)
-                REAL(ftruncate)(pc->mfd, at + n);
-        }
+        if (at != from)
+            moved = 1;
+        fs_end = at + n;
         from += n;
     }
-    return 0;
+    if (moved) {
+        /* The FS put them elsewhere (another process appended first): the range is dropped
+         * from the cache, to be read again from the FS. Only now, when every chunk has been
+         * read from it: a chunk read after the punch would be zeros, appended to the file.
+         * Whole granules only: a punched part of one would read as zeros. */
+        off_t g = (off_t)hole_granule(), lo = pc->known_size - pc->known_size % g;
+        off_t hi = size + (g - size % g) % g;
+        __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+        REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
+        if (ret == 0 && fs_end > size)
+            REAL(ftruncate)(pc->mfd, fs_end);
+    }
+    return ret;
 }
 
 /* Has the memfd changed since the known state (kn) was noted? Looks without the lock. */
