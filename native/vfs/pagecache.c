@@ -160,15 +160,21 @@ static void note_known_first(struct pcache *pc)
 }
 
 /* Before our own fill, write or truncation moves `known` on: was the memfd changed past
- * the wrappers since (stdio's internal write)? Then that is still owed to the FS. */
-static void check_untracked(struct pcache *pc)
+ * the wrappers since (stdio's internal write)? Then that is still owed to the FS. Returns
+ * whether it was. */
+static int check_untracked(struct pcache *pc)
 {
     struct stat k;
     load_known(pc);
     if (REAL(fstat)(pc->mfd, &k) == 0 && (k.st_size != pc->known_size ||
-        k.st_mtim.tv_sec != pc->known_mtime.tv_sec || k.st_mtim.tv_nsec != pc->known_mtime.tv_nsec))
+        k.st_mtim.tv_sec != pc->known_mtime.tv_sec || k.st_mtim.tv_nsec != pc->known_mtime.tv_nsec)) {
         __atomic_store_n(&pc->untracked, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    return 0;
 }
+
+static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *buf);
 
 /* 0, or -1 if the memfd has no known state (or takes no xattr): ours stays. */
 static int load_known(struct pcache *pc)
@@ -664,10 +670,19 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         return -1;
     }
     entry_lock(pc);
-    check_untracked(pc);
+    int changed = check_untracked(pc);
     ssize_t ret = -1;
     off_t size = pcache_size(pc);
     int append = !positional && (v->flags & O_APPEND);
+    if (append && changed && size > pc->known_size) {
+        /* appended past the wrappers (stdio of this or another fd) and not yet passed on:
+         * those bytes go first, else ours would land at the FS's end, on top of them */
+        char *buf = malloc(FS_CHUNK);
+        int r = buf ? sync_appended(pc, v, size, buf) : (errno = ENOMEM, -1);
+        free(buf);
+        if (r < 0 || (size = pcache_size(pc)) < 0)
+            goto out;
+    }
     if (!positional && !append)
         at = REAL(lseek)(fd, 0, SEEK_CUR);
     if (size < 0 || at < 0)
