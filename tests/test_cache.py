@@ -236,6 +236,35 @@ def test_an_append_after_stdio_appends_lands_after_them(ws, fs, options, mode):
     ws.compare_py(STDIO_THEN_WRITE_APPENDS, fs=fs, options=options, mode=mode, check_tree=False)
 
 
+# Another process appends to a file this one holds (in the embedded mode, through a cache
+# of its own): a read at the old end finds the file grew. The page that held the old end
+# was filled, with zeros past it: the appended bytes there must be read from the FS, not
+# taken from the cache (a read would return the zeros, and a writable mapping's write-back
+# would write them into the file).
+APPENDED_BY_ANOTHER_PROCESS = r'''
+import mmap, os, subprocess, sys
+D = os.environ["D"]
+with open(f"{D}/f", "wb") as f:
+    f.write(b"x" * 100)
+fd = os.open(f"{D}/f", os.O_RDWR)
+print(os.pread(fd, 10, 0))
+subprocess.run([sys.executable, "-c", f"open({D!r} + '/f', 'ab').write(b'y' * (1 << 20))"], check=True)
+print(os.pread(fd, 10, 100))
+m = mmap.mmap(fd, 0)
+print(len(m), m[4090:4100], m[-4:])
+m[0:1] = b"z"
+m.close()
+os.close(fd)
+data = open(f"{D}/f", "rb").read()
+print(len(data), data.count(0), data[:2])
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_a_file_grown_by_another_process_reads_its_new_bytes_past_the_old_end(ws, fs, options, mode):
+    ws.compare_py(APPENDED_BY_ANOTHER_PROCESS, fs=fs, options=options, mode=mode, check_tree=False)
+
+
 CACHED = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, "shared")]
 CACHED_IDS = ["no-passthrough", "memory-shared"]
 

@@ -432,6 +432,8 @@ static size_t ra_window(struct vfile *v, off_t off, size_t len)
     return win;
 }
 
+static int is_hole(struct pcache *pc, off_t off);
+
 /* The file's end, after asking the FS when a read starts at the cache's end: a file that
  * grew (another process appended) or whose size was unknown (procfs style, st_size 0). */
 static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t want, char *buf)
@@ -446,6 +448,12 @@ static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t 
     }
     if (have && S_ISREG(st.st_mode) && st.st_size > size) {
         REAL(ftruncate)(pc->mfd, st.st_size);
+        /* the granule that held the old end is filled, its part past that end with zeros
+         * the FS never gave: those bytes are read now, else a read (or a mapping's
+         * write-back) would take the zeros for the file's */
+        off_t g = (off_t)hole_granule(), tail = size - size % g + g;
+        if (size % g && !is_hole(pc, size - size % g))
+            fetch(pc, v, size, tail < st.st_size ? tail : st.st_size, buf);
         return st.st_size;
     }
     if (!pc->size_unknown || (unsigned long long)size >= GROW_MAX)
@@ -674,7 +682,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     ssize_t ret = -1;
     off_t size = pcache_size(pc);
     int append = !positional && (v->flags & O_APPEND);
-    if (append && changed && size > pc->known_size) {
+    if (append && changed && size > pc->known_size && !pc->mapped) {
         /* appended past the wrappers (stdio of this or another fd) and not yet passed on:
          * those bytes go first, else ours would land at the FS's end, on top of them */
         char *buf = malloc(FS_CHUNK);
