@@ -374,7 +374,10 @@ strace -f -qq -o /dev/null -e trace=pwrite64 -e inject=pwrite64:delay_enter=1500
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
 print(len(os.read(fd, 10)) in (0, 10))       # before or after the truncation
-time.sleep(1)
+for _ in range(50):                          # until the other process truncated it
+    if os.stat(sys.argv[1]).st_size == 0:
+        break
+    time.sleep(0.1)
 print(os.fstat(fd).st_size, os.pread(fd, 10, 0))
 ' "$D/f" &
 sleep 0.5
