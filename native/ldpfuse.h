@@ -188,7 +188,7 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);
 
 /* ---- the page cache of cached files (vfs/pagecache.c) */
 struct pcache;
-/* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created, 2 truncated */
+/* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created or truncated */
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, int *fresh);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
@@ -200,7 +200,9 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end);
 /* write through: the FS first, then the cache; positional = pwrite at `at` */
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
 int pcache_ftruncate(struct vfile *v, off_t len);
-void pcache_truncated(int mnt, const char *path, off_t len);
+/* O_TRUNC and truncate(path): the FS and the cache under the entry's lock; 0 or -errno */
+int pcache_truncate_open(struct pcache *pc, const char *path, const uint64_t *fh);
+int pcache_truncate_path(const struct vpath *vp, off_t len);
 void pcache_renamed(int mnt, const char *from, const char *to);
 void pcache_unlinked(int mnt, const char *path);
 int pcache_sync_untracked(struct vfile *v);

@@ -131,6 +131,9 @@ sort -n -k1 -k2 "$D/log" | md5sum
 # The memory example keeps its files in one process: only --mode shared gives the
 # four writers one file. The loopback shares its lower directory in either mode.
 APPEND_CASES = [(MEMORY, {}, "shared"), (LOOPBACK, {"passthrough": "no"}, None)]
+# one process: the memory example in the suite's mode too
+ONE_PROCESS = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, None)]
+ONE_PROCESS_IDS = ["no-passthrough", "memory"]
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash"])
@@ -164,7 +167,7 @@ def test_appends_racing_on_a_fresh_cache_keep_every_line_once(ws, fs, options, m
 # take the line for one written past the wrappers and append it again.
 LATE_FIRST_NOTE = """
 : > "$D/f"
-strace -f -qq -o /dev/null -e trace=fsetxattr -e inject=fsetxattr:delay_enter=1500000 \\
+strace -f -qq -o /dev/null -e trace=fsetxattr -e inject=fsetxattr:delay_enter=1500000 \
     bash -c ': >> "$D/f"' &
 sleep 0.5
 echo line >> "$D/f"
@@ -175,10 +178,91 @@ cat "$D/f"
 
 @pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
 def test_a_late_note_of_a_fresh_cache_does_not_append_a_line_again(ws, fs, options, mode):
-    need("bash", "strace")
-    if run_native(["strace", "-qq", "-o", "/dev/null", "true"]).returncode != 0:
-        pytest.skip("strace cannot trace here (ptrace refused): the delay cannot be injected")
+    need("bash")
+    need_strace()
     ws.compare(["bash", "-c", LATE_FIRST_NOTE], fs=fs, options=options, mode=mode, check_tree=False)
+
+
+# sed writes 2 MiB to an O_APPEND stdout through stdio (glibc's own write(), past the
+# wrappers) and waits for the end of its input while another process appends a line: at
+# sed's exit its bytes are appended at the FS's end, after that line, in 1 MiB chunks. The
+# cache's copy of them, now in the wrong place, must be dropped only after the last chunk
+# was read from it (else the second MiB reaches the file as zeros).
+STDIO_APPEND_PAST_ANOTHER = """
+: > "$D/f"
+{ seq -f '%015g' 1 131072; sleep 1.5; } | sed '' >> "$D/f" &
+sleep 0.7
+echo other >> "$D/f"
+wait
+wc -c < "$D/f"
+tr -cd '\\000' < "$D/f" | wc -c
+sort "$D/f" | md5sum
+"""
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_stdio_appends_passed_on_after_another_process_appended_write_no_zeros(ws, fs, options, mode):
+    need("sed")
+    ws.compare(["sh", "-c", STDIO_APPEND_PAST_ANOTHER], fs=fs, options=options, mode=mode,
+               check_tree=False)
+
+
+# A stdio stream appends more than its buffer (glibc writes it itself, past the wrappers),
+# then the same process appends a line through another fd, then closes the stream: the
+# stream's bytes were written first and must all be there, the line after them.
+STDIO_THEN_WRITE_APPENDS = r'''
+import ctypes, os
+D = os.environ["D"]
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.fwrite.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+with open(f"{D}/f", "w") as f:
+    f.write("start\n")
+fp = libc.fopen(f"{D}/f".encode(), b"a")
+libc.fwrite(b"A" * 9999 + b"\n", 1, 10000, fp)
+fd = os.open(f"{D}/f", os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"other\n")
+os.close(fd)
+libc.fclose(fp)
+data = open(f"{D}/f", "rb").read()
+print(len(data), data.count(b"A"), data.count(0), data.endswith(b"A\nother\n"))
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", ONE_PROCESS, ids=ONE_PROCESS_IDS)
+def test_an_append_after_stdio_appends_lands_after_them(ws, fs, options, mode):
+    ws.compare_py(STDIO_THEN_WRITE_APPENDS, fs=fs, options=options, mode=mode, check_tree=False)
+
+
+# Another process appends to a file this one holds (in the embedded mode, through a cache
+# of its own): a read at the old end finds the file grew. The page that held the old end
+# was filled, with zeros past it: the appended bytes there must be read from the FS, not
+# taken from the cache (a read would return the zeros, and a writable mapping's write-back
+# would write them into the file).
+APPENDED_BY_ANOTHER_PROCESS = r'''
+import mmap, os, subprocess, sys
+D = os.environ["D"]
+with open(f"{D}/f", "wb") as f:
+    f.write(b"x" * 100)
+fd = os.open(f"{D}/f", os.O_RDWR)
+print(os.pread(fd, 10, 0))
+subprocess.run([sys.executable, "-c", f"open({D!r} + '/f', 'ab').write(b'y' * (1 << 20))"], check=True)
+print(os.pread(fd, 10, 100))
+m = mmap.mmap(fd, 0)
+print(len(m), m[4090:4100], m[-4:])
+m[0:1] = b"z"
+m.close()
+os.close(fd)
+data = open(f"{D}/f", "rb").read()
+print(len(data), data.count(0), data[:2])
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_a_file_grown_by_another_process_reads_its_new_bytes_past_the_old_end(ws, fs, options, mode):
+    ws.compare_py(APPENDED_BY_ANOTHER_PROCESS, fs=fs, options=options, mode=mode, check_tree=False)
 
 
 CACHED = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, "shared")]
@@ -216,6 +300,99 @@ def test_truncate_and_metadata_of_an_open_file_hold_after_close(ws, fs, options,
         exec 4>&-
         cat "$D/t"; echo; stat -c '%s' "$D/t"
     """], fs=fs, options=options, mode=mode, check_tree=False)
+
+
+def need_strace():
+    need("strace")
+    if run_native(["strace", "-qq", "-o", "/dev/null", "true"]).returncode != 0:
+        pytest.skip("strace cannot trace here (ptrace refused): the delay cannot be injected")
+
+
+# truncate(path) of a file open here: the open fd sees the new size and bytes at once.
+TRUNCATE_PATH_OF_AN_OPEN_FILE = r'''
+import os
+D = os.environ["D"]
+with open(f"{D}/f", "wb") as f:
+    f.write(b"0123456789" * 1000)
+fd = os.open(f"{D}/f", os.O_RDWR)
+print(os.pread(fd, 10, 0))                      # this process holds those pages
+os.truncate(f"{D}/f", 2)
+print(os.fstat(fd).st_size, os.stat(f"{D}/f").st_size, os.pread(fd, 10, 0))
+os.truncate(f"{D}/f", 6000)
+print(os.fstat(fd).st_size, os.pread(fd, 4, 0), os.pread(fd, 4, 5000))
+os.close(fd)
+print(open(f"{D}/f", "rb").read()[:4], os.stat(f"{D}/f").st_size)
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", ONE_PROCESS, ids=ONE_PROCESS_IDS)
+def test_truncate_by_name_of_an_open_file_reaches_its_cache(ws, fs, options, mode):
+    ws.compare_py(TRUNCATE_PATH_OF_AN_OPEN_FILE, fs=fs, options=options, mode=mode, check_tree=False)
+
+
+# A thread's pwrite() is held back (strace) at its fill of the page it writes into, in the
+# cache's lock, while another thread opens the file with O_TRUNC. Whichever of the two the
+# file system saw first, the open fds see the file as it is: the FS's truncation and the
+# cache's must not fall on either side of the write (the write kept by the FS and cut
+# from the cache, or the reverse).
+WRITE_AROUND_O_TRUNC = r'''
+import os, threading, time
+D = os.environ["D"]
+with open(f"{D}/f", "wb") as f:
+    f.write(b"0123456789" * 1000)
+fd = os.open(f"{D}/f", os.O_RDWR)
+t = threading.Thread(target=os.pwrite, args=(fd, b"new", 8192))
+t.start()
+time.sleep(0.5)
+fd2 = os.open(f"{D}/f", os.O_WRONLY | os.O_TRUNC)
+t.join()
+seen = os.fstat(fd).st_size, os.pread(fd, 20000, 0)
+os.close(fd2)
+os.close(fd)
+data = open(f"{D}/f", "rb").read()
+print("open fds see the file:", seen == (len(data), data), "size:", len(data) in (0, 8195))
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", ONE_PROCESS, ids=ONE_PROCESS_IDS)
+def test_a_write_racing_an_o_trunc_open_is_seen_as_the_file_keeps_it(ws, fs, options, mode):
+    need_strace()
+    script = ws.write_script("script.py", WRITE_AROUND_O_TRUNC)
+    ws.compare(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=pwrite64",
+                "-e", "inject=pwrite64:delay_enter=1500000", sys.executable, script],
+               fs=fs, options=options, mode=mode, check_tree=False)
+
+
+# With the shared server every process holds the same cache. A reader's fill is held back
+# (strace) between reading the old bytes from the FS and storing them while a second
+# process opens the file with O_TRUNC: the old bytes must not come back into the cache
+# after the truncation (the reader then sees them at its next read and fstat).
+FILL_AROUND_O_TRUNC = r"""
+printf '%010d' $(seq 1 1000) > "$D/f"
+strace -f -qq -o /dev/null -e trace=pwrite64 -e inject=pwrite64:delay_enter=1500000 \
+    python3 -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print(len(os.read(fd, 10)) in (0, 10))       # before or after the truncation
+for _ in range(50):                          # until the other process truncated it
+    if os.stat(sys.argv[1]).st_size == 0:
+        break
+    time.sleep(0.1)
+print(os.fstat(fd).st_size, os.pread(fd, 10, 0))
+' "$D/f" &
+sleep 0.5
+: > "$D/f"
+wait
+wc -c < "$D/f"
+"""
+
+
+@pytest.mark.parametrize("fs,options", [(MEMORY, {}), (LOOPBACK, {"passthrough": "no"})],
+                         ids=["memory", "no-passthrough"])
+def test_a_fill_racing_an_o_trunc_open_in_another_process_puts_no_old_bytes_back(ws, fs, options):
+    need_strace()
+    ws.compare(["sh", "-c", FILL_AROUND_O_TRUNC], fs=fs, options=options, mode="shared",
+               check_tree=False)
 
 
 PYTHON_IO = r'''

@@ -141,11 +141,21 @@ static void release_fh(const struct vpath *vp, int flags, uint64_t fh)
  * this process: writes through one fd are seen through the others at once, and
  * flock/fcntl locks between them conflict as they should). */
 static int open_cached(const struct vpath *vp, int flags, const struct open_result *res, off_t size,
-                       int size_known)
+                       int size_known, int trunc)
 {
     uint64_t fh = res->fh;
     int fresh;
     struct pcache *pc = pcache_open(vp, size, size_known, &fresh);
+    if (pc && trunc) {
+        /* O_TRUNC: the FS and the cache together, under the cache's lock */
+        int r = pcache_truncate_open(pc, vp->path, &fh);
+        if (r < 0) {
+            pcache_unref(pc);
+            release_fh(vp, flags, fh);
+            errno = -r;
+            return -1;
+        }
+    }
     int fd = pc ? pcache_new_fd(pc, flags) : -1;
     struct vfile *v = fd >= 0 ? vfile_new(VF_FILE, vp, flags, fh, 1) : NULL;
     if (v == NULL) {
@@ -247,24 +257,13 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
 static int open_made(const struct vpath *vp, int flags, int exists, const struct stat *st,
                      struct open_result *res)
 {
-    struct backend_ops *be = backend_get();
     if (!exists || (flags & O_TRUNC))
         attrcache_changed();
     if (res->passthrough_fd >= 0)
         return open_passthrough(vp, res->passthrough_fd, res->fd_flags_set, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
-    if (trunc) {
-        guard_enter();
-        int r = be->truncate(vp->mnt, vp->path, 0, &res->fh);
-        guard_leave();
-        if (r < 0) {
-            release_fh(vp, flags, res->fh);
-            return be_errno(r);
-        }
-        pcache_truncated(vp->mnt, vp->path, 0);
-    }
-    /* size_known: 1 created (empty, unless another process got there first), 2 truncated */
-    return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc ? 2 : !exists);
+    /* size_known: 1 created (empty, unless another process got there first) or truncated */
+    return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc || !exists, trunc);
 }
 
 /* open() of a name the attribute cache knows nothing about: the lookup and the open (or,

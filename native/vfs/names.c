@@ -237,7 +237,9 @@ int vfs_truncate(const struct vpath *vp0, off_t len)
         errno = EISDIR;
         return -1;
     }
-    return be_errno(BE(truncate(vp.mnt, vp.path, len, NULL)));
+    /* the cache of the file, if it is held, follows under its lock (vfs/pagecache.c) */
+    attrcache_changed();
+    return be_errno(pcache_truncate_path(&vp, len));
 }
 
 int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow_links)

@@ -1,7 +1,8 @@
 /*
- * The page cache of files the FS serves itself (not passthrough): one memfd per file per
- * process, shared by every fd of this process on the file (and, through fork and exec, by
- * the children that inherit it), as the kernel keeps one page cache per inode.
+ * The page cache of files the FS serves itself (not passthrough): one memfd per file,
+ * shared by every fd of this process on the file (and, through fork and exec, by the
+ * children that inherit it; with the shared server, by every process: backend/server.c
+ * scache_*), as the kernel keeps one page cache per inode.
  *
  * The memfd is sized to the file at open and filled lazily, by range. Which ranges are
  * filled is kept by the memfd itself: tmpfs reports unwritten pages as holes
@@ -15,9 +16,11 @@
  * bytes to the FS first, at the right offset, and keep in the memfd only what the FS took:
  * errors (ENOSPC) reach the program at write(), and nothing waits for close.
  *
- * Locks: `table_lock` guards the table and reference counts; each entry's `lock` orders
- * fills, writes and truncations of that file (a fill must never put old bytes over a
- * newer write).
+ * Locks: `table_lock` guards the table and reference counts; each entry's lock (a mutex
+ * and an OFD lock on the memfd, entry_lock) orders fills, writes and every change of the
+ * memfd's size or holes (a fill must never put old bytes over a newer write). A truncation
+ * (ftruncate, O_TRUNC, truncate(path)) calls the FS's truncate() inside that lock too, so
+ * that a fill or write of another holder falls wholly before or after it.
  */
 #include "../ldpfuse.h"
 #include <stdlib.h>
@@ -157,15 +160,21 @@ static void note_known_first(struct pcache *pc)
 }
 
 /* Before our own fill, write or truncation moves `known` on: was the memfd changed past
- * the wrappers since (stdio's internal write)? Then that is still owed to the FS. */
-static void check_untracked(struct pcache *pc)
+ * the wrappers since (stdio's internal write)? Then that is still owed to the FS. Returns
+ * whether it was. */
+static int check_untracked(struct pcache *pc)
 {
     struct stat k;
     load_known(pc);
     if (REAL(fstat)(pc->mfd, &k) == 0 && (k.st_size != pc->known_size ||
-        k.st_mtim.tv_sec != pc->known_mtime.tv_sec || k.st_mtim.tv_nsec != pc->known_mtime.tv_nsec))
+        k.st_mtim.tv_sec != pc->known_mtime.tv_sec || k.st_mtim.tv_nsec != pc->known_mtime.tv_nsec)) {
         __atomic_store_n(&pc->untracked, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    return 0;
 }
+
+static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *buf);
 
 /* 0, or -1 if the memfd has no known state (or takes no xattr): ours stays. */
 static int load_known(struct pcache *pc)
@@ -221,8 +230,6 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
         guard_enter();
         r = be->cache_open(vp->mnt, vp->path, size, &mfd, &server_fresh);
         guard_leave();
-        if (r == 0 && !server_fresh && size_known == 2)
-            REAL(ftruncate)(mfd, 0);        /* truncated by this open (O_TRUNC) */
     }
     if (r < 0) {
         char name[250];
@@ -425,6 +432,8 @@ static size_t ra_window(struct vfile *v, off_t off, size_t len)
     return win;
 }
 
+static int is_hole(struct pcache *pc, off_t off);
+
 /* The file's end, after asking the FS when a read starts at the cache's end: a file that
  * grew (another process appended) or whose size was unknown (procfs style, st_size 0). */
 static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t want, char *buf)
@@ -439,6 +448,12 @@ static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t 
     }
     if (have && S_ISREG(st.st_mode) && st.st_size > size) {
         REAL(ftruncate)(pc->mfd, st.st_size);
+        /* the granule that held the old end is filled, its part past that end with zeros
+         * the FS never gave: those bytes are read now, else a read (or a mapping's
+         * write-back) would take the zeros for the file's */
+        off_t g = (off_t)hole_granule(), tail = size - size % g + g;
+        if (size % g && !is_hole(pc, size - size % g))
+            fetch(pc, v, size, tail < st.st_size ? tail : st.st_size, buf);
         return st.st_size;
     }
     if (!pc->size_unknown || (unsigned long long)size >= GROW_MAX)
@@ -663,10 +678,19 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         return -1;
     }
     entry_lock(pc);
-    check_untracked(pc);
+    int changed = check_untracked(pc);
     ssize_t ret = -1;
     off_t size = pcache_size(pc);
     int append = !positional && (v->flags & O_APPEND);
+    if (append && changed && size > pc->known_size && !pc->mapped) {
+        /* appended past the wrappers (stdio of this or another fd) and not yet passed on:
+         * those bytes go first, else ours would land at the FS's end, on top of them */
+        char *buf = malloc(FS_CHUNK);
+        int r = buf ? sync_appended(pc, v, size, buf) : (errno = ENOMEM, -1);
+        free(buf);
+        if (r < 0 || (size = pcache_size(pc)) < 0)
+            goto out;
+    }
     if (!positional && !append)
         at = REAL(lseek)(fd, 0, SEEK_CUR);
     if (size < 0 || at < 0)
@@ -726,19 +750,17 @@ out:;
 
 /* ---- size and names */
 
-/* ftruncate on a cached fd: the FS first, then the cache (which then holds, after close). */
-int pcache_ftruncate(struct vfile *v, off_t len)
+/* The FS truncates the file and the cache follows, both under the entry's lock: a fill in
+ * flight would otherwise put old bytes back after the cache's truncation (its pwrite()
+ * grows the memfd again), and a write between the FS's truncation and the cache's would
+ * be cut from the cache though the FS keeps it. Returns 0 or -errno. */
+static int truncate_locked(struct pcache *pc, const char *path, off_t len, const uint64_t *fh)
 {
-    struct pcache *pc = v->pc;
     struct backend_ops *be = backend_get();
-    if (be == NULL || vfile_ensure_fh(v) < 0) {
-        errno = EIO;
-        return -1;
-    }
     entry_lock(pc);
     check_untracked(pc);
     guard_enter();
-    int r = be->truncate(pc->mnt, v->path, len, &v->fh);
+    int r = be->truncate(pc->mnt, path, len, fh);
     guard_leave();
     __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
     if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
@@ -746,26 +768,53 @@ int pcache_ftruncate(struct vfile *v, off_t len)
     note_known(pc);
     entry_unlock(pc);
     attrcache_changed();     /* the FS's write/truncate: told to every process */
-    return (int)be_errno(r);
+    return r;
 }
 
-/* truncate(path) or O_TRUNC went to the FS: the cache of the file follows. */
-void pcache_truncated(int mnt, const char *path, off_t len)
+/* ftruncate on a cached fd: the FS first, then the cache (which then holds, after close). */
+int pcache_ftruncate(struct vfile *v, off_t len)
 {
-    table_enter();
-    struct pcache *pc = find(mnt, path);
-    if (pc)
-        pc->refs++;
-    table_leave();
-    if (pc == NULL)
-        return;
-    entry_lock(pc);
-    check_untracked(pc);
-    __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-    REAL(ftruncate)(pc->mfd, len);
-    note_known(pc);
-    entry_unlock(pc);
+    struct pcache *pc = v->pc;
+    if (backend_get() == NULL || vfile_ensure_fh(v) < 0) {
+        errno = EIO;
+        return -1;
+    }
+    return (int)be_errno(truncate_locked(pc, v->path, len, &v->fh));
+}
+
+/* O_TRUNC: the open's cache (pcache_open) is truncated with the file. Returns 0 or -errno. */
+int pcache_truncate_open(struct pcache *pc, const char *path, const uint64_t *fh)
+{
+    return truncate_locked(pc, path, 0, fh);
+}
+
+/* truncate(path): if the file's cache is held (by this process, or with the shared server
+ * by any process), it is truncated with the file; else only the FS. Returns 0 or -errno. */
+int pcache_truncate_path(const struct vpath *vp, off_t len)
+{
+    struct backend_ops *be = backend_get();
+    if (be == NULL)
+        return -EIO;
+    struct pcache *pc = NULL;
+    int fresh;
+    if (be->cache_open) {
+        pc = pcache_open(vp, len, 1, &fresh);   /* made fresh: len bytes, none filled */
+    } else {
+        table_enter();
+        if ((pc = find(vp->mnt, vp->path)) != NULL)
+            pc->refs++;
+        table_leave();
+    }
+    if (pc == NULL) {
+        guard_enter();
+        int r = be->truncate(vp->mnt, vp->path, len, NULL);
+        guard_leave();
+        attrcache_changed();
+        return r;
+    }
+    int r = truncate_locked(pc, vp->path, len, NULL);
     pcache_unref(pc);
+    return r;
 }
 
 void pcache_renamed(int mnt, const char *from, const char *to)
@@ -807,7 +856,8 @@ void pcache_unlinked(int mnt, const char *path)
 static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *buf)
 {
     struct backend_ops *be = backend_get();
-    off_t from = pc->known_size;
+    off_t from = pc->known_size, fs_end = from;
+    int moved = 0, ret = 0;
     while (from < size) {
         size_t want = (size_t)(size - from) < FS_CHUNK ? (size_t)(size - from) : FS_CHUNK;
         ssize_t n = REAL(pread)(pc->mfd, buf, want, from);
@@ -819,22 +869,33 @@ static int sync_appended(struct pcache *pc, struct vfile *v, off_t size, char *b
         guard_leave();
         if (w < (ssize_t)n) {
             /* the FS kept less than was written: the cache must not say otherwise */
-            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-            REAL(ftruncate)(pc->mfd, from + (w > 0 ? w : 0));
             errno = w < 0 ? (int)-w : ENOSPC;
-            return -1;
+            ret = -1;
+            if (!moved) {
+                __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+                REAL(ftruncate)(pc->mfd, from + (w > 0 ? w : 0));
+                return ret;
+            }
+            break;
         }
-        if (at != from) {
-            /* whole granules only: a punched part of one would read as zeros */
-            off_t g = (off_t)hole_granule(), lo = from - from % g, hi = size + (g - size % g) % g;
-            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-            REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
-            if (at + n > size)
-                REAL(ftruncate)(pc->mfd, at + n);
-        }
+        if (at != from)
+            moved = 1;
+        fs_end = at + n;
         from += n;
     }
-    return 0;
+    if (moved) {
+        /* The FS put them elsewhere (another process appended first): the range is dropped
+         * from the cache, to be read again from the FS. Only now, when every chunk has been
+         * read from it: a chunk read after the punch would be zeros, appended to the file.
+         * Whole granules only: a punched part of one would read as zeros. */
+        off_t g = (off_t)hole_granule(), lo = pc->known_size - pc->known_size % g;
+        off_t hi = size + (g - size % g) % g;
+        __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+        REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
+        if (ret == 0 && fs_end > size)
+            REAL(ftruncate)(pc->mfd, fs_end);
+    }
+    return ret;
 }
 
 /* Has the memfd changed since the known state (kn) was noted? Looks without the lock. */
