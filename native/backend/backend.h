@@ -154,7 +154,12 @@ struct backend_ops {
      * always looks up first. */
     int (*create_open)(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
                        struct open_result *res, struct stat *st, int *outcome);
+    /* truncate(path) of a file whose page cache no process holds, in one call: returns
+     * TRUNCATE_CACHED, having done nothing, if a process holds it (the core then truncates
+     * through the cache). NULL: the core cannot tell (cache_open tells it) */
+    int (*truncate_uncached)(int mnt, const char *path, off_t len);
 };
+#define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };
 
 /* What the core lends a backend (the backend must not call wrapped libc functions

@@ -81,6 +81,15 @@ static struct scache **scache_find(int mnt, const char *path)
     return p;
 }
 
+/* Does any client hold the page cache of (mnt, path)? */
+static int scache_held(int mnt, const char *path)
+{
+    pthread_mutex_lock(&scache_lock);
+    int held = *scache_find(mnt, path) != NULL;
+    pthread_mutex_unlock(&scache_lock);
+    return held;
+}
+
 static void scache_drop(struct scache **p)
 {
     struct scache *s = *p;
@@ -791,7 +800,12 @@ static void do_op(struct client *cl)
     case W_LINK: r = ops->link(mnt, path, path2); break;
     case W_CHMOD: r = ops->chmod(mnt, path, (mode_t)rq->a); break;
     case W_CHOWN: r = ops->chown(mnt, path, (uid_t)rq->a, (gid_t)rq->b); break;
-    case W_TRUNCATE: r = ops->truncate(mnt, path, (off_t)rq->a, fhp); break;
+    case W_TRUNCATE:
+        if (rq->b == 1 && scache_held(mnt, path))
+            r = TRUNCATE_CACHED;    /* the client truncates it through the page cache */
+        else
+            r = ops->truncate(mnt, path, (off_t)rq->a, fhp);
+        break;
     case W_OPEN:
     case W_CREATE: {
         struct open_result res = { .passthrough_fd = -1 };

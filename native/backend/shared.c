@@ -230,6 +230,10 @@ static int sh_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
 {
     return simple(W_TRUNCATE, mnt, path, NULL, len, 0, fh);
 }
+static int sh_truncate_uncached(int mnt, const char *path, off_t len)
+{
+    return simple(W_TRUNCATE, mnt, path, NULL, len, 1, NULL);     /* b = 1: unless cached */
+}
 
 /* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
  * this process opens that file itself for the same path and flags (its own rights apply,
@@ -855,7 +859,7 @@ static struct backend_ops shared_ops = {
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .create_open = sh_create_open,
+    .written = sh_written, .create_open = sh_create_open, .truncate_uncached = sh_truncate_uncached,
 };
 
 static void atfork_child(void)

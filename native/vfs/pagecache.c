@@ -797,6 +797,16 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
         return -EIO;
     struct pcache *pc = NULL;
     int fresh;
+    if (be->truncate_uncached) {
+        /* the common case, a file nobody holds, in one round trip */
+        guard_enter();
+        int r = be->truncate_uncached(vp->mnt, vp->path, len);
+        guard_leave();
+        if (r != TRUNCATE_CACHED) {
+            attrcache_changed();
+            return r;
+        }
+    }
     if (be->cache_open) {
         pc = pcache_open(vp, len, 1, &fresh);   /* made fresh: len bytes, none filled */
     } else {
