@@ -5,7 +5,8 @@ The launcher itself becomes the file system process: it builds the Operations ob
 unix socket (nothing is left on disk), forks the command, and answers every process of the
 tree (native/backend/server.c) until the command and all its descendants have ended. It is
 a child subreaper, so descendants that outlive the command are still waited for. Its exit
-status is the command's (a command killed by a signal kills it with the same signal).
+status is the command's (a command killed by a signal kills it with the same signal), and
+a kill of it reaches the command even while its FS thread is stuck (forward_signals).
 A method that never returns does not keep it either: op_timeout after the command tree
 has ended, a serving thread still in a method is left behind and the launcher exits with
 the command's status, without the file system's destroy() (its thread is the stuck one).
@@ -65,8 +66,8 @@ def run(argv_exec, env, die):
 
 def start(argv_exec, env, die):
     """Build the file system objects, start the command and the server; returns the
-    command's pid. Called on the main thread, or (a fusepy script's FUSE() on another
-    thread) without the signal forwarding."""
+    command's pid. Called on the main thread, or on another one (a fusepy script's
+    FUSE())."""
     listener = listen(env)
     env["LDPFUSE_MODE"] = "shared"
     try:
@@ -114,15 +115,15 @@ def serve(listener, thread_safe):
 
 
 def forward_signals(pid):
-    """The terminal sends Ctrl-C to the command too: let the command decide; SIGTERM and
-    SIGHUP sent to this process go to the command."""
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda s, _f: _forward(pid, s))
-    except ValueError:
-        pass  # not the main thread: signals keep their dispositions
+    """SIGTERM and SIGHUP sent to this process go to the command, and so do SIGINT and
+    SIGQUIT sent by a process (kill); the terminal's Ctrl-C and Ctrl-\\ reach the command
+    itself (it is in our process group): let the command decide. A C handler does it
+    (native/backend/signal_forward.c), at once in any thread: Python's handlers run only
+    on the main thread, the FS thread, which a method stuck in C code never gives back.
+    Callable from any thread."""
+    from . import _embedded
+
+    _embedded.forward_signals(pid)
 
 
 def wait(pid):
@@ -158,13 +159,6 @@ def serve_until_stopped():
 
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
     _embedded.serve_cleanup()
-
-
-def _forward(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass    # the command has ended; its descendants are still waited for
 
 
 def reap_all(pid):
@@ -214,7 +208,7 @@ def exit_as(status):
             pass
         try:
             if sig not in (signal.SIGKILL, signal.SIGSTOP):
-                signal.signal(sig, signal.SIG_DFL)
+                _default_disposition(sig)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
             os.kill(os.getpid(), sig)
         except (OSError, ValueError):
@@ -222,3 +216,14 @@ def exit_as(status):
         os._exit(128 + sig)     # a signal whose default is not to end the process
     # no interpreter shutdown: server threads may still sit in accept()
     os._exit(os.waitstatus_to_exitcode(status) if status is not None else 1)
+
+
+def _default_disposition(sig):
+    """SIG_DFL for sig, from any thread (exit_as runs on the wait thread when the FS thread
+    is stuck; Python's signal.signal() works on the main thread only)."""
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+    except ValueError:
+        import ctypes
+
+        ctypes.CDLL(None).signal(int(sig), 0)   # 0: SIG_DFL

@@ -14,6 +14,7 @@ Each run has its own subprocess timeout (a hang fails the test); nothing asserts
 
 import os
 import re
+import signal
 import sys
 import uuid
 
@@ -25,7 +26,7 @@ FAULTY = FS_FIXTURES / "faulty.py"
 TIMEOUT = 2             # -o op_timeout, seconds
 RUN_TIMEOUT = 120       # the whole command; a hang fails the test
 
-pytestmark = pytest.mark.skipif(
+shared_mode_only = pytest.mark.skipif(
     LDP_MODE == "embedded",
     reason="the embedded mode runs the method in the caller's own thread: nothing can take "
            "the thread back from a method that never returns, so op_timeout bounds the "
@@ -56,10 +57,11 @@ def left_behind(mark):
     return found
 
 
-def run_cmd(ws, cls, shell, fs_args=()):
+def run_cmd(ws, cls, shell, fs_args=(), timeout=RUN_TIMEOUT, mode=None):
     env, mark = marked_env(ws)
     r = run_ldp(f"{FAULTY}:{cls}", list(fs_args), ["sh", "-c", shell], ws.mnt,
-                options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
+                options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env, timeout=timeout,
+                mode=mode)
     assert left_behind(mark) == [], r.describe()
     return r
 
@@ -71,6 +73,7 @@ def statuses(stdout):
 STUCK_METHODS = ["read", "getattr", "open"]
 
 
+@shared_mode_only
 @pytest.mark.parametrize("method", STUCK_METHODS)
 def test_cat_of_stuck_file_fails_with_eio_and_other_file_still_reads(ws, method):
     """thread_safe: one thread per client, so only the stuck call's caller waits."""
@@ -86,6 +89,7 @@ def test_cat_of_stuck_file_fails_with_eio_and_other_file_still_reads(ws, method)
                      rf"\(-o op_timeout\)", r.stderr), r.describe()
 
 
+@shared_mode_only
 @pytest.mark.parametrize("method", STUCK_METHODS)
 def test_calls_queued_behind_stuck_fs_thread_time_out_and_launcher_exits(ws, method):
     """Not thread_safe: the one FS thread is stuck for ever, so every later call times
@@ -116,6 +120,7 @@ print("f", open(f"{D}/f").read().strip())
 '''
 
 
+@shared_mode_only
 def test_handle_of_late_open_is_released_and_server_serves_again(ws):
     """open('/stuck') answers after 8 s, its caller gave up at 2 s and lives on: the
     server releases the handle nobody will close, and serves normally again."""
@@ -148,6 +153,7 @@ print("cat", cat.wait())
 '''
 
 
+@shared_mode_only
 def test_write_too_big_for_channel_does_not_wait_for_stuck_server(ws):
     """A write body bigger than the channel's region goes on the socket, which nobody
     reads while the FS thread is stuck: the writer gives up at op_timeout too."""
@@ -164,6 +170,66 @@ def test_write_too_big_for_channel_does_not_wait_for_stuck_server(ws):
     assert re.search(r"\bwrite /w: no answer", r.stderr), r.describe()
 
 
+# The command sends the signal to its parent, the launcher, once the FS thread is stuck in
+# C code (Python's own handlers could not run there): `cat` of the stuck file waits in the
+# background, and the command sleeps far longer than the run may take.
+SIGNAL_THE_LAUNCHER = '''
+{reader} &
+while [ ! -e "$MARKER" ]; do sleep 0.1; done
+{trap}kill -{sig} $PPID
+{wait}
+'''
+SLEEP_LONG = 600        # the command's own sleep; the run's timeout is far shorter
+SIGNALLED_RUN_TIMEOUT = 60
+
+
+def signal_the_launcher(ws, sig, trap=False, mode=None, reader='cat "$D/stuck"'):
+    marker = ws.tmp / "fs-thread-is-stuck"
+    shell = SIGNAL_THE_LAUNCHER.format(
+        reader=reader, sig=sig,
+        trap=(f"sleep {SLEEP_LONG} & trap 'kill $!; echo got {sig}; exit 7' {sig}\n"
+              if trap else ""),
+        wait="wait $!" if trap else f"exec sleep {SLEEP_LONG}")
+    env_marker = {"MARKER": str(marker)}
+    env, mark = marked_env(ws)
+    env.update(env_marker)
+    r = run_ldp(f"{FAULTY}:ReadBlocksForeverInC", [marker], ["sh", "-c", shell], ws.mnt,
+                options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env,
+                timeout=SIGNALLED_RUN_TIMEOUT, mode=mode)
+    assert left_behind(mark) == [], r.describe()
+    return r
+
+
+@shared_mode_only
+@pytest.mark.parametrize("sig", ["TERM", "INT", "HUP"])
+def test_signal_to_launcher_reaches_command_while_fs_thread_is_stuck_in_c(ws, sig):
+    """Not thread_safe, the FS thread (the launcher's main thread) stuck in C code: a kill
+    of the launcher still reaches the command, which dies of it, and the launcher exits
+    as the command did (by the same signal: a shell says 128 + its number) instead of
+    waiting for the command's long sleep."""
+    r = signal_the_launcher(ws, sig)
+    assert r.returncode == -getattr(signal, f"SIG{sig}"), r.describe()
+    assert re.search(r"\bread /stuck: no answer", r.stderr), r.describe()
+
+
+@shared_mode_only
+def test_command_that_traps_forwarded_sigterm_gives_launcher_its_status(ws):
+    r = signal_the_launcher(ws, "TERM", trap=True)
+    assert r.returncode == 7 and "got TERM" in r.stdout, r.describe()
+
+
+def test_signal_to_embedded_launcher_reaches_command_while_its_server_is_stuck(ws):
+    """--mode embedded: a process that cannot run the file system itself (a Python program
+    that reads the mount while its interpreter starts: PYTHONPATH there) is served by the
+    launcher, whose main thread then serves it and gets stuck the same way; the launcher
+    still forwards the signal."""
+    reader = f'PYTHONPATH="$D" {sys.executable} -c \'open("{ws.mnt}/stuck").read()\''
+    r = signal_the_launcher(ws, "TERM", mode="embedded", reader=reader)
+    assert r.returncode == -signal.SIGTERM, r.describe()
+    assert re.search(r"\bread /stuck: no answer", r.stderr), r.describe()
+
+
+@shared_mode_only
 def test_op_timeout_must_be_a_number(ws):
     r = run_ldp(f"{FAULTY}:TwoFiles", [], ["true"], ws.mnt,
                 options={"op_timeout": "soon"}, cwd=ws.tmp, timeout=RUN_TIMEOUT)

@@ -182,3 +182,29 @@ class ReadBlocksForeverWithWritable(ReadBlocksForever):
     def write(self, path, data, offset, fh):
         self.data = self.data[:offset] + data
         return len(data)
+
+
+def block_forever_in_c():
+    """Wait for ever inside C code that never returns to the interpreter, as a C library
+    stuck on a lock does: a second lock of a plain pthread mutex (ctypes releases the
+    GIL); signals do not end the wait, and Python's handlers never run meanwhile."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)     # PTHREAD_MUTEX_INITIALIZER is all zeros
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)
+
+
+class ReadBlocksForeverInC(TwoFilesAndStuck):
+    """read('/stuck') first creates the real file `marker` (the test then knows the FS
+    thread is stuck), then blocks for ever in C code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def read(self, path, size, offset, fh):
+        if path == "/stuck":
+            open(self.marker, "w").close()
+            block_forever_in_c()
+        return super().read(path, size, offset, fh)
