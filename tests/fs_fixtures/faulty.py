@@ -208,3 +208,26 @@ class ReadBlocksForeverInC(TwoFilesAndStuck):
             open(self.marker, "w").close()
             block_forever_in_c()
         return super().read(path, size, offset, fh)
+
+
+class ReadStuckUntilReleased(TwoFilesAndStuck):
+    """read('/stuck') creates `dir`/stuck (the test then knows the FS thread is in it) and
+    waits until `dir`/release exists or `seconds` have passed; then it creates
+    `dir`/returned, or `dir`/returned-by-itself if nobody released it, and returns."""
+
+    def __init__(self, dir, seconds):
+        self.dir = dir
+        self.seconds = float(seconds)
+
+    def read(self, path, size, offset, fh):
+        if path == "/stuck":
+            import os
+
+            open(os.path.join(self.dir, "stuck"), "w").close()
+            release = os.path.join(self.dir, "release")
+            end = time.monotonic() + self.seconds
+            while not os.path.exists(release) and time.monotonic() < end:
+                time.sleep(0.02)
+            returned = "returned" if os.path.exists(release) else "returned-by-itself"
+            open(os.path.join(self.dir, returned), "w").close()
+        return super().read(path, size, offset, fh)
