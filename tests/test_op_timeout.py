@@ -228,6 +228,43 @@ def test_calls_behind_stuck_fs_thread_fail_fast_until_it_answers_again(ws):
         r.describe()
 
 
+PROBE_MKDIR_BEHIND_STUCK = r'''
+import errno, os, subprocess, sys, time
+D, dir = os.environ["D"], sys.argv[1]
+cat = subprocess.Popen(["cat", f"{D}/stuck"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while not os.path.exists(f"{dir}/stuck"):
+    time.sleep(0.02)
+for name in ("d0", "d1"):           # each the first request of a fresh connection
+    try:
+        os.mkdir(f"{D}/{name}")
+        print(name, "made")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+open(f"{dir}/release", "w").close()
+while not os.path.exists(f"{dir}/returned") and not os.path.exists(f"{dir}/returned-by-itself"):
+    time.sleep(0.02)
+cat.wait()
+os.stat(f"{D}/f")                   # the FS thread has served what was queued before this
+print("after", [name for name in ("d0", "d1") if os.path.exists(f"{D}/{name}")])
+'''
+
+
+@shared_mode_only
+def test_call_given_up_behind_stuck_fs_thread_is_never_run(ws):
+    """A mkdir that got EIO while it waited behind the stuck FS thread is not made once
+    the method returns: the program was told it failed."""
+    probe = ws.write_script("probe.py", PROBE_MKDIR_BEHIND_STUCK)
+    env, mark = marked_env(ws)
+    r = run_ldp(f"{FAULTY}:ReadStuckUntilReleased", [ws.tmp, STUCK_SECONDS],
+                [sys.executable, probe, ws.tmp], ws.mnt, options={"op_timeout": TIMEOUT},
+                cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
+    assert r.returncode == 0, r.describe()
+    assert left_behind(mark) == [], r.describe()
+    lines = r.stdout.splitlines()
+    assert "d0 EIO" in lines and "d1 EIO" in lines, r.describe()
+    assert "after []" in lines, r.describe()
+
+
 @shared_mode_only
 def test_thread_safe_class_is_never_taken_for_stuck(ws):
     """thread_safe: one thread per client, so a stuck method holds up only its caller:

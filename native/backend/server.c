@@ -1179,6 +1179,8 @@ static int serve_request(struct client *cl)
     struct wire_req rq;
     int on_socket = cl->first;
     cl->first = 0;
+    if (on_socket && chan_load(&rg->state) == CHAN_GAVE_UP)
+        return -1;      /* given up (op_timeout) before its turn, and gone: never run */
     if (on_socket) {
         if (wire_read_all(cl->fd, &rq, sizeof rq) < 0)
             return -1;

@@ -213,11 +213,21 @@ class ReadBlocksForeverInC(TwoFilesAndStuck):
 class ReadStuckUntilReleased(TwoFilesAndStuck):
     """read('/stuck') creates `dir`/stuck (the test then knows the FS thread is in it) and
     waits until `dir`/release exists or `seconds` have passed; then it creates
-    `dir`/returned, or `dir`/returned-by-itself if nobody released it, and returns."""
+    `dir`/returned, or `dir`/returned-by-itself if nobody released it, and returns.
+    Directories can be made in the root (mkdir), to see which calls were run."""
 
     def __init__(self, dir, seconds):
         self.dir = dir
         self.seconds = float(seconds)
+        self.dirs = set()
+
+    def getattr(self, path, fh=None):
+        if path in self.dirs:
+            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2)
+        return super().getattr(path, fh)
+
+    def mkdir(self, path, mode):
+        self.dirs.add(path)
 
     def read(self, path, size, offset, fh):
         if path == "/stuck":
