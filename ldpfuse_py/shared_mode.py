@@ -8,8 +8,9 @@ a child subreaper, so descendants that outlive the command are still waited for.
 status is the command's (a command killed by a signal kills it with the same signal), and
 a kill of it reaches the command even while its FS thread is stuck (forward_signals).
 A method that never returns does not keep it either: op_timeout after the command tree
-has ended, a serving thread still in a method is left behind and the launcher exits with
-the command's status, without the file system's destroy() (its thread is the stuck one).
+has ended (at once if a call has already timed out behind it), a serving thread still in
+a method is left behind and the launcher exits with the command's status, without the
+file system's destroy() (its thread is the stuck one).
 """
 import os
 import signal
@@ -180,18 +181,23 @@ def reap_all(pid):
 def _wait_all(pid, status, stop, served):
     """Wait for the command and every descendant (we are their subreaper), then stop the
     server; if its thread is still in a method op_timeout later (no client is left to
-    answer), end with the command's status all the same."""
+    answer), end with the command's status all the same; at once if a call has already
+    timed out behind that method (fs_thread_stuck: a kill of a stuck run ends it now)."""
+    from . import _embedded
+
     st = reap_all(pid)
     if st is not None:
         status.append(st)
     stop()
     grace = op_timeout()
-    if grace and not served.wait(grace):
+    stuck = grace and _embedded.fs_thread_stuck()
+    if grace and not served.wait(0.1 if stuck else grace):
         from . import _runtime
 
+        when = ("when the command ended, a call having timed out behind it" if stuck else
+                f"{grace:g} s after the command ended")
         _runtime.log_line(f"ldpfuse-run: the file system is still in a method (or destroy()) "
-                          f"{grace:g} s after the command ended (-o op_timeout): exiting "
-                          f"without its destroy()")
+                          f"{when} (-o op_timeout): exiting without its destroy()")
         exit_as(status[0] if status else None)
 
 

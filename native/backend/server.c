@@ -1690,6 +1690,17 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* fs_thread_stuck(): has a call timed out behind the FS thread, which has finished no
+ * request since (coherence.h, fs)? The launcher then does not wait for it to end. */
+PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    uint64_t stuck = t && t->fs.one_thread ? coh_get(&t->fs.stuck) : 0;
+    return PyBool_FromLong(stuck != 0 && stuck == coh_get(&t->fs.served) + 1);
+}
+
 PyObject *ldp_serve_stop(PyObject *self, PyObject *args)
 {
     (void)self;
