@@ -20,11 +20,12 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE = "native"
+EXTENSION_SOURCES = ("embedded.c", "server.c", "signal_forward.c")    # native/backend/
 PRELOAD_SOURCES = sorted(
     os.path.join(NATIVE, d, f) if d else os.path.join(NATIVE, f)
     for d in ("", "vfs", "interpose", "backend")
     for f in os.listdir(os.path.join(HERE, NATIVE, d))
-    if f.endswith(".c") and f not in ("embedded.c", "server.c")
+    if f.endswith(".c") and f not in EXTENSION_SOURCES
 )
 CFLAGS = ["-O2", "-fPIC", "-fno-optimize-sibling-calls", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-missing-field-initializers",
@@ -95,7 +96,7 @@ setup(
     ext_modules=[
         Extension(
             "ldpfuse_py._embedded",
-            sources=[os.path.join(NATIVE, "backend", "embedded.c"), os.path.join(NATIVE, "backend", "server.c")],
+            sources=[os.path.join(NATIVE, "backend", f) for f in EXTENSION_SOURCES],
             depends=[os.path.join(NATIVE, "backend", "backend.h"), os.path.join(NATIVE, "backend", "wire.h")],
             extra_compile_args=["-O2", "-fno-optimize-sibling-calls", "-D_GNU_SOURCE", "-fvisibility=hidden"],
         )

@@ -5,10 +5,12 @@ The launcher itself becomes the file system process: it builds the Operations ob
 unix socket (nothing is left on disk), forks the command, and answers every process of the
 tree (native/backend/server.c) until the command and all its descendants have ended. It is
 a child subreaper, so descendants that outlive the command are still waited for. Its exit
-status is the command's (a command killed by a signal kills it with the same signal).
+status is the command's (a command killed by a signal kills it with the same signal), and
+a kill of it reaches the command even while its FS thread is stuck (forward_signals).
 A method that never returns does not keep it either: op_timeout after the command tree
-has ended, a serving thread still in a method is left behind and the launcher exits with
-the command's status, without the file system's destroy() (its thread is the stuck one).
+has ended (at once if a call has already timed out behind it), a serving thread still in
+a method is left behind and the launcher exits with the command's status, without the
+file system's destroy() (its thread is the stuck one).
 """
 import os
 import signal
@@ -65,8 +67,8 @@ def run(argv_exec, env, die):
 
 def start(argv_exec, env, die):
     """Build the file system objects, start the command and the server; returns the
-    command's pid. Called on the main thread, or (a fusepy script's FUSE() on another
-    thread) without the signal forwarding."""
+    command's pid. Called on the main thread, or on another one (a fusepy script's
+    FUSE())."""
     listener = listen(env)
     env["LDPFUSE_MODE"] = "shared"
     try:
@@ -114,15 +116,15 @@ def serve(listener, thread_safe):
 
 
 def forward_signals(pid):
-    """The terminal sends Ctrl-C to the command too: let the command decide; SIGTERM and
-    SIGHUP sent to this process go to the command."""
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda s, _f: _forward(pid, s))
-    except ValueError:
-        pass  # not the main thread: signals keep their dispositions
+    """SIGTERM and SIGHUP sent to this process go to the command, and so do SIGINT and
+    SIGQUIT sent by a process (kill); the terminal's Ctrl-C and Ctrl-\\ reach the command
+    itself (it is in our process group): let the command decide. A C handler does it
+    (native/backend/signal_forward.c), at once in any thread: Python's handlers run only
+    on the main thread, the FS thread, which a method stuck in C code never gives back.
+    Callable from any thread."""
+    from . import _embedded
+
+    _embedded.forward_signals(pid)
 
 
 def wait(pid):
@@ -160,13 +162,6 @@ def serve_until_stopped():
     _embedded.serve_cleanup()
 
 
-def _forward(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass    # the command has ended; its descendants are still waited for
-
-
 def reap_all(pid):
     """Wait for every child, the command pid and the descendants adopted since (we are
     their subreaper), until none is left; returns the command's wait status (None if it
@@ -186,18 +181,23 @@ def reap_all(pid):
 def _wait_all(pid, status, stop, served):
     """Wait for the command and every descendant (we are their subreaper), then stop the
     server; if its thread is still in a method op_timeout later (no client is left to
-    answer), end with the command's status all the same."""
+    answer), end with the command's status all the same; at once if a call has already
+    timed out behind that method (fs_thread_stuck: a kill of a stuck run ends it now)."""
+    from . import _embedded
+
     st = reap_all(pid)
     if st is not None:
         status.append(st)
     stop()
     grace = op_timeout()
-    if grace and not served.wait(grace):
+    stuck = grace and _embedded.fs_thread_stuck()
+    if grace and not served.wait(0.1 if stuck else grace):
         from . import _runtime
 
+        when = ("when the command ended, a call having timed out behind it" if stuck else
+                f"{grace:g} s after the command ended")
         _runtime.log_line(f"ldpfuse-run: the file system is still in a method (or destroy()) "
-                          f"{grace:g} s after the command ended (-o op_timeout): exiting "
-                          f"without its destroy()")
+                          f"{when} (-o op_timeout): exiting without its destroy()")
         exit_as(status[0] if status else None)
 
 
@@ -214,7 +214,7 @@ def exit_as(status):
             pass
         try:
             if sig not in (signal.SIGKILL, signal.SIGSTOP):
-                signal.signal(sig, signal.SIG_DFL)
+                _default_disposition(sig)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
             os.kill(os.getpid(), sig)
         except (OSError, ValueError):
@@ -222,3 +222,14 @@ def exit_as(status):
         os._exit(128 + sig)     # a signal whose default is not to end the process
     # no interpreter shutdown: server threads may still sit in accept()
     os._exit(os.waitstatus_to_exitcode(status) if status is not None else 1)
+
+
+def _default_disposition(sig):
+    """SIG_DFL for sig, from any thread (exit_as runs on the wait thread when the FS thread
+    is stuck; Python's signal.signal() works on the main thread only)."""
+    try:
+        signal.signal(sig, signal.SIG_DFL)
+    except ValueError:
+        import ctypes
+
+        ctypes.CDLL(None).signal(int(sig), 0)   # 0: SIG_DFL

@@ -30,11 +30,12 @@ TSAN_FLAGS = ["-fsanitize=thread", "-g", "-O1", "-fPIC", "-fno-optimize-sibling-
 
 
 def preload_sources():
-    """What setup.py builds into libldpfuse.so (all of native/ but the extension's files)."""
+    """What setup.py builds into libldpfuse.so (all of native/ but the extension's files,
+    setup.py's EXTENSION_SOURCES)."""
     out = []
     for d in ("", "vfs", "interpose", "backend"):
         for f in sorted((NATIVE / d).glob("*.c")):
-            if f.name not in ("embedded.c", "server.c"):
+            if f.name not in ("embedded.c", "server.c", "signal_forward.c"):
                 out.append(f)
     return out
 

@@ -17,6 +17,10 @@
  * lets go of the channel and gets EIO; its next call makes a fresh channel. The clock is
  * read only after a slice slept, so a round trip that needs no sleep pays nothing. A body
  * too big for the region waits for the server to take it under the same bound.
+ * A request given up so marks the FS thread (a class that is not thread_safe) stuck in the
+ * table every process maps (backend/coherence.h, fs); while it has finished no request
+ * since, every wait behind it, in every process, gives up after CHAN_STUCK_MS (CHAN_STUCK)
+ * instead of queueing a whole op_timeout each. Only a wait that slept looks.
  *
  * A signal handler that makes a request while its thread waits for another (nested calls)
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
@@ -28,6 +32,7 @@
  */
 #include "../ldpfuse.h"
 #include "channel.h"
+#include "coherence.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +45,7 @@
 #define CHAN_DEPTH 4            /* nested requests (signal handlers) per thread */
 #define CHAN_SLICE_MS 50        /* between checks that the server lives */
 #define CHAN_FIRST_SPIN_NS 300000   /* for a connection's first answer (channel_wait) */
+#define CHAN_STUCK_MS 100       /* how long a request waits for an FS thread seen stuck */
 
 struct channel {
     struct channel *next;       /* every channel of the process (fork, fd checks) */
@@ -273,6 +279,42 @@ double channel_op_timeout(void)
     return (double)op_timeout() / 1e9;
 }
 
+/* A class that is not thread_safe has one FS thread; it is stuck when a call timed out and
+ * it has finished no request since (backend/coherence.h, fs). Read only by a wait that has
+ * slept: a round trip pays nothing for it. */
+static int fs_thread_stuck(void)
+{
+    struct coherence *t = shared_coherence();
+    if (t == NULL || !coh_get(&t->fs.one_thread))
+        return 0;
+    uint64_t stuck = coh_get(&t->fs.stuck);
+    return stuck != 0 && stuck == coh_get(&t->fs.served) + 1;
+}
+
+/* Has the FS thread been seen stuck for CHAN_STUCK_MS by this wait (*since: when it was
+ * first seen so, 0 while it was not)? A request behind a stuck FS thread gives up then,
+ * not at its own op_timeout; one that finishes meanwhile makes the wait a normal one. */
+static int fs_thread_stuck_for_long(uint64_t *since, uint64_t now)
+{
+    if (!fs_thread_stuck()) {
+        *since = 0;
+        return 0;
+    }
+    if (*since == 0)
+        *since = now;
+    return now - *since >= CHAN_STUCK_MS * 1000000ull;
+}
+
+/* A request given up at op_timeout: from now on, for every client, the FS thread is stuck
+ * until it finishes a request. */
+static int timed_out(void)
+{
+    struct coherence *t = shared_coherence();
+    if (t && coh_get(&t->fs.one_thread))
+        __atomic_store_n(&t->fs.stuck, coh_get(&t->fs.served) + 1, __ATOMIC_RELEASE);
+    return CHAN_TIMED_OUT;
+}
+
 /* A body bigger than the region, on the socket: a server that takes none of it for
  * op_timeout (its FS thread is in a method that never returns) is given up on. */
 static int sock_write_all(int fd, const struct iovec *iov_in, int n)
@@ -280,7 +322,7 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
     struct iovec iov[5];
     memcpy(iov, iov_in, (size_t)n * sizeof *iov);
     struct iovec *v = iov;
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, stuck_since = 0;
     while (n > 0) {
         struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t)n };
         ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -293,7 +335,9 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
             if (limit && deadline == 0)
                 deadline = now + limit;
             if (limit && now >= deadline)
-                return CHAN_TIMED_OUT;
+                return timed_out();
+            if (limit && fs_thread_stuck_for_long(&stuck_since, now))
+                return CHAN_STUCK;
             struct pollfd p = { .fd = fd, .events = POLLOUT };
             struct timespec slice = { 0, CHAN_SLICE_MS * 1000000L };
             syscall(SYS_ppoll, &p, 1, &slice, NULL, 0);     /* not the program's poll() */
@@ -331,7 +375,7 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
     if (chan_load(&r->server_waits))
         chan_wake(&r->state);
     int w = rq->len > CHAN_BUF ? sock_write_all(c->sock, body, n) : 0;
-    if (w == CHAN_TIMED_OUT && !chan_settle(&r->state, CHAN_REQ, CHAN_GAVE_UP))
+    if ((w == CHAN_TIMED_OUT || w == CHAN_STUCK) && !chan_settle(&r->state, CHAN_REQ, CHAN_GAVE_UP))
         return -1;      /* answered without its whole body: the protocol is broken */
     return w;
 }
@@ -369,7 +413,7 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
             chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
     }
     uint32_t st;
-    uint64_t deadline = 0;
+    uint64_t deadline = 0, stuck_since = 0;
     while (chan_load(&r->state) != CHAN_RESP) {
         chan_store(&r->client_waits, 1);
         /* CHAN_REQ, or CHAN_IDLE while the connection's first request (sent on the socket)
@@ -392,7 +436,10 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
             deadline = now + limit;
         else if (now >= deadline && (st = chan_load(&r->state)) != CHAN_RESP &&
                  chan_settle(&r->state, st, CHAN_GAVE_UP))
-            return CHAN_TIMED_OUT;
+            return timed_out();
+        if (fs_thread_stuck_for_long(&stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
+            chan_settle(&r->state, st, CHAN_GAVE_UP))
+            return CHAN_STUCK;
     }
     *rs = r->rs;
     if (rs->has_fd) {

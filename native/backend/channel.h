@@ -160,6 +160,7 @@ struct channel *channel_begin(void);
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec);
 #define CHAN_TIMED_OUT (-2)     /* channel_send/channel_wait: op_timeout passed, given up */
+#define CHAN_STUCK (-3)         /* given up sooner: the FS thread is stuck (coherence.h, fs) */
 double channel_op_timeout(void);
 int channel_memfd_ok(int fd, off_t size);
 int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take);
@@ -168,6 +169,7 @@ void channel_fail(struct channel *c);
 void channel_atfork_child(void);
 void shared_fds_lost(unsigned first, unsigned last);
 void shared_coherence_offer(int fd);     /* the table the connection brought (closes fd) */
+struct coherence *shared_coherence(void);   /* that table, or NULL */
 /* Past w bytes a partial sendmsg wrote: the vector left (*v, the count returned). */
 static inline size_t iov_advance(struct iovec **v, size_t n, size_t w)
 {

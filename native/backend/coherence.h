@@ -26,7 +26,27 @@
 #include <string.h>
 
 #define COH_SLOTS 4096          /* power of two */
-#define COH_MAGIC 0x6c6470636f683031ull
+#define COH_MAGIC 0x6c6470636f683032ull
+
+/*
+ * The FS thread's progress, beside the counters because every client maps this table: a
+ * class that is not thread_safe is served by one thread (backend/server.c), so a method
+ * stuck there holds up every call. The FS thread bumps `served` after each request it
+ * finishes; a client that gives a request up at op_timeout (backend/channel.c) writes
+ * `stuck` = served + 1 as it reads it then. While stuck == served + 1 the FS thread has
+ * finished nothing since a call timed out: a request that waits behind it gives up after
+ * a short wait (CHAN_STUCK_MS), not its own whole op_timeout; the first request it
+ * finishes ends that. Only the slow path reads it (a wait that slept), so a round trip
+ * pays nothing; on its own cache line, so the FS thread's writes do not disturb the
+ * counters' readers. one_thread is 0 for a thread_safe class (a thread per client: a
+ * stuck method holds up only its caller). A process that scribbles `stuck` can make
+ * calls fail fast while the FS thread is in a long method; the next request finished ends it.
+ */
+struct coh_fs_thread {
+    uint64_t one_thread;
+    uint64_t served;
+    uint64_t stuck;
+} __attribute__((aligned(64)));
 
 struct coherence {
     uint64_t magic;
@@ -34,6 +54,7 @@ struct coherence {
     uint64_t self[COH_SLOTS];
     uint64_t below[COH_SLOTS];
     uint64_t written[COH_SLOTS];    /* bumped by clients: a passthrough file written */
+    struct coh_fs_thread fs;
 };
 
 static inline uint64_t coh_step(uint64_t h, unsigned char c)

@@ -1339,6 +1339,8 @@ PyObject *ldp_context(PyObject *self, PyObject *args);
 PyObject *ldp_serve_loop(PyObject *self, PyObject *args);
 PyObject *ldp_serve_stop(PyObject *self, PyObject *args);
 PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
+PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args);
+PyObject *ldp_forward_signals(PyObject *self, PyObject *args);     /* signal_forward.c */
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
       "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
@@ -1352,6 +1354,10 @@ static PyMethodDef methods[] = {
       "Answer the requests of a class that is not thread_safe on this thread until serve_stop()." },
     { "serve_stop", ldp_serve_stop, METH_NOARGS, "End serve_loop()." },
     { "serve_cleanup", ldp_serve_cleanup, METH_NOARGS, "Remove what the server made on disk (FIFOs)." },
+    { "fs_thread_stuck", ldp_fs_thread_stuck, METH_NOARGS,
+      "Has a call timed out behind the FS thread, which has finished no request since?" },
+    { "forward_signals", ldp_forward_signals, METH_VARARGS,
+      "forward_signals(pid): SIGTERM, SIGHUP (and SIGINT, SIGQUIT not from the terminal) go to pid." },
     { NULL, NULL, 0, NULL },
 };
 static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "_embedded",

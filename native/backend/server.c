@@ -22,7 +22,9 @@
  * FS thread is never run. The FS thread serves the others again once the method returns.
  * After each operation that changes a name, the server bumps that name's counters in the
  * table every client maps (backend/coherence.h), before the answer leaves: every
- * process's caches hear of it.
+ * process's caches hear of it. The FS thread also counts there each request it finishes,
+ * so that clients tell a stuck FS thread (a call timed out, none finished since) from a
+ * busy one, and stop queueing a full op_timeout each behind it.
  * Python-facing entry points: _embedded.serve_init() builds the FS objects;
  * _embedded.serve_start(listen_fd, thread_safe) starts accepting; serve_loop() serves
  * until serve_stop().
@@ -295,6 +297,7 @@ static void sfifo_renamed(int mnt, const char *from, const char *to)
  * caches already forgetting. */
 static struct coherence *coh;
 static int coh_fd = -1;
+static int serialise;       /* (defined below) one FS thread: a class that is not thread_safe */
 static pthread_once_t coh_once = PTHREAD_ONCE_INIT;
 
 static void coh_make(void)
@@ -315,8 +318,17 @@ static void coh_make(void)
     struct coherence *t = m;
     t->magic = COH_MAGIC;
     t->global = 1;
+    t->fs.one_thread = serialise;   /* set before the accept thread, which makes the table */
     __atomic_store_n(&coh, t, __ATOMIC_RELEASE);
     coh_fd = fd;
+}
+
+/* The FS thread finished a request (any outcome): it is not stuck (coherence.h, fs). */
+static void coh_fs_served(void)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t)
+        __atomic_store_n(&t->fs.served, t->fs.served + 1, __ATOMIC_RELEASE);   /* one writer */
 }
 
 /* The counters one operation bumps. */
@@ -1182,6 +1194,8 @@ static int serve_request(struct client *cl)
     struct wire_req rq;
     int on_socket = cl->first;
     cl->first = 0;
+    if (on_socket && chan_load(&rg->state) == CHAN_GAVE_UP)
+        return -1;      /* given up (op_timeout) before its turn, and gone: never run */
     if (on_socket) {
         if (wire_read_all(cl->fd, &rq, sizeof rq) < 0)
             return -1;
@@ -1696,6 +1710,7 @@ static int fs_pass(int check)
         } else if (first > 0 || (!cl->first && chan_load(&cl->region->state) == CHAN_REQ)) {
             if (serve_request(cl) < 0)
                 cl->gone = 1;
+            coh_fs_served();
             served++;
         } else if (check && chan_peer_gone(cl->fd)) {
             cl->gone = 1;
@@ -1777,6 +1792,17 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
     }
     become_self();
     Py_RETURN_NONE;
+}
+
+/* fs_thread_stuck(): has a call timed out behind the FS thread, which has finished no
+ * request since (coherence.h, fs)? The launcher then does not wait for it to end. */
+PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    uint64_t stuck = t && t->fs.one_thread ? coh_get(&t->fs.stuck) : 0;
+    return PyBool_FromLong(stuck != 0 && stuck == coh_get(&t->fs.served) + 1);
 }
 
 PyObject *ldp_serve_stop(PyObject *self, PyObject *args)

@@ -9,7 +9,8 @@
  * each other; a forked child makes its own. Passthrough opens come back as the lower fd
  * itself (SCM_RIGHTS): data still never leaves the kernel. If the server is gone, every
  * call fails with EIO at once; a call it does not answer within op_timeout fails with EIO
- * and one log line naming the method, the path and the timeout.
+ * and one log line naming the method, the path and the timeout; calls behind a stuck FS
+ * thread fail sooner (channel.c), with one log line per process in a row.
  * What this process caches (attributes, missing names, open decisions, listings) is
  * stamped with the server's change counters (backend/coherence.h, mapped at the first
  * answer kept), so every process hears of every change at once.
@@ -70,6 +71,22 @@ static void log_timed_out(const struct call *c)
             c->path, channel_op_timeout());
 }
 
+/* A request given up sooner, the FS thread being stuck (channel.c): one line the first
+ * time in a row, not one per call of a program that goes on calling. */
+static int stuck_logged;
+
+static void log_stuck(const struct call *c)
+{
+    if (stuck_logged)
+        return;
+    stuck_logged = 1;
+    unsigned op = c->rq.op;
+    const char *name = op < sizeof op_names / sizeof *op_names && op_names[op] ? op_names[op] : "?";
+    ldp_log(LOG_ERROR, "%s %s: the file system is still in a method that did not answer a call in "
+            "%g s (-o op_timeout): EIO, and so for this process's calls until it answers one", name,
+            c->path, channel_op_timeout());
+}
+
 static int64_t xact(struct call *c)
 {
     c->fd = -1;
@@ -93,11 +110,16 @@ static int64_t xact(struct call *c)
     int w = channel_send(ch, &c->rq, iov, 3);
     if (w == 0)
         w = channel_wait(ch, &resp, &c->fd, c->keep_on_exec);
-    if (w == CHAN_TIMED_OUT) {
+    if (w == CHAN_TIMED_OUT || w == CHAN_STUCK) {
         channel_fail(ch);       /* the next call makes a fresh channel */
-        log_timed_out(c);
+        if (w == CHAN_STUCK)
+            log_stuck(c);
+        else
+            log_timed_out(c);
         return -EIO;
     }
+    if (UNLIKELY(stuck_logged))
+        stuck_logged = 0;
     if (w < 0)
         goto fail;
     size_t len = resp.len;
@@ -762,6 +784,12 @@ static int coh_adopt(int fd)
                                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)))
         munmap(m, sizeof *coh);
     return __atomic_load_n(&coh, __ATOMIC_ACQUIRE) != NULL;
+}
+
+/* The table if this process has mapped it, else NULL (channel.c: the FS thread's progress). */
+struct coherence *shared_coherence(void)
+{
+    return __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
 }
 
 void shared_coherence_offer(int fd)

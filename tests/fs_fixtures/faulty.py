@@ -182,3 +182,62 @@ class ReadBlocksForeverWithWritable(ReadBlocksForever):
     def write(self, path, data, offset, fh):
         self.data = self.data[:offset] + data
         return len(data)
+
+
+def block_forever_in_c():
+    """Wait for ever inside C code that never returns to the interpreter, as a C library
+    stuck on a lock does: a second lock of a plain pthread mutex (ctypes releases the
+    GIL); signals do not end the wait, and Python's handlers never run meanwhile."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    mutex = ctypes.create_string_buffer(64)     # PTHREAD_MUTEX_INITIALIZER is all zeros
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)
+
+
+class ReadBlocksForeverInC(TwoFilesAndStuck):
+    """read('/stuck') first creates the real file `marker` (the test then knows the FS
+    thread is stuck), then blocks for ever in C code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def read(self, path, size, offset, fh):
+        if path == "/stuck":
+            open(self.marker, "w").close()
+            block_forever_in_c()
+        return super().read(path, size, offset, fh)
+
+
+class ReadStuckUntilReleased(TwoFilesAndStuck):
+    """read('/stuck') creates `dir`/stuck (the test then knows the FS thread is in it) and
+    waits until `dir`/release exists or `seconds` have passed; then it creates
+    `dir`/returned, or `dir`/returned-by-itself if nobody released it, and returns.
+    Directories can be made in the root (mkdir), to see which calls were run."""
+
+    def __init__(self, dir, seconds):
+        self.dir = dir
+        self.seconds = float(seconds)
+        self.dirs = set()
+
+    def getattr(self, path, fh=None):
+        if path in self.dirs:
+            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2)
+        return super().getattr(path, fh)
+
+    def mkdir(self, path, mode):
+        self.dirs.add(path)
+
+    def read(self, path, size, offset, fh):
+        if path == "/stuck":
+            import os
+
+            open(os.path.join(self.dir, "stuck"), "w").close()
+            release = os.path.join(self.dir, "release")
+            end = time.monotonic() + self.seconds
+            while not os.path.exists(release) and time.monotonic() < end:
+                time.sleep(0.02)
+            returned = "returned" if os.path.exists(release) else "returned-by-itself"
+            open(os.path.join(self.dir, returned), "w").close()
+        return super().read(path, size, offset, fh)
