@@ -23,6 +23,28 @@
 
 static int n_req = 20000;
 
+static const char path[] = "/no-such-cache";
+
+static void wait_answer(struct chan_region *r)
+{
+    uint64_t s0 = chan_now_ns();
+    for (unsigned k = 1; chan_load(&r->state) != CHAN_RESP; k++) {
+        if ((k & 7) == 0 && chan_now_ns() - s0 > 20000)
+            break;
+        sched_yield();
+    }
+    while (chan_load(&r->state) != CHAN_RESP) {
+        uint32_t st = chan_load(&r->state);
+        chan_store(&r->client_waits, 1);
+        if (chan_load(&r->state) != CHAN_RESP)
+            chan_sleep(&r->state, st, 50);
+        chan_store(&r->client_waits, 0);
+    }
+}
+
+/* A channel as backend/channel.c makes one: the connection's first request goes on the
+ * socket right after connect, and is answered in the region the server's first message
+ * brings (with the table of change counters, a second fd, closed here). */
 static struct chan_region *connect_channel(int *sock)
 {
     const char *name = getenv("LDPFUSE_SOCKET");
@@ -34,17 +56,31 @@ static struct chan_region *connect_channel(int *sock)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0)
         return NULL;
+    struct {
+        struct wire_req rq;
+        char path[sizeof path - 1];
+    } first = { .rq = { .op = W_CACHE_CLOSE, .len = sizeof path - 1, .path_len = sizeof path - 1 } };
+    memcpy(first.path, path, sizeof first.path);
+    if (send(fd, &first, sizeof first, MSG_NOSIGNAL) != (ssize_t)sizeof first)
+        return NULL;
     struct wire_resp hello;
-    char cbuf[CMSG_SPACE(sizeof(int))];
+    char cbuf[CMSG_SPACE(2 * sizeof(int))];
     struct iovec iov = { &hello, sizeof hello };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
     if (recvmsg(fd, &mh, MSG_WAITALL) != sizeof hello || CMSG_FIRSTHDR(&mh) == NULL)
         return NULL;
-    int mfd;
-    memcpy(&mfd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof mfd);
-    void *p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    int fds[2] = { -1, -1 };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    memcpy(fds, CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0) >= sizeof fds ? sizeof fds : sizeof(int));
+    void *p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    close(fds[0]);
+    if (fds[1] >= 0)
+        close(fds[1]);
     *sock = fd;
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+    wait_answer(p);     /* the first request's */
+    return p;
 }
 
 static int cmp(const void *a, const void *b)
@@ -62,7 +98,6 @@ static void *worker(void *arg)
         fprintf(stderr, "roundtrip: no shared-mode server (run me under ldpfuse-run)\n");
         exit(1);
     }
-    const char *path = "/no-such-cache";
     int batches = n_req / 1000;
     double *t = calloc((size_t)batches, sizeof *t);
     for (int b = 0; b < batches; b++) {
@@ -74,18 +109,7 @@ static void *worker(void *arg)
             chan_store(&r->state, CHAN_REQ);
             if (chan_load(&r->server_waits))
                 chan_wake(&r->state);
-            uint64_t s0 = chan_now_ns();
-            for (unsigned k = 1; chan_load(&r->state) != CHAN_RESP; k++) {
-                if ((k & 7) == 0 && chan_now_ns() - s0 > 20000)
-                    break;
-                sched_yield();
-            }
-            while (chan_load(&r->state) != CHAN_RESP) {
-                chan_store(&r->client_waits, 1);
-                if (chan_load(&r->state) != CHAN_RESP)
-                    chan_sleep(&r->state, CHAN_REQ, 50);
-                chan_store(&r->client_waits, 0);
-            }
+            wait_answer(r);
         }
         t[b] = (double)(chan_now_ns() - t0) / 1000.0 / 1000.0;
     }

@@ -247,3 +247,34 @@ def test_a_thread_safe_class_serves_many_short_processes_in_bounded_memory(tmp_p
     grown = seen[1100][0] - seen[100][0]
     assert grown < 2500, f"the launcher grew by {grown} kB over 1000 more processes: {seen}"
     assert seen[1100][1] <= 24, f"threads left in the launcher: {seen}"
+
+
+BROKEN_CLIENT = r'''
+import mmap, os, socket, struct, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0" + os.environ["LDPFUSE_SOCKET"])
+msg, fds, flags, addr = socket.recv_fds(s, 24, 2)
+region = mmap.mmap(fds[0], 1 << 20)
+region[0:4] = struct.pack("I", 1)       # CHAN_REQ, with no first request on the socket
+launcher = os.getppid()
+def ticks():
+    f = open(f"/proc/{launcher}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+time.sleep(0.3)
+a = ticks()
+time.sleep(1.0)
+print(ticks() - a, os.sysconf("SC_CLK_TCK"))
+'''
+
+
+def test_a_client_that_breaks_the_protocol_does_not_keep_the_server_busy(tmp_path):
+    """A connection's first request comes on the socket; a client that publishes one in its
+    region instead (an old client, a hostile one) is not served there, and the FS thread
+    still sleeps. It used to find that "request" at every look and never slept: a CPU at
+    100% for as long as the client lived."""
+    script = tmp_path / "broken.py"
+    script.write_text(BROKEN_CLIENT)
+    r = ldp(tmp_path, MEMORY, mode="shared", cmd=[sys.executable, str(script)])
+    assert r.returncode == 0, r.stderr
+    used, per_second = map(int, r.stdout.split())
+    assert used < per_second * 0.3, f"the launcher used {used} of {per_second} ticks in a second"

@@ -1665,6 +1665,10 @@ static void fs_wait(long ms)
                                still on its way pokes fs_ctl through the watcher */
             break;
         }
+        if (cl->first)
+            continue;       /* its region is not in use before that: what it says there
+                               now is not a request (a client that broke the protocol
+                               would keep this thread from ever sleeping) */
         chan_store(&cl->region->server_waits, 1);
         uint32_t st = chan_load(&cl->region->state);
         if (st == CHAN_REQ) {
@@ -1776,7 +1780,7 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                         work = 1;       /* a new client, or one that has gone */
                     /* no lock: only this thread takes clients off the list (fs_pass) */
                     for (struct client *cl = __atomic_load_n(&fs_clients, __ATOMIC_ACQUIRE); cl && !work; cl = cl->next)
-                        work = chan_load(&cl->region->state) == CHAN_REQ;
+                        work = !cl->first && chan_load(&cl->region->state) == CHAN_REQ;
                 }
                 chan_spin_result(spin, work);
             }
