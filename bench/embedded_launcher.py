@@ -25,6 +25,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from installs import parse as installs_parse, print_medians  # noqa: E402
+
 LOOPBACK = os.path.join(os.path.dirname(HERE), "examples", "loopback.py") + ":Loopback"
 
 BUILD = r'''
@@ -51,7 +54,7 @@ def main():
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("installs", nargs="+", metavar="LABEL=LDPFUSE_RUN")
     a = p.parse_args()
-    installs = [i.split("=", 1) for i in a.installs]
+    installs = installs_parse(a.installs)
     work = tempfile.mkdtemp(prefix="ldpfuse-launcher-", dir="/var/tmp")
     os.chmod(work, 0o755)
     lower, mnt = os.path.join(work, "lower"), os.path.join(work, "mnt")
@@ -81,15 +84,8 @@ def main():
                     build[label].append(float(r.stdout.split()[-1]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    width = max(len(r) for r in rows) + 2
     print(f"median of {a.rounds} interleaved rounds, ms per whole run ('failed': the command failed)")
-    print("".ljust(width) + "".join(label.rjust(14) for label, _ in installs))
-    for row in rows:
-        cells = []
-        for label, _ in installs:
-            t = times[(row, label)]
-            cells.append((f"{statistics.median(t):.1f}" if len(t) == a.rounds else "failed").rjust(14))
-        print(row.ljust(width) + "".join(cells))
+    width = print_medians(rows, installs, times, a.rounds, 1)
     cells = [(f"{statistics.median(build[label]):.2f}" if build[label] else "n/a").rjust(14)
              for label, _ in installs]
     print("building the launcher's instance".ljust(width) + "".join(cells))

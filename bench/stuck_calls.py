@@ -14,12 +14,13 @@ each wait their own op_timeout take N x op_timeout.
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from installs import parse as installs_parse, print_medians  # noqa: E402
 FS = os.path.join(os.path.dirname(HERE), "tests", "fs_fixtures", "faulty.py") + ":ReadStuckUntilReleased"
 
 ONE_PROCESS = r'''
@@ -75,7 +76,7 @@ def main():
     p.add_argument("--op-timeout", type=float, default=2)
     p.add_argument("installs", nargs="+", metavar="LABEL=LDPFUSE_RUN")
     a = p.parse_args()
-    installs = [i.split("=", 1) for i in a.installs]
+    installs = installs_parse(a.installs)
     rows = ["one process", "a process each"]
     times = {(row, label): [] for row in rows for label, _ in installs}
     work = tempfile.mkdtemp(prefix="ldpfuse-stuck-")
@@ -88,16 +89,9 @@ def main():
                         times[(row, label)].append(s)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    width = max(len(r) for r in rows) + 2
     print(f"{a.calls} calls behind a stuck FS thread, op_timeout={a.op_timeout:g} s: median of "
           f"{a.rounds} interleaved rounds, seconds ('failed': a run failed)")
-    print("".ljust(width) + "".join(label.rjust(14) for label, _ in installs))
-    for row in rows:
-        cells = []
-        for label, _ in installs:
-            t = times[(row, label)]
-            cells.append((f"{statistics.median(t):.2f}" if len(t) == a.rounds else "failed").rjust(14))
-        print(row.ljust(width) + "".join(cells))
+    print_medians(rows, installs, times, a.rounds, 2)
     return 0
 
 
