@@ -58,13 +58,24 @@ def left_behind(mark):
     return found
 
 
-def run_cmd(ws, cls, shell, fs_args=(), timeout=RUN_TIMEOUT, mode=None):
+def run_fs(ws, cls, fs_args, cmd, timeout=RUN_TIMEOUT, mode=None, env_extra=None):
+    """cmd under faulty.py's cls with op_timeout=TIMEOUT; no process of the run is left."""
     env, mark = marked_env(ws)
-    r = run_ldp(f"{FAULTY}:{cls}", list(fs_args), ["sh", "-c", shell], ws.mnt,
+    env.update(env_extra or {})
+    r = run_ldp(f"{FAULTY}:{cls}", list(fs_args), cmd, ws.mnt,
                 options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env, timeout=timeout,
                 mode=mode)
     assert left_behind(mark) == [], r.describe()
     return r
+
+
+def run_cmd(ws, cls, shell, fs_args=(), timeout=RUN_TIMEOUT, mode=None):
+    return run_fs(ws, cls, fs_args, ["sh", "-c", shell], timeout=timeout, mode=mode)
+
+
+def run_probe(ws, cls, fs_args, source, *args):
+    """The Python program `source` (given args) under cls, as run_fs."""
+    return run_fs(ws, cls, fs_args, [sys.executable, ws.write_script("probe.py", source), *args])
 
 
 def statuses(stdout):
@@ -128,12 +139,8 @@ print("f", open(f"{D}/f").read().strip())
 def test_handle_of_late_open_is_released_and_server_serves_again(ws):
     """open('/stuck') answers after 8 s, its caller gave up at 2 s and lives on: the
     server releases the handle nobody will close, and serves normally again."""
-    probe = ws.write_script("probe.py", PROBE_LATE_OPEN)
-    env, mark = marked_env(ws)
-    r = run_ldp(f"{FAULTY}:OpenReturnsLate", ["8"], [sys.executable, probe, "10"], ws.mnt,
-                options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
+    r = run_probe(ws, "OpenReturnsLate", ["8"], PROBE_LATE_OPEN, "10")
     assert r.returncode == 0, r.describe()
-    assert left_behind(mark) == [], r.describe()
     lines = r.stdout.splitlines()
     assert "stuck EIO" in lines, r.describe()
     assert "handles ''" in lines, f"the late open's handle was not released\n{r.describe()}"
@@ -161,14 +168,9 @@ print("cat", cat.wait())
 def test_write_too_big_for_channel_does_not_wait_for_stuck_server(ws):
     """A write body bigger than the channel's region goes on the socket, which nobody
     reads while the FS thread is stuck: the writer gives up at op_timeout too."""
-    probe = ws.write_script("probe.py", PROBE_BIG_WRITE)
     marker = ws.tmp / "fs-thread-is-stuck"
-    env, mark = marked_env(ws)
-    r = run_ldp(f"{FAULTY}:ReadBlocksForeverWithWritable", [marker],
-                [sys.executable, probe, marker], ws.mnt, options={"op_timeout": TIMEOUT},
-                cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
+    r = run_probe(ws, "ReadBlocksForeverWithWritable", [marker], PROBE_BIG_WRITE, marker)
     assert r.returncode == 0, r.describe()
-    assert left_behind(mark) == [], r.describe()
     lines = r.stdout.splitlines()
     assert "write EIO" in lines and "cat 1" in lines, r.describe()
     assert re.search(r"\bwrite /w: no answer", r.stderr), r.describe()
@@ -212,13 +214,8 @@ def test_calls_behind_stuck_fs_thread_fail_fast_until_it_answers_again(ws):
     instead of its own op_timeout: the 5 calls end before the method returns by itself
     (4 x op_timeout; one op_timeout each would take 5). Once it returns, calls are
     answered again."""
-    probe = ws.write_script("probe.py", PROBE_CALLS_BEHIND_STUCK)
-    env, mark = marked_env(ws)
-    r = run_ldp(f"{FAULTY}:ReadStuckUntilReleased", [ws.tmp, STUCK_SECONDS],
-                [sys.executable, probe, ws.tmp], ws.mnt, options={"op_timeout": TIMEOUT},
-                cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
+    r = run_probe(ws, "ReadStuckUntilReleased", [ws.tmp, STUCK_SECONDS], PROBE_CALLS_BEHIND_STUCK, ws.tmp)
     assert r.returncode == 0, r.describe()
-    assert left_behind(mark) == [], r.describe()
     lines = r.stdout.splitlines()
     assert [line.split()[2] for line in lines if line.startswith("call ")] == ["EIO"] * 5, \
         r.describe()
@@ -253,13 +250,8 @@ print("after", [name for name in ("d0", "d1") if os.path.exists(f"{D}/{name}")])
 def test_call_given_up_behind_stuck_fs_thread_is_never_run(ws):
     """A mkdir that got EIO while it waited behind the stuck FS thread is not made once
     the method returns: the program was told it failed."""
-    probe = ws.write_script("probe.py", PROBE_MKDIR_BEHIND_STUCK)
-    env, mark = marked_env(ws)
-    r = run_ldp(f"{FAULTY}:ReadStuckUntilReleased", [ws.tmp, STUCK_SECONDS],
-                [sys.executable, probe, ws.tmp], ws.mnt, options={"op_timeout": TIMEOUT},
-                cwd=ws.tmp, env=env, timeout=RUN_TIMEOUT)
+    r = run_probe(ws, "ReadStuckUntilReleased", [ws.tmp, STUCK_SECONDS], PROBE_MKDIR_BEHIND_STUCK, ws.tmp)
     assert r.returncode == 0, r.describe()
-    assert left_behind(mark) == [], r.describe()
     lines = r.stdout.splitlines()
     assert "d0 EIO" in lines and "d1 EIO" in lines, r.describe()
     assert "after []" in lines, r.describe()
@@ -295,14 +287,8 @@ def signal_the_launcher(ws, sig, trap=False, mode=None, reader='cat "$D/stuck"')
         trap=(f"sleep {SLEEP_LONG} & trap 'kill $!; echo got {sig}; exit 7' {sig}\n"
               if trap else ""),
         wait="wait $!" if trap else f"exec sleep {SLEEP_LONG}")
-    env_marker = {"MARKER": str(marker)}
-    env, mark = marked_env(ws)
-    env.update(env_marker)
-    r = run_ldp(f"{FAULTY}:ReadBlocksForeverInC", [marker], ["sh", "-c", shell], ws.mnt,
-                options={"op_timeout": TIMEOUT}, cwd=ws.tmp, env=env,
-                timeout=SIGNALLED_RUN_TIMEOUT, mode=mode)
-    assert left_behind(mark) == [], r.describe()
-    return r
+    return run_fs(ws, "ReadBlocksForeverInC", [marker], ["sh", "-c", shell],
+                  timeout=SIGNALLED_RUN_TIMEOUT, mode=mode, env_extra={"MARKER": str(marker)})
 
 
 @shared_mode_only
