@@ -69,29 +69,19 @@ def test_a_process_sees_another_process_change_at_once(ws, fs, options):
     assert "watcher: f is gone" in native.stdout, native.describe()
 
 
-@pytest.mark.parametrize("options", [LONG, {"passthrough": "no", **LONG}], ids=["passthrough", "no-passthrough"])
-def test_a_long_lived_program_sees_names_and_links_come_and_go_from_other_processes(ws, options):
-    """Python stats in a loop while shells create, link, append to, rename and remove
-    names (an append through a second hard link changes the first name's file too)."""
-    need("python3")
-    ws.populate(lambda d: [(d / n).write_text(n + "\n") for n in ("keep", "z")])
-    ws.compare_sh(r"""
+LOCKSTEP = r"""
         mkfifo "$O/ask" "$O/told"
         python3 - "$D" "$O" <<'EOF' > "$O/py.out" &
 import os, sys
 d, o = sys.argv[1:]
-os.unlink(f"{d}/z")         # known missing here now; a shell makes it again
-for step in range(4):
-    st = os.stat(f"{d}/keep")
-    print(step, sorted(os.listdir(d)), [os.path.exists(f"{d}/{n}") for n in ("x", "y", "z")],
-          st.st_size, st.st_nlink)
+def next_step():
     with open(f"{o}/ask", "w") as f:
         f.write("next\n")
     with open(f"{o}/told") as f:
         f.read()
+PROGRAM
 EOF
-        for cmd in 'touch "$D/x"; ln "$D/keep" "$D/keep2"; echo more >> "$D/keep2"; echo z > "$D/z"' \
-                   'mv "$D/x" "$D/y"; echo again >> "$D/keep2"' 'rm "$D/y" "$D/keep2"' 'true'; do
+        for cmd in COMMANDS; do
             read x < "$O/ask"
             sh -c "$cmd"
             echo done > "$O/told"
@@ -99,7 +89,32 @@ EOF
         wait
         cat "$O/py.out"
         rm "$O/py.out" "$O/ask" "$O/told"
-    """, options=options, mode="shared")
+"""
+
+
+def in_lockstep(program, commands):
+    """A script that runs a long-lived Python program (d: the mount, o: a scratch
+    directory) and, each time it calls next_step(), the next of the shell commands (the
+    words of a `for` list) in another process, before it goes on."""
+    return LOCKSTEP.replace("PROGRAM", program.strip("\n")).replace("COMMANDS", commands)
+
+
+@pytest.mark.parametrize("options", [LONG, {"passthrough": "no", **LONG}], ids=["passthrough", "no-passthrough"])
+def test_a_long_lived_program_sees_names_and_links_come_and_go_from_other_processes(ws, options):
+    """Python stats in a loop while shells create, link, append to, rename and remove
+    names (an append through a second hard link changes the first name's file too)."""
+    need("python3")
+    ws.populate(lambda d: [(d / n).write_text(n + "\n") for n in ("keep", "z")])
+    ws.compare_sh(in_lockstep(r"""
+os.unlink(f"{d}/z")         # known missing here now; a shell makes it again
+for step in range(4):
+    st = os.stat(f"{d}/keep")
+    print(step, sorted(os.listdir(d)), [os.path.exists(f"{d}/{n}") for n in ("x", "y", "z")],
+          st.st_size, st.st_nlink)
+    next_step()
+""", r"""'touch "$D/x"; ln "$D/keep" "$D/keep2"; echo more >> "$D/keep2"; echo z > "$D/z"' \
+                   'mv "$D/x" "$D/y"; echo again >> "$D/keep2"' 'rm "$D/y" "$D/keep2"' 'true'"""),
+                  options=options, mode="shared")
 
 
 @pytest.mark.parametrize("options", [LONG, {"passthrough": "no", **LONG}], ids=["passthrough", "no-passthrough"])
@@ -111,11 +126,7 @@ def test_a_long_lived_program_opens_what_other_processes_made_replaced_or_remove
     need("python3")
     ws.populate(lambda d: [(d / "dir").mkdir(), (d / "link").symlink_to("dir"),
                            (d / "old").write_text("old 1\n"), (d / "gone").write_text("gone\n")])
-    ws.compare_sh(r"""
-        mkfifo "$O/ask" "$O/told"
-        python3 - "$D" "$O" <<'EOF' > "$O/py.out" &
-import os, sys
-d, o = sys.argv[1:]
+    ws.compare_sh(in_lockstep(r"""
 def look(name):
     try:
         fd = os.open(f"{d}/{name}", os.O_RDONLY)
@@ -129,21 +140,10 @@ def look(name):
         os.close(fd)
 for step in range(3):
     print(step, [look(n) for n in ("new", "old", "gone", "link/new", "dir/new", "dir")])
-    with open(f"{o}/ask", "w") as f:
-        f.write("next\n")
-    with open(f"{o}/told") as f:
-        f.read()
-EOF
-        for cmd in 'echo made > "$D/new"; rm "$D/old"; echo "old 2" > "$D/old"; rm "$D/gone"; echo in-dir > "$D/dir/new"' \
-                   'echo again >> "$D/new"; rm "$D/dir/new"' 'true'; do
-            read x < "$O/ask"
-            sh -c "$cmd"
-            echo done > "$O/told"
-        done
-        wait
-        cat "$O/py.out"
-        rm "$O/py.out" "$O/ask" "$O/told"
-    """, options=options, mode="shared")
+    next_step()
+""", r"""'echo made > "$D/new"; rm "$D/old"; echo "old 2" > "$D/old"; rm "$D/gone"; echo in-dir > "$D/dir/new"' \
+                   'echo again >> "$D/new"; rm "$D/dir/new"' 'true'"""),
+                  options=options, mode="shared")
 
 
 SQLITE_LOOP = """
