@@ -168,6 +168,18 @@ def need(*programs):
 
 # ---------------------------------------------------------------- trees
 
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def build_program(tmp_path_factory, name, *extra, flags=("-O1", "-Wall")):
+    """tests/programs/NAME.c compiled (gcc flags + extra) for a module's tests: its path."""
+    need("gcc")
+    exe = tmp_path_factory.mktemp("bin") / name
+    r = run_native(["gcc", *flags, *extra, "-o", exe, PROGRAMS / f"{name}.c"])
+    assert r.returncode == 0, r.describe()
+    return exe
+
+
 def snapshot(root, ignore=(), link_subst=()):
     """What a tree holds, without times or inode numbers.
 

@@ -6,18 +6,16 @@ Most tests run a file system fixture (tests/fs_fixtures/computed.py) whose bytes
 computed, so a 2 GiB file costs nothing to serve and every range can be checked."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import FS_FIXTURES, LOOPBACK, MEMORY, need, run_ldp, run_native
+from conftest import FS_FIXTURES, LOOPBACK, MEMORY, build_program, need, run_ldp, run_native
 
 sys.path.insert(0, str(FS_FIXTURES))
 from computed import PATTERN, ProcStyle, expected  # noqa: E402
 
 COMPUTED = f"{FS_FIXTURES / 'computed.py'}"
 BIG = 2 << 30
-THREADS_SOURCE = Path(__file__).resolve().parent / "programs" / "cache_threads.c"
 
 
 def ldp(ws, cls, cmd, **kw):
@@ -426,11 +424,7 @@ def test_fd_level_writes_reads_and_mmap_of_a_cached_file_match_native(ws, fs, op
 
 @pytest.fixture(scope="module")
 def cache_threads(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "cache_threads"
-    r = run_native(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, THREADS_SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "cache_threads", "-pthread")
 
 
 @pytest.mark.parametrize("fs,options,mode", CACHED, ids=CACHED_IDS)

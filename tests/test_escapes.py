@@ -15,18 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LDP_MODE, LOOPBACK, MEMORY, ldpfuse_run_argv, need, run, run_native, base_env
+from conftest import LDP_MODE, LOOPBACK, MEMORY, base_env, build_program, ldpfuse_run_argv, need, run, run_native
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
 @pytest.fixture(scope="module")
 def raw_syscalls(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "raw_syscalls"
-    r = run_native(["gcc", "-O1", "-Wall", "-pthread", "-o", exe, PROGRAMS / "raw_syscalls.c"])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "raw_syscalls", "-pthread")
 
 
 @pytest.fixture(scope="module")
@@ -206,11 +202,7 @@ def test_ld_so_loads_a_library_stored_in_the_mount_under_watch_escapes(ws, optio
 
 @pytest.fixture(scope="module")
 def raw_process(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "raw_process"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, PROGRAMS / "raw_process.c"])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "raw_process")
 
 
 @pytest.mark.parametrize("what", ["fork", "signals"])

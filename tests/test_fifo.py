@@ -8,22 +8,15 @@ one pipe."""
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import LDP_MODE, LOOPBACK, MEMORY, base_env, ldpfuse_run_argv, need, run_native
-
-SOURCE = Path(__file__).resolve().parent / "programs" / "fifo_open_alarm.c"
+from conftest import LDP_MODE, LOOPBACK, MEMORY, base_env, build_program, ldpfuse_run_argv
 
 
 @pytest.fixture(scope="module")
 def fifo_open_alarm(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "fifo_open_alarm"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "fifo_open_alarm")
 
 
 def ldp(tmp_path, *fs, cmd, timeout=30):
@@ -100,11 +93,7 @@ print(os.read(fd, 10))
 
 @pytest.fixture(scope="module")
 def fifo_open_clone_race(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "fifo_open_clone_race"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE.parent / "fifo_open_clone_race.c"])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "fifo_open_clone_race")
 
 
 def test_a_clone_racing_on_fd_numbers_neither_hangs_nor_breaks_the_fifo_open(tmp_path, fifo_open_clone_race):

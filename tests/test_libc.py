@@ -5,22 +5,15 @@ way (dup2, sendfile, copy_file_range, mmap).  Built natively once; run on a
 native directory, on loopback (both data paths) and on memory (it is a
 single process), and the outputs compared."""
 
-from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY, need, run_native
-
-SOURCE = Path(__file__).resolve().parent / "programs" / "libc_walk.c"
+from conftest import LOOPBACK, MEMORY, build_program
 
 
 @pytest.fixture(scope="module")
 def libc_walk(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "libc_walk"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "libc_walk")
 
 
 @pytest.mark.parametrize("fs,options", [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}),

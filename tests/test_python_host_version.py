@@ -10,19 +10,12 @@ import subprocess
 
 import pytest
 
-from conftest import MEMORY, base_env, ldpfuse_run_argv, need, run_native
-from pathlib import Path
-
-SOURCE = Path(__file__).resolve().parent / "programs" / "fake_python_host.c"
+from conftest import MEMORY, base_env, build_program, ldpfuse_run_argv
 
 
 @pytest.fixture(scope="module")
 def fake_host(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "fake_python_host"
-    r = run_native(["gcc", "-rdynamic", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "fake_python_host", flags=("-rdynamic",))
 
 
 def run(tmp_path, exe, mode, *options):

@@ -2,22 +2,15 @@
 mount while the interrupted code is inside a mount operation must neither
 deadlock nor see errors.  tests/programs/signal_reentry.c, built natively."""
 
-from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY, need, run_native
-
-SOURCE = Path(__file__).resolve().parent / "programs" / "signal_reentry.c"
+from conftest import LOOPBACK, MEMORY, build_program
 
 
 @pytest.fixture(scope="module")
 def signal_reentry(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "signal_reentry"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "signal_reentry")
 
 
 # Natively the program takes well under a second.

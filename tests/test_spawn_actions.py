@@ -6,22 +6,15 @@ stdin, stdout and stderr on mount files, a relative path after a chdir
 action, dup2 and close actions around an open, and opens that must fail;
 Python's os.posix_spawn with file_actions is in test_processes.py."""
 
-from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY, need, run_native
-
-SOURCE = Path(__file__).resolve().parent / "programs" / "spawn_actions.c"
+from conftest import LOOPBACK, MEMORY, build_program
 
 
 @pytest.fixture(scope="module")
 def spawn_actions(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "spawn_actions"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "spawn_actions")
 
 
 @pytest.mark.parametrize("fs,options", [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}),

@@ -6,13 +6,11 @@ defines the function itself), Node.js (libuv's statx), and
 tests/programs/raw_syscall_paths.c, built natively.  Each run is compared
 with the same command on a native directory."""
 
-from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY, need, run_native
+from conftest import LOOPBACK, MEMORY, build_program, need, run_native
 
-SOURCE = Path(__file__).resolve().parent / "programs" / "raw_syscall_paths.c"
 
 FS_CASES = [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}), (MEMORY, {})]
 FS_IDS = ["loopback", "loopback-no-passthrough", "memory"]
@@ -26,11 +24,7 @@ def mode_for(fs):
 
 @pytest.fixture(scope="module")
 def raw_syscall_paths(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "raw_syscall_paths"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "raw_syscall_paths")
 
 
 @pytest.mark.parametrize("fs,options", FS_CASES, ids=FS_IDS)

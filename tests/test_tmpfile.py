@@ -4,24 +4,18 @@ names it with linkat (AT_EMPTY_PATH and /proc/self/fd/N), and checks O_EXCL
 and the errors; Python's tempfile.TemporaryFile tries O_TMPFILE first.
 Both are compared with the same runs on a native directory."""
 
-from pathlib import Path
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY, need, run_native
+from conftest import LOOPBACK, MEMORY, build_program
 
-SOURCE = Path(__file__).resolve().parent / "programs" / "tmpfile_paths.c"
 FS_CASES = [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}), (MEMORY, {})]
 FS_IDS = ["loopback", "loopback-no-passthrough", "memory"]
 
 
 @pytest.fixture(scope="module")
 def tmpfile_paths(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "tmpfile_paths"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "tmpfile_paths")
 
 
 @pytest.mark.parametrize("fs,options", FS_CASES, ids=FS_IDS)

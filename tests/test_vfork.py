@@ -5,13 +5,10 @@ the mount, from a cwd in the mount, a PATH search through it) behaves as nativel
 the parent's own cwd, umask and view of the mount are untouched afterwards."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import need, run_native
-
-SOURCE = Path(__file__).resolve().parent / "programs" / "vfork_child.c"
+from conftest import build_program
 
 
 def build_tree(root):
@@ -23,11 +20,7 @@ def build_tree(root):
 
 @pytest.fixture(scope="module")
 def vfork_child(tmp_path_factory):
-    need("gcc")
-    exe = tmp_path_factory.mktemp("bin") / "vfork_child"
-    r = run_native(["gcc", "-O1", "-Wall", "-o", exe, SOURCE])
-    assert r.returncode == 0, r.describe()
-    return exe
+    return build_program(tmp_path_factory, "vfork_child")
 
 
 @pytest.fixture(params=[{}, {"passthrough": "no"}], ids=["passthrough", "no-passthrough"])
