@@ -89,7 +89,11 @@ class BuildNative(build_ext):
         target = os.path.join(out_dir, "libldpfuse.so")
         compiler.link_shared_object(objects, target, libraries=["dl"],
                                     extra_postargs=["-pthread", f"-Wl,--version-script={script}",
-                                                    "-Wl,-z,nodelete"])
+                                                    "-Wl,-z,nodelete",
+                                                    # two LOAD segments (R+X, RW), not four: every
+                                                    # process maps this library, and on a VM each
+                                                    # mmap at load costs microseconds
+                                                    "-Wl,-z,noseparate-code"])
 
 
 setup(

@@ -145,6 +145,13 @@ static struct chan_region *region_receive(int sock)
     struct iovec iov = { &hello, sizeof hello };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
     ssize_t r;
+    /* spun for, as the answer after it is (channel_wait): asleep here, this process would
+     * pay its CPU's wake-up when the accept thread, started on the other CPU, sends it */
+    char peek;
+    struct chan_spinner spin;
+    chan_spin_start(&spin, CHAN_FIRST_SPIN_NS);
+    while (recv(sock, &peek, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN && chan_spin_turn(&spin))
+        ;
     do {
         r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
     } while (r < 0 && errno == EINTR);
@@ -406,8 +413,9 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
          * is waited for longer: the caller would sleep and its CPU go idle, and on a
          * quiet VM waking an idle CPU costs 50-80 us, a third of a short process's whole
          * extra cost (bench/short_processes.py: 1.23 -> 1.17 ms per `cat`). */
-        uint64_t start = chan_now_ns(), budget = first ? CHAN_FIRST_SPIN_NS : (uint64_t)spin_budget();
-        while (chan_load(&r->state) != CHAN_RESP && chan_spin_turn(start, budget))
+        struct chan_spinner spin;
+        chan_spin_start(&spin, first ? CHAN_FIRST_SPIN_NS : (uint64_t)spin_budget());
+        while (chan_load(&r->state) != CHAN_RESP && chan_spin_turn(&spin))
             ;
         if (!first)
             chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);

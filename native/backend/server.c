@@ -478,6 +478,8 @@ struct client {
     struct chan_region *region;
     int gone;               /* its socket closed: drop it */
     int first;              /* its first request comes on the socket, not in the region */
+    int ready;              /* client_setup() has run: who it is, what it holds, watched */
+    int watch_in;           /* the watcher also wakes the FS thread for its first request */
     struct proc *proc;
     uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
     gid_t gid;
@@ -1248,12 +1250,15 @@ static void client_gone(struct client *cl)
 {
     close(cl->fd);
     munmap(cl->region, CHAN_SIZE);
-    struct handle *h = proc_put(cl->proc);
+    struct handle *h = cl->proc ? proc_put(cl->proc) : NULL;
     if (h)
         release_all(cl, h);
     client_free(cl);
     orphans_sweep();
 }
+
+static int client_setup(struct client *cl);
+static void spares_fill(void);
 
 static long server_spin_ns = -1;
 #define FS_ANTICIPATE_NS 1000000ull     /* the FS thread's spin while connections come often */
@@ -1281,6 +1286,10 @@ static void serve_client(struct client *cl)
 {
     struct chan_region *rg = cl->region;
     struct chan_spin spin = { 0 };
+    if (client_setup(cl) < 0) {
+        client_gone(cl);
+        return;
+    }
     /* the first request comes on the socket: wait for it as long as the client lives (a
      * client stopped between connect and send must not meet SO_RCVTIMEO) */
     struct pollfd first = { .fd = cl->fd, .events = POLLIN | POLLRDHUP };
@@ -1290,11 +1299,13 @@ static void serve_client(struct client *cl)
         client_gone(cl);
         return;
     }
+    spares_fill();      /* after the answer: out of the way of this client and the next */
     for (;;) {
         uint32_t st = chan_load(&rg->state);
         if (st != CHAN_REQ && spin_budget() > 0 && chan_spin_now(&spin)) {
-            uint64_t start = chan_now_ns(), budget = spin_budget();
-            while ((st = chan_load(&rg->state)) != CHAN_REQ && chan_spin_turn(start, budget))
+            struct chan_spinner spinner;
+            chan_spin_start(&spinner, spin_budget());
+            while ((st = chan_load(&rg->state)) != CHAN_REQ && chan_spin_turn(&spinner))
                 ;
             chan_spin_result(&spin, st == CHAN_REQ);
         }
@@ -1376,15 +1387,23 @@ static void *conn_thread(void *arg)
 }
 
 /* A connection's region: a sealed memfd (the client cannot shrink it under us), mapped
- * here and sent to the client as the connection's first message. The accept thread makes
- * the next one before it accepts: out of fds, it waits before accepting, not after. */
-static int spare_mfd = -1;
-static void *spare_region = MAP_FAILED;
+ * here and sent to the client as the connection's first message. A few are made ahead
+ * (spares), by the threads that serve clients, after an answer: the accept thread runs on
+ * the connecting process's CPU (a socket's wake-up is a synchronous one: the scheduler
+ * puts the woken thread where the waker runs), and whatever it does there before it
+ * sleeps again delays that process. Its own part is the least a client needs before its
+ * first answer: the accept and the hello; who the client is, what it may do, and the
+ * watch on its socket are done by the thread that serves it (client_setup), on another
+ * CPU while the client sends its request and maps its region. It makes a spare itself only
+ * when none is left, and before it accepts: out of fds, a client waits in the backlog,
+ * it does not fail. */
+#define SPARES 2
+static struct spare { int mfd; void *p; } spares[SPARES];
+static int nspares;
+static pthread_mutex_t spares_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int region_make(void)
 {
-    if (spare_mfd >= 0)
-        return 0;
     int mfd = memfd_create("ldpfuse-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mfd < 0)
         return -1;
@@ -1396,24 +1415,47 @@ static int region_make(void)
         close(mfd);
         return -1;
     }
-    spare_mfd = mfd;
-    spare_region = p;
+    pthread_mutex_lock(&spares_lock);
+    int kept = nspares < SPARES;
+    if (kept)
+        spares[nspares++] = (struct spare){ mfd, p };
+    pthread_mutex_unlock(&spares_lock);
+    if (!kept) {
+        munmap(p, CHAN_SIZE);
+        close(mfd);
+    }
     return 0;
+}
+
+static int spares_count(void)
+{
+    return __atomic_load_n(&nspares, __ATOMIC_RELAXED);
+}
+
+static void spares_fill(void)
+{
+    while (spares_count() < SPARES && region_make() == 0)
+        ;
 }
 
 static int region_give(struct client *cl)
 {
-    if (region_make() < 0)
+    struct spare sp = { -1, MAP_FAILED };
+    for (;;) {
+        pthread_mutex_lock(&spares_lock);
+        if (nspares > 0)
+            sp = spares[--nspares];
+        pthread_mutex_unlock(&spares_lock);
+        if (sp.mfd >= 0 || region_make() < 0)
+            break;
+    }
+    if (sp.mfd < 0)
         return -1;
-    int mfd = spare_mfd;
-    void *p = spare_region;
-    spare_mfd = -1;
-    spare_region = MAP_FAILED;
-    cl->region = p;
+    cl->region = sp.p;
     /* the table of change counters rides along: every process maps it, and a round trip
      * of its own cost each short process as much as its first operation */
     pthread_once(&coh_once, coh_make);
-    int fds[2] = { mfd, coh_fd }, nfd = coh_fd >= 0 ? 2 : 1;
+    int fds[2] = { sp.mfd, coh_fd }, nfd = coh_fd >= 0 ? 2 : 1;
     struct wire_resp hello = { .has_fd = nfd, .result = CHAN_SIZE };
     struct iovec iov = { &hello, sizeof hello };
     char cbuf[CMSG_SPACE(sizeof fds)];
@@ -1425,27 +1467,45 @@ static int region_give(struct client *cl)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
     memcpy(CMSG_DATA(c), fds, (size_t)nfd * sizeof(int));
-    int r = sendmsg(cl->fd, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
-    close(mfd);
+    int r = sendmsg(cl->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof hello ? 0 : -1;
+    close(sp.mfd);
     if (r < 0) {
-        munmap(p, CHAN_SIZE);
+        munmap(sp.p, CHAN_SIZE);
         cl->region = NULL;
     }
     return r;
 }
 
+/* The accept thread's part of a new connection: the hello (its region). */
 static struct client *client_new(int fd)
 {
     struct client *cl = calloc(1, sizeof *cl);
     if (cl == NULL)
         return NULL;
     cl->fd = fd;
-    struct ucred cred;
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+    cl->first = 1;      /* sent with the connect (channel.c) */
+    if (region_give(cl) < 0) {
         free(cl);
         return NULL;
     }
+    return cl;
+}
+
+static int watch_ep = -1;
+
+/* The serving thread's part, before the client's first request: who it is (SO_PEERCRED,
+ * its groups: what the kernel vouches for), its process's handles, and the watch on its
+ * socket. -1: the client cannot be served (it has gone, or we are out of memory). */
+static int client_setup(struct client *cl)
+{
+    if (cl->ready)
+        return 0;
+    cl->ready = 1;
+    int fd = cl->fd;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return -1;
     cl->uid = cred.uid;
     cl->gid = cred.gid;
     cl->pid = cred.pid;
@@ -1470,13 +1530,19 @@ static struct client *client_new(int fd)
     struct timeval tv = { 10, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (region_give(cl) < 0 || (cl->proc = proc_get(cl->pid)) == NULL) {
-        if (cl->region)
-            munmap(cl->region, CHAN_SIZE);
-        client_free(cl);
-        return NULL;
+    if ((cl->proc = proc_get(cl->pid)) == NULL)
+        return -1;
+    if (watch_ep >= 0) {
+        /* the FS thread's clients under their fd << 1 (their first request is watched
+         * for too only once the FS thread would sleep: fs_wait); a thread_safe class's
+         * once, under its region's futex word, tagged (watch_thread) */
+        struct epoll_event ev = { .events = EPOLLRDHUP, .data.u64 = (uint64_t)fd << 1 };
+        if (!serialise)
+            ev = (struct epoll_event){ .events = EPOLLRDHUP | EPOLLONESHOT,
+                                       .data.u64 = (uintptr_t)&cl->region->state | 1 };
+        epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
     }
-    return cl;
+    return 0;
 }
 
 /* The clients of a class that is not thread_safe, served by the FS thread: the accept
@@ -1489,10 +1555,16 @@ static uint32_t fs_ctl;
 static int fs_stop;
 static uint64_t last_connect_ns;    /* when the accept thread last took a connection */
 
+static int fs_asleep;               /* the FS thread is in (or on its way into) fs_wait */
+
+/* A spinning FS thread sees fs_ctl move; only a sleeping one needs the wake-up (whose
+ * system call, to an idle CPU, costs the waker tens of microseconds on a VM: the
+ * watcher, when a short process exits, does it on that process's CPU). */
 static void fs_poke(void)
 {
     __atomic_add_fetch(&fs_ctl, 1, __ATOMIC_SEQ_CST);
-    syscall(SYS_futex, &fs_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    if (__atomic_load_n(&fs_asleep, __ATOMIC_SEQ_CST))
+        syscall(SYS_futex, &fs_ctl, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* The clients' sockets, watched for hang-ups so that a client that has gone (a short
@@ -1502,7 +1574,6 @@ static void fs_poke(void)
  * futex word (tagged with bit 0; the FS thread's clients under their fd << 1), which the
  * watcher wakes: a stale address (the region gone since) makes
  * that wake fail (EFAULT) or wake a thread that then finds nothing to do, never more. */
-static int watch_ep = -1;
 static int fs_hangup;
 
 static void *watch_thread(void *arg)
@@ -1543,7 +1614,7 @@ static void *accept_thread(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
     for (;;) {
-        if (region_make() < 0) {
+        if (spares_count() == 0 && region_make() < 0) {
             nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
             continue;
         }
@@ -1564,25 +1635,13 @@ static void *accept_thread(void *arg)
             close(fd);      /* the client sees EIO for this call and connects again */
             continue;
         }
-        cl->first = 1;      /* sent with the connect (channel.c) */
         if (serialise) {
-            /* its first request wakes the FS thread through the watcher if it is not
-             * here yet (a client preempted between connect and send) */
-            int ready = first_ready(cl);
-            struct epoll_event ev = { .events = EPOLLRDHUP | (ready ? 0 : EPOLLIN), .data.u64 = (uint64_t)fd << 1 };
-            if (watch_ep >= 0)
-                epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
             pthread_mutex_lock(&fs_clients_lock);
             cl->next = fs_clients;
             __atomic_store_n(&fs_clients, cl, __ATOMIC_RELEASE);  /* whole, for lock-free readers */
             pthread_mutex_unlock(&fs_clients_lock);
             fs_poke();
             continue;
-        }
-        if (watch_ep >= 0) {
-            struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT,
-                                      .data.u64 = (uintptr_t)&cl->region->state | 1 };
-            epoll_ctl(watch_ep, EPOLL_CTL_ADD, fd, &ev);
         }
         if (pool_give(cl))
             continue;
@@ -1655,14 +1714,26 @@ static void fs_wait(long ms)
 {
     struct futex_waitv w[FUTEX_WAITV_MAX];
     int n = 0;
+    /* announced before fs_ctl is read: a poke after that read wakes us, one before it
+     * moved the value we wait on (futex_waitv then returns at once) */
+    __atomic_store_n(&fs_asleep, 1, __ATOMIC_SEQ_CST);
     uint32_t ctl = __atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST);
     w[n++] = (struct futex_waitv){ .val = ctl, .uaddr = (uintptr_t)&fs_ctl, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG };
     int more = 0;
     pthread_mutex_lock(&fs_clients_lock);
     for (struct client *cl = fs_clients; cl; cl = cl->next) {
+        if (!cl->ready) {
+            n = 0;          /* a new client to set up */
+            break;
+        }
+        if (cl->first && !cl->watch_in && watch_ep >= 0) {
+            /* its first request, still on its way, pokes fs_ctl through the watcher */
+            struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = (uint64_t)cl->fd << 1 };
+            epoll_ctl(watch_ep, EPOLL_CTL_MOD, cl->fd, &ev);
+            cl->watch_in = 1;
+        }
         if (cl->first && first_ready(cl) != 0) {
-            n = 0;          /* a first request (or the client's end) came in meanwhile; one
-                               still on its way pokes fs_ctl through the watcher */
+            n = 0;          /* a first request (or the client's end) came in meanwhile */
             break;
         }
         if (cl->first)
@@ -1692,6 +1763,7 @@ static void fs_wait(long ms)
         if (syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) < 0 && errno == ENOSYS)
             chan_sleep(&fs_ctl, ctl, 1);    /* a kernel before 5.16: look again every ms */
     }
+    __atomic_store_n(&fs_asleep, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&fs_clients_lock);
     for (struct client *cl = fs_clients; cl; cl = cl->next)
         chan_store(&cl->region->server_waits, 0);
@@ -1708,6 +1780,10 @@ static int fs_pass(int check)
     pthread_mutex_unlock(&fs_clients_lock);
     /* only this thread removes from the list; the accept thread only pushes at its head */
     for (struct client *cl = list; cl; cl = cl->next) {
+        if (client_setup(cl) < 0) {
+            cl->gone = 1;
+            continue;
+        }
         int first = cl->first ? first_ready(cl) : 0;
         if (first < 0) {
             cl->gone = 1;
@@ -1774,13 +1850,18 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
             int work = 0;
             if (anticipate)
                 budget = FS_ANTICIPATE_NS;
+            spares_fill();
             if (budget > 0 && chan_spin_now(spin)) {
-                while (!work && chan_spin_turn(start, budget)) {
+                struct chan_spinner spinner;
+                chan_spin_start(&spinner, budget);
+                while (!work && chan_spin_turn(&spinner)) {
                     if (__atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) != ctl)
                         work = 1;       /* a new client, or one that has gone */
-                    /* no lock: only this thread takes clients off the list (fs_pass) */
+                    /* no lock: only this thread takes clients off the list (fs_pass); a
+                     * first request is looked for on the socket (no watcher's wake-up) */
                     for (struct client *cl = __atomic_load_n(&fs_clients, __ATOMIC_ACQUIRE); cl && !work; cl = cl->next)
-                        work = !cl->first && chan_load(&cl->region->state) == CHAN_REQ;
+                        work = cl->first ? !cl->ready || first_ready(cl) != 0
+                                         : chan_load(&cl->region->state) == CHAN_REQ;
                 }
                 chan_spin_result(spin, work);
             }

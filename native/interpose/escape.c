@@ -517,38 +517,44 @@ struct row {
     int always;             /* through the wrapper even when nothing is ours: it keeps state */
 };
 
-#define ROW(name, args) [SYS_##name] = { #name, args, serve_##name, 0 }
-#define KEEP(name, args) [SYS_##name] = { #name, args, serve_##name, 1 }
-#define SEEN(name, args) [SYS_##name] = { #name, args, NULL, 0 }
+/* A switch, not a table indexed by call number: such a table of pointers would be
+ * relocated, page by page, at every start of every process (four pages copied on write),
+ * for a net that is seldom on. */
+#define ROW(name, args) case SYS_##name: return (struct row){ #name, args, serve_##name, 0 };
+#define KEEP(name, args) case SYS_##name: return (struct row){ #name, args, serve_##name, 1 };
+#define SEEN(name, args) case SYS_##name: return (struct row){ #name, args, NULL, 0 };
 
-static const struct row rows[] = {
-    ROW(read, "f"), ROW(write, "f"), ROW(open, "p"), KEEP(close, "f"), ROW(stat, "p"),
-    ROW(fstat, "f"), ROW(lstat, "p"), ROW(lseek, "f"), ROW(mmap, "----f"),
-    ROW(pread64, "f"), ROW(pwrite64, "f"), ROW(readv, "f"), ROW(writev, "f"),
-    ROW(access, "p"), KEEP(dup, "f"), KEEP(dup2, "ff"), KEEP(sendfile, "ff"),
-    KEEP(fcntl, "f"), ROW(fsync, "f"), ROW(fdatasync, "f"), ROW(truncate, "p"),
-    ROW(ftruncate, "f"), SEEN(getdents, "f"), KEEP(getcwd, ""), KEEP(chdir, "p"),
-    KEEP(fchdir, "f"), ROW(rename, "pp"), ROW(mkdir, "p"), ROW(rmdir, "p"),
-    ROW(creat, "p"), ROW(link, "pp"), ROW(unlink, "p"), ROW(symlink, "-p"),
-    ROW(readlink, "p"), ROW(chmod, "p"), ROW(fchmod, "f"), ROW(chown, "p"),
-    ROW(fchown, "f"), ROW(lchown, "p"), KEEP(umask, ""), ROW(statfs, "p"),
-    ROW(fstatfs, "f"), ROW(mknod, "p"), ROW(utime, "p"), ROW(utimes, "p"),
-    SEEN(chroot, "p"), SEEN(mount, "-p"), SEEN(umount2, "p"),
-    ROW(setxattr, "p"), ROW(lsetxattr, "p"), ROW(fsetxattr, "f"), ROW(getxattr, "p"),
-    ROW(lgetxattr, "p"), ROW(fgetxattr, "f"), ROW(listxattr, "p"), ROW(llistxattr, "p"),
-    ROW(flistxattr, "f"), ROW(removexattr, "p"), ROW(lremovexattr, "p"),
-    ROW(fremovexattr, "f"), ROW(getdents64, "f"), ROW(inotify_add_watch, "-p"),
-    ROW(openat, "d"), ROW(mkdirat, "d"), ROW(mknodat, "d"), ROW(fchownat, "d"),
-    SEEN(futimesat, "d"), ROW(newfstatat, "d"), ROW(unlinkat, "d"), ROW(renameat, "dd"),
-    ROW(linkat, "dd"), ROW(symlinkat, "-d"), ROW(readlinkat, "d"), ROW(fchmodat, "d"),
-    ROW(faccessat, "d"), ROW(utimensat, "d"), ROW(fallocate, "f"), KEEP(dup3, "ff"),
-    ROW(preadv, "f"), ROW(pwritev, "f"), SEEN(fanotify_mark, "---d"),
-    SEEN(name_to_handle_at, "d"), ROW(renameat2, "dd"), ROW(preadv2, "f"),
-    ROW(pwritev2, "f"), KEEP(copy_file_range, "f-f"), KEEP(splice, "f-f"),
-    ROW(statx, "d"), KEEP(close_range, ""), ROW(openat2, "d"), ROW(faccessat2, "d"),
-    SEEN(execveat, "d"), KEEP(bind, ""), KEEP(connect, ""),
-};
-#define NROWS ((long)(sizeof rows / sizeof rows[0]))
+static struct row row_of(long nr)
+{
+    switch (nr) {
+    ROW(read, "f") ROW(write, "f") ROW(open, "p") KEEP(close, "f") ROW(stat, "p")
+    ROW(fstat, "f") ROW(lstat, "p") ROW(lseek, "f") ROW(mmap, "----f")
+    ROW(pread64, "f") ROW(pwrite64, "f") ROW(readv, "f") ROW(writev, "f")
+    ROW(access, "p") KEEP(dup, "f") KEEP(dup2, "ff") KEEP(sendfile, "ff")
+    KEEP(fcntl, "f") ROW(fsync, "f") ROW(fdatasync, "f") ROW(truncate, "p")
+    ROW(ftruncate, "f") SEEN(getdents, "f") KEEP(getcwd, "") KEEP(chdir, "p")
+    KEEP(fchdir, "f") ROW(rename, "pp") ROW(mkdir, "p") ROW(rmdir, "p")
+    ROW(creat, "p") ROW(link, "pp") ROW(unlink, "p") ROW(symlink, "-p")
+    ROW(readlink, "p") ROW(chmod, "p") ROW(fchmod, "f") ROW(chown, "p")
+    ROW(fchown, "f") ROW(lchown, "p") KEEP(umask, "") ROW(statfs, "p")
+    ROW(fstatfs, "f") ROW(mknod, "p") ROW(utime, "p") ROW(utimes, "p")
+    SEEN(chroot, "p") SEEN(mount, "-p") SEEN(umount2, "p")
+    ROW(setxattr, "p") ROW(lsetxattr, "p") ROW(fsetxattr, "f") ROW(getxattr, "p")
+    ROW(lgetxattr, "p") ROW(fgetxattr, "f") ROW(listxattr, "p") ROW(llistxattr, "p")
+    ROW(flistxattr, "f") ROW(removexattr, "p") ROW(lremovexattr, "p")
+    ROW(fremovexattr, "f") ROW(getdents64, "f") ROW(inotify_add_watch, "-p")
+    ROW(openat, "d") ROW(mkdirat, "d") ROW(mknodat, "d") ROW(fchownat, "d")
+    SEEN(futimesat, "d") ROW(newfstatat, "d") ROW(unlinkat, "d") ROW(renameat, "dd")
+    ROW(linkat, "dd") ROW(symlinkat, "-d") ROW(readlinkat, "d") ROW(fchmodat, "d")
+    ROW(faccessat, "d") ROW(utimensat, "d") ROW(fallocate, "f") KEEP(dup3, "ff")
+    ROW(preadv, "f") ROW(pwritev, "f") SEEN(fanotify_mark, "---d")
+    SEEN(name_to_handle_at, "d") ROW(renameat2, "dd") ROW(preadv2, "f")
+    ROW(pwritev2, "f") KEEP(copy_file_range, "f-f") KEEP(splice, "f-f")
+    ROW(statx, "d") KEEP(close_range, "") ROW(openat2, "d") ROW(faccessat2, "d")
+    SEEN(execveat, "d") KEEP(bind, "") KEEP(connect, "")
+    }
+    return (struct row){ NULL, NULL, NULL, 0 };
+}
 
 /* ---- calls that the signal handler must make differently */
 
@@ -614,7 +620,8 @@ static const char *call_name(long nr)
     case SYS_io_uring_setup: return "io_uring_setup";
     case SYS_prctl: return "prctl";
     }
-    return nr >= 0 && nr < NROWS && rows[nr].name ? rows[nr].name : "a system call";
+    const char *name = row_of(nr).name;
+    return name ? name : "a system call";
 }
 
 /* Run the call where it was made, this thread unwatched from now on. */
@@ -737,9 +744,10 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
         }
         break;
     }
-    if (nr < 0 || nr >= NROWS || rows[nr].name == NULL || ldp_guard)
+    struct row row = row_of(nr);
+    const struct row *r = &row;
+    if (r->name == NULL || ldp_guard)
         return result(libc_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
-    const struct row *r = &rows[nr];
     char where[PATH_MAX] = "";
     int k = names_mount(r->args, a, where, sizeof where);
     if (k == OURS) {
