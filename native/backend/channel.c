@@ -366,6 +366,8 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
         memcpy(v + 1, body, (size_t)n * sizeof *body);
         if (sock_write_all(c->sock, v, n + 1) < 0 || (c->r = region_receive(c->sock)) == NULL)
             return -1;
+        if (chan_load(&c->r->server_waits))
+            chan_wake(&c->r->state);    /* a sleeping FS thread: the request is on the socket */
         return 0;
     }
     struct chan_region *r = c->r;

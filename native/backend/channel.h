@@ -139,7 +139,8 @@ static inline void chan_spin_result(struct chan_spin *s, int paid)
  * other CPU of this 2-vCPU VM 10-35% slower (a native loop of `cat`, 0.75 -> 0.82-1.0 ms
  * per process, with such a spinner on the other CPU; pauses with a yield every 5-20 us:
  * no difference measurable). */
-#define CHAN_YIELD_BUSY_NS 10000
+#define CHAN_YIELD_BUSY_NS 40000     /* a yield that took longer: the CPU is busy (one of
+                                        our own threads' short turns, 10-30 us, is not) */
 #define CHAN_YIELD_EVERY_NS 10000
 struct chan_spinner {
     uint64_t start, budget, yielded;

@@ -479,7 +479,6 @@ struct client {
     int gone;               /* its socket closed: drop it */
     int first;              /* its first request comes on the socket, not in the region */
     int ready;              /* client_setup() has run: who it is, what it holds, watched */
-    int watch_in;           /* the watcher also wakes the FS thread for its first request */
     struct proc *proc;
     uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
     gid_t gid;
@@ -1533,9 +1532,8 @@ static int client_setup(struct client *cl)
     if ((cl->proc = proc_get(cl->pid)) == NULL)
         return -1;
     if (watch_ep >= 0) {
-        /* the FS thread's clients under their fd << 1 (their first request is watched
-         * for too only once the FS thread would sleep: fs_wait); a thread_safe class's
-         * once, under its region's futex word, tagged (watch_thread) */
+        /* the FS thread's clients under their fd << 1; a thread_safe class's once, under
+         * its region's futex word, tagged (watch_thread) */
         struct epoll_event ev = { .events = EPOLLRDHUP, .data.u64 = (uint64_t)fd << 1 };
         if (!serialise)
             ev = (struct epoll_event){ .events = EPOLLRDHUP | EPOLLONESHOT,
@@ -1568,7 +1566,7 @@ static void fs_poke(void)
 }
 
 /* The clients' sockets, watched for hang-ups so that a client that has gone (a short
- * process's exit) is let go of at once, not at its server thread's next 100 ms look. For
+ * process's exit) is let go of soon, not at its server thread's next 100 ms look. For
  * the FS thread a hang-up is a hint (fs_hangup), it checks each socket. A thread_safe
  * class's connection is watched once (EPOLLONESHOT) under the address of its region's
  * futex word (tagged with bit 0; the FS thread's clients under their fd << 1), which the
@@ -1579,6 +1577,13 @@ static int fs_hangup;
 static void *watch_thread(void *arg)
 {
     (void)arg;
+    /* at the lowest priority: a short process's exit woke it on that process's CPU,
+     * where it ran (10-20 us) before the process could finish dying and its parent go on;
+     * as SCHED_IDLE it runs once a CPU has nothing else to do. Nothing waits on it: the
+     * FS thread also looks at every socket each 100 ms, and a thread_safe class's
+     * threads at theirs. */
+    struct sched_param idle = { 0 };
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     for (;;) {
         struct epoll_event ev[32];
         int n = epoll_wait(watch_ep, ev, 32, -1);
@@ -1593,12 +1598,6 @@ static void *watch_thread(void *arg)
             }
             poke = 1;
             int fd = (int)(ev[i].data.u64 >> 1);
-            if (!(ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-                /* a first request came in: from now on only its end is watched */
-                struct epoll_event rd = { .events = EPOLLRDHUP, .data.u64 = ev[i].data.u64 };
-                epoll_ctl(watch_ep, EPOLL_CTL_MOD, fd, &rd);
-                continue;
-            }
             epoll_ctl(watch_ep, EPOLL_CTL_DEL, fd, NULL);
             hangup = 1;
         }
@@ -1726,26 +1725,16 @@ static void fs_wait(long ms)
             n = 0;          /* a new client to set up */
             break;
         }
-        if (cl->first && !cl->watch_in && watch_ep >= 0) {
-            /* its first request, still on its way, pokes fs_ctl through the watcher */
-            struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = (uint64_t)cl->fd << 1 };
-            epoll_ctl(watch_ep, EPOLL_CTL_MOD, cl->fd, &ev);
-            cl->watch_in = 1;
-        }
-        if (cl->first && first_ready(cl) != 0) {
-            n = 0;          /* a first request (or the client's end) came in meanwhile */
-            break;
-        }
-        if (cl->first)
-            continue;       /* its region is not in use before that: what it says there
-                               now is not a request (a client that broke the protocol
-                               would keep this thread from ever sleeping) */
         chan_store(&cl->region->server_waits, 1);
         uint32_t st = chan_load(&cl->region->state);
-        if (st == CHAN_REQ) {
-            n = 0;          /* work came in meanwhile */
+        if (cl->first ? first_ready(cl) != 0 : st == CHAN_REQ) {
+            n = 0;          /* work (or a client's end) came in meanwhile */
             break;
         }
+        /* a client whose first request is still on its way on the socket wakes this
+         * futex once it has sent it and has its region (channel.c), the others publish
+         * requests there: either way no other thread is woken first. (Before its first
+         * request a client's region holds no request: what it says there is not read.) */
         if (n == FUTEX_WAITV_MAX) {
             more = 1;
             continue;
@@ -1848,10 +1837,12 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                              start - __atomic_load_n(&last_connect_ns, __ATOMIC_RELAXED) < 3 * FS_ANTICIPATE_NS;
             struct chan_spin *spin = anticipate ? &fs_connects_spin : &fs_spin;
             int work = 0;
-            if (anticipate)
-                budget = FS_ANTICIPATE_NS;
+            if (anticipate) {
+                uint64_t last = __atomic_load_n(&last_connect_ns, __ATOMIC_RELAXED);
+                budget = 3 * FS_ANTICIPATE_NS - (start > last ? start - last : 0);
+            }
             spares_fill();
-            if (budget > 0 && chan_spin_now(spin)) {
+            if (budget > 0 && (anticipate || chan_spin_now(spin))) {
                 struct chan_spinner spinner;
                 chan_spin_start(&spinner, budget);
                 while (!work && chan_spin_turn(&spinner)) {
@@ -1865,7 +1856,9 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                 }
                 chan_spin_result(spin, work);
             }
-            if (!work)
+            /* a poke after the spin's last look (a hang-up) would be lost to fs_wait,
+             * which waits from fs_ctl's value of then */
+            if (!work && __atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) == ctl)
                 fs_wait(100);
         }
         fs_pass(1);

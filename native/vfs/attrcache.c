@@ -37,7 +37,11 @@ struct slot {
     char path[MAXPATH];
 };
 
-static struct slot *slots;
+/* in the library's zero-filled data, not allocated: no page of it costs anything until
+ * an answer is kept there (1.8 MB from calloc was an mmap of its own, in every process
+ * that opened a file of the mount) */
+static struct slot slot_store[SLOTS];
+static struct slot *slots;      /* slot_store from the first answer kept on */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t generation = 1;    /* this process's changes that no backend tells of */
 static struct timespec timeout = { 1, 0 };
@@ -152,7 +156,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t st
     holding = 1;
     pthread_mutex_lock(&lock);
     if (slots == NULL)
-        __atomic_store_n(&slots, calloc(SLOTS, sizeof *slots), __ATOMIC_RELEASE);
+        __atomic_store_n(&slots, slot_store, __ATOMIC_RELEASE);
     if (slots && stamp == g) {
         /* WAYS slots per set: the same name's, else the one that expires first (an
          * empty one never expires later than any) */
