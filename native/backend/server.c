@@ -4,9 +4,10 @@
  * operations, the same code (and so the same conversions and error rules) as the embedded
  * mode uses in-process.
  *
- * Each client thread connects once; the accept thread reads who it is (SO_PEERCRED) and
- * gives it a channel (backend/channel.h: a region of shared memory with a futex word),
- * through which its requests and answers then go. The connection's first request comes
+ * Each client thread connects once; the accept thread gives it a channel
+ * (backend/channel.h: a region of shared memory with a futex word), through which its
+ * requests and answers then go, and the thread that serves it reads who it is
+ * (SO_PEERCRED). The connection's first request comes
  * on the socket, sent with the connect: it is answered in the region like the others. A class that is not thread_safe is
  * called from one thread only, the one that built it (the launcher's main thread, in
  * serve_loop: it waits on every channel's futex at once with futex_waitv). A class with
@@ -1260,7 +1261,7 @@ static int client_setup(struct client *cl);
 static void spares_fill(void);
 
 static long server_spin_ns = -1;
-#define FS_ANTICIPATE_NS 1000000ull     /* the FS thread's spin while connections come often */
+#define FS_ANTICIPATE_NS 3000000ull     /* the FS thread stays awake this long after a connection */
 
 /* How long the server spins for a client's next request (LDPFUSE_SERVER_SPIN_US, default
  * 100 us). Long enough to cover what a program does between two requests of a loop (a
@@ -1814,7 +1815,7 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    struct chan_spin fs_spin = { 0 }, fs_connects_spin = { 0 };
+    struct chan_spin fs_spin = { 0 };
     while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE)) {
         Py_BEGIN_ALLOW_THREADS
         uint64_t t0 = chan_now_ns(), last_check = t0;
@@ -1825,24 +1826,23 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                 last_check = now;
             if (fs_pass(check) > 0)
                 continue;
-            /* spin a little: a client that just got its answer often asks again at once.
-             * While new connections come often (a shell loop of short processes, make's
-             * recipes: one every millisecond or so), spin longer, for the next one too:
-             * asleep, the FS thread costs each of them an idle CPU's wake-up (50-80 us on
-             * a quiet VM) between the accept thread's hand-over and the call
-             * (bench/short_processes.py: 1.17 -> 1.11 ms per `cat`, native 0.78). */
+            /* spin a little: a client that just got its answer often asks again at once
+             * (adaptive: fs_spin). While new connections come (a shell loop of short
+             * processes, make's recipes: one every millisecond or so), stay awake until
+             * FS_ANTICIPATE_NS after the last one, whatever the spins so far paid: asleep,
+             * the FS thread costs each new process an idle CPU's wake-up (50-80 us on a
+             * quiet VM) between the accept thread's hand-over and the call; with the
+             * adaptive rule it slept between most two `cat`s of a loop. */
             uint64_t start = chan_now_ns(), budget = spin_budget();
+            uint64_t last = __atomic_load_n(&last_connect_ns, __ATOMIC_RELAXED);
+            uint64_t since = start > last ? start - last : 0;
             uint32_t ctl = __atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST);
-            int anticipate = budget > 0 &&
-                             start - __atomic_load_n(&last_connect_ns, __ATOMIC_RELAXED) < 3 * FS_ANTICIPATE_NS;
-            struct chan_spin *spin = anticipate ? &fs_connects_spin : &fs_spin;
+            int anticipate = budget > 0 && since < FS_ANTICIPATE_NS;
             int work = 0;
-            if (anticipate) {
-                uint64_t last = __atomic_load_n(&last_connect_ns, __ATOMIC_RELAXED);
-                budget = 3 * FS_ANTICIPATE_NS - (start > last ? start - last : 0);
-            }
+            if (anticipate)
+                budget = FS_ANTICIPATE_NS - since;
             spares_fill();
-            if (budget > 0 && (anticipate || chan_spin_now(spin))) {
+            if (budget > 0 && (anticipate || chan_spin_now(&fs_spin))) {
                 struct chan_spinner spinner;
                 chan_spin_start(&spinner, budget);
                 while (!work && chan_spin_turn(&spinner)) {
@@ -1854,7 +1854,8 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                         work = cl->first ? !cl->ready || first_ready(cl) != 0
                                          : chan_load(&cl->region->state) == CHAN_REQ;
                 }
-                chan_spin_result(spin, work);
+                if (!anticipate)
+                    chan_spin_result(&fs_spin, work);
             }
             /* a poke after the spin's last look (a hang-up) would be lost to fs_wait,
              * which waits from fs_ctl's value of then */
