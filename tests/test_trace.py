@@ -187,3 +187,16 @@ def test_launcher_says_nothing_for_an_ordinary_program(ws):
     (ws.lower / "f").write_text("x\n")
     r = ldp(ws, cmd=["cat", ws.mnt / "f"])
     assert r.returncode == 0 and r.stdout == "x\n" and r.stderr == "", r.describe()
+
+
+def test_a_process_opening_a_file_again_asks_the_file_system_at_most_twice(ws):
+    """The default mode keeps a passthrough open's decision (the lower file it chose)
+    for attr_timeout, so a process that opens the same file again opens it itself. Its
+    first open is answered before the process has the table of change counters, so that
+    answer is not kept (and the server does not name the lower file for it); the second
+    is, and the rest need no round trip."""
+    (ws.lower / "f").write_text("again\n")
+    r = ldp(ws, "--trace", cmd=["cat", ws.mnt / "f", ws.mnt / "f", ws.mnt / "f", ws.mnt / "f", ws.mnt / "f"])
+    assert r.returncode == 0 and r.stdout == "again\n" * 5, r.describe()
+    opens = [args for _, op, args, res, _ in trace_lines(r.stderr) if op == "open" and args.startswith("'/f'")]
+    assert len(opens) == 2, r.stderr

@@ -829,7 +829,7 @@ static void do_op(struct client *cl)
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             handle_add(cl, W_OPEN, mnt, path, rq->op == W_OPEN ? (int)rq->a : (int)rq->b, fh);
-        if (r >= 0 && pass_fd >= 0 && rq->op == W_OPEN)
+        if (r >= 0 && pass_fd >= 0 && rq->op == W_OPEN && (rq->b & WANT_LOWER))
             out_len = lower_name(pass_fd, (char **)&out);
         if (r >= 0)
             r = res.open_flags;     /* the result of a successful open: its OPEN_* flags */
@@ -964,7 +964,7 @@ static void do_op(struct client *cl)
         } else if (r == -ENOENT) {
             /* a directory the FS does not know as one (missing, a symlink it leaves to
              * the caller to follow): the client looks the way the kernel would */
-            int dir_ok = rq->c != 0;
+            int dir_ok = (rq->c & WANT_DIR_OK) != 0;
             if (!dir_ok) {
                 const char *slash = strrchr(path, '/');
                 size_t dl = slash && slash != path ? (size_t)(slash - path) : 1;
@@ -993,7 +993,8 @@ static void do_op(struct client *cl)
             handle_add(cl, W_OPEN, mnt, path, flags, fh);
         char *lower;
         size_t ll;
-        if (r >= 0 && pass_fd >= 0 && ans->outcome == CO_OPENED && (ll = lower_name(pass_fd, &lower)) > 0) {
+        if (r >= 0 && pass_fd >= 0 && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
+            (ll = lower_name(pass_fd, &lower)) > 0) {
             char *both = realloc(ans, sizeof *ans + ll);
             if (both) {
                 memcpy(both + sizeof *ans, lower, ll);

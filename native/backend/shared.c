@@ -289,13 +289,27 @@ static unsigned decision_slot(int mnt, const char *path, int flags)
     return h % OPENCACHE_SLOTS;
 }
 
-static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len, uint64_t gen)
+static int decisions_on(void)
 {
     if (decision_ttl < 0) {
         const char *t = getenv("LDPFUSE_ATTR_TIMEOUT");
         decision_ttl = t && *t ? strtod(t, NULL) : 1.0;
     }
-    if (decision_ttl <= 0)
+    return decision_ttl > 0;
+}
+
+/* WANT_LOWER, or 0: should the server name the lower file of this passthrough open?
+ * Not before this process has the table of change counters (its first request, a
+ * `cat`'s only one): the answer is stamped without it and so not kept anyway, and the
+ * name costs the server a readlink on that process's way. */
+static int want_lower(void)
+{
+    return decisions_on() && shared_coherence() != NULL ? WANT_LOWER : 0;
+}
+
+static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len, uint64_t gen)
+{
+    if (!decisions_on())
         return;
     char *p = strdup(path), *l = malloc(len + 1);
     if (p == NULL || l == NULL) {
@@ -362,7 +376,7 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
     uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
-    c.rq.b = b;
+    c.rq.b = op == W_OPEN ? want_lower() : b;
     c.keep_on_exec = !((op == W_OPEN ? a : b) & O_CLOEXEC);
     int64_t r = xact(&c);
     res->passthrough_fd = c.fd;
@@ -412,7 +426,7 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
-    c.rq.c = parent_is_dir;
+    c.rq.c = (parent_is_dir ? WANT_DIR_OK : 0) | want_lower();
     c.keep_on_exec = !(flags & O_CLOEXEC);
     c.out = &got;
     c.out_cap = sizeof got;

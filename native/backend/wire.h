@@ -41,11 +41,17 @@ enum wire_op {
                        is the caller's _IOC_SIZE(cmd) bytes (none: arg is no address), and
                        so is the answer's */
     W_CREATE_OPEN,  /* lookup and open (O_CREAT: or create) in one round trip (backend.h
-                       create_open): a = mode, b = flags, c = 1 if the client knows the
-                       directory is one; the answer's data is a struct wire_create_open
-                       (then, for a passthrough CO_OPENED, the lower file's name as
-                       W_OPEN's), its result and fh (and fd) those of the create or open */
+                       create_open): a = mode, b = flags, c = WANT_DIR_OK if the client
+                       knows the directory is one, | WANT_LOWER for the lower name; the
+                       answer's data is a struct wire_create_open (then, for a
+                       passthrough CO_OPENED, the lower file's name as W_OPEN's), its
+                       result and fh (and fd) those of the create or open */
 };
+/* W_OPEN's b and W_CREATE_OPEN's c: the client would keep the open decision, send the
+ * lower file's name of a passthrough open (backend/shared.c: not for a process's first
+ * request, whose answer it cannot keep) */
+#define WANT_DIR_OK 1
+#define WANT_LOWER 2
 struct wire_create_open {
     int32_t outcome;        /* CO_* (backend.h) */
     int32_t pad;
