@@ -105,8 +105,8 @@ def main():
                     samples[name].setdefault(wl, []).append(float(ns))
     med = {c: {wl: statistics.median(v) for wl, v in s.items()} for c, s in samples.items()}
     print(f"ns per call, medians of {args.rounds} interleaved rounds (--mode {args.mode})\n")
-    print(f"| call | native | preload | preload + net | net's cost over preload |")
-    print(f"|---|---|---|---|---|")
+    print("| call | native | preload | preload + net | net's cost over preload |")
+    print("|---|---|---|---|---|")
     for wl in med["native"]:
         n, p, w = med["native"][wl], med["preload"][wl], med["preload+net"][wl]
         print(f"| {wl} | {n:.1f} | {p:.1f} ({p - n:+.1f}) | {w:.1f} ({w - n:+.1f}) | {w - p:+.1f} |")

@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 
 import _thread
 
-from .fusepy_script import FINISH_SECONDS, MountLoop, ScriptExit, ScriptRun
+from .fusepy_script import FINISH_SECONDS, MountLoop, ScriptRun
 from .operations import (
     ENOTSUP,
     FileInfo,

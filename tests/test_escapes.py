@@ -10,7 +10,6 @@ refuses to start them."""
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest

@@ -53,7 +53,6 @@ def archive(ws, kind):
         if shutil.which("zip"):
             subprocess.run(["zip", "-qry", path, "."], cwd=src, check=True)
         else:  # the zip program is not installed: Python's zipfile, symlink kept
-            import stat
             import zipfile
 
             with zipfile.ZipFile(path, "w") as z:

@@ -4,7 +4,6 @@ natively. What a vfork child does before exec (chdir and umask, exec of a progra
 the mount, from a cwd in the mount, a PATH search through it) behaves as natively, and
 the parent's own cwd, umask and view of the mount are untouched afterwards."""
 
-import sys
 
 import pytest
 

@@ -301,21 +301,31 @@ static int coh_fd = -1;
 static int serialise;       /* (defined below) one FS thread: a class that is not thread_safe */
 static pthread_once_t coh_once = PTHREAD_ONCE_INIT;
 
+/* A memfd of `size` bytes that every client maps, sealed against shrinking and growing
+ * (nobody can cut it under the others' mappings), mapped here too: the mapping, its fd in
+ * *fd; MAP_FAILED if it cannot be made. */
+static void *shared_memfd(const char *name, size_t size, int *fd)
+{
+    int mfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0)
+        return MAP_FAILED;
+    void *p = MAP_FAILED;
+    if (ftruncate(mfd, (off_t)size) == 0 &&
+        fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (p == MAP_FAILED)
+        close(mfd);
+    else
+        *fd = mfd;
+    return p;
+}
+
 static void coh_make(void)
 {
-    int fd = memfd_create("ldpfuse:coherence", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
+    int fd;
+    void *m = shared_memfd("ldpfuse:coherence", sizeof *coh, &fd);   /* clients bump written[] */
+    if (m == MAP_FAILED)
         return;
-    void *m = MAP_FAILED;
-    if (ftruncate(fd, sizeof *coh) == 0)
-        m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    /* clients bump written[] themselves; nobody may shrink it under the others' mappings */
-    if (m == MAP_FAILED || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-        if (m != MAP_FAILED)
-            munmap(m, sizeof *coh);
-        close(fd);
-        return;
-    }
     struct coherence *t = m;
     t->magic = COH_MAGIC;
     t->global = 1;
@@ -1405,17 +1415,10 @@ static pthread_mutex_t spares_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int region_make(void)
 {
-    int mfd = memfd_create("ldpfuse-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (mfd < 0)
+    int mfd;
+    void *p = shared_memfd("ldpfuse-channel", CHAN_SIZE, &mfd);
+    if (p == MAP_FAILED)
         return -1;
-    void *p = MAP_FAILED;
-    if (ftruncate(mfd, CHAN_SIZE) == 0 &&
-        fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
-        p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-    if (p == MAP_FAILED) {
-        close(mfd);
-        return -1;
-    }
     pthread_mutex_lock(&spares_lock);
     int kept = nspares < SPARES;
     if (kept)
