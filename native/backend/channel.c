@@ -286,24 +286,13 @@ double channel_op_timeout(void)
     return (double)op_timeout() / 1e9;
 }
 
-/* A class that is not thread_safe has one FS thread; it is stuck when a call timed out and
- * it has finished no request since (backend/coherence.h, fs). Read only by a wait that has
- * slept: a round trip pays nothing for it. */
-static int fs_thread_stuck(void)
-{
-    struct coherence *t = shared_coherence();
-    if (t == NULL || !coh_get(&t->fs.one_thread))
-        return 0;
-    uint64_t stuck = coh_get(&t->fs.stuck);
-    return stuck != 0 && stuck == coh_get(&t->fs.served) + 1;
-}
-
-/* Has the FS thread been seen stuck for CHAN_STUCK_MS by this wait (*since: when it was
- * first seen so, 0 while it was not)? A request behind a stuck FS thread gives up then,
- * not at its own op_timeout; one that finishes meanwhile makes the wait a normal one. */
+/* Has the FS thread been seen stuck (backend/coherence.h, fs) for CHAN_STUCK_MS by this
+ * wait (*since: when it was first seen so, 0 while it was not)? A request behind a stuck
+ * FS thread gives up then, not at its own op_timeout; one that finishes meanwhile makes
+ * the wait a normal one. Read only by a wait that has slept: a round trip pays nothing. */
 static int fs_thread_stuck_for_long(uint64_t *since, uint64_t now)
 {
-    if (!fs_thread_stuck()) {
+    if (!coh_fs_stuck(shared_coherence())) {
         *since = 0;
         return 0;
     }
@@ -409,7 +398,7 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
     int first = !c->answered;
     c->answered = 1;
     if (chan_load(&r->state) != CHAN_RESP && spin_budget() > 0 && (first || chan_spin_now(&c->spin))) {
-        /* spin first (yielding the CPU): in a run of requests most answers come within
+        /* spin first (chan_spin_turn): in a run of requests most answers come within
          * microseconds, and a sleep costs a wake-up on each side. A connection's first
          * answer (a fresh process's first operation: the server's accept, then the call)
          * is waited for longer: the caller would sleep and its CPU go idle, and on a

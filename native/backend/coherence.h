@@ -72,6 +72,15 @@ static inline uint64_t coh_get(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
+/* Is the FS thread of table t stuck (a call timed out, none finished since)? */
+static inline int coh_fs_stuck(const struct coherence *t)
+{
+    if (t == NULL || !coh_get(&t->fs.one_thread))
+        return 0;
+    uint64_t stuck = coh_get(&t->fs.stuck);
+    return stuck != 0 && stuck == coh_get(&t->fs.served) + 1;
+}
+
 /* The stamp of an answer about path (an FS path, "/" = the mount's root). */
 static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const char *path)
 {

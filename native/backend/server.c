@@ -1445,14 +1445,10 @@ static void spares_fill(void)
 static int region_give(struct client *cl)
 {
     struct spare sp = { -1, MAP_FAILED };
-    for (;;) {
-        pthread_mutex_lock(&spares_lock);
-        if (nspares > 0)
-            sp = spares[--nspares];
-        pthread_mutex_unlock(&spares_lock);
-        if (sp.mfd >= 0 || region_make() < 0)
-            break;
-    }
+    pthread_mutex_lock(&spares_lock);
+    if (nspares > 0)        /* always: the accept thread, the only taker, made one if none */
+        sp = spares[--nspares];
+    pthread_mutex_unlock(&spares_lock);
     if (sp.mfd < 0)
         return -1;
     cl->region = sp.p;
@@ -1832,7 +1828,8 @@ static int fs_client_alone(void)
  * client of a class that is not thread_safe, one request at a time, until serve_stop():
  * so the class is always called from the thread that built it, and objects bound to a
  * thread (sqlite3 connections made in __init__) work. After an answer it spins a little
- * for the next request (while connections come often, for the next connection too), then
+ * for the next request (while processes come one after another, for the next connection
+ * too), then
  * sleeps on every client's futex at once (futex_waitv). For a
  * thread_safe class it only waits. Python signal handlers still run (every 100 ms at
  * worst); an exception from one ends the loop. */
@@ -1904,9 +1901,7 @@ PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args)
 {
     (void)self;
     (void)args;
-    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
-    uint64_t stuck = t && t->fs.one_thread ? coh_get(&t->fs.stuck) : 0;
-    return PyBool_FromLong(stuck != 0 && stuck == coh_get(&t->fs.served) + 1);
+    return PyBool_FromLong(coh_fs_stuck(__atomic_load_n(&coh, __ATOMIC_ACQUIRE)));
 }
 
 PyObject *ldp_serve_stop(PyObject *self, PyObject *args)

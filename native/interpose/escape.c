@@ -744,21 +744,20 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
         }
         break;
     }
-    struct row row = row_of(nr);
-    const struct row *r = &row;
-    if (r->name == NULL || ldp_guard)
+    const struct row r = row_of(nr);
+    if (r.name == NULL || ldp_guard)
         return result(libc_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
     char where[PATH_MAX] = "";
-    int k = names_mount(r->args, a, where, sizeof where);
+    int k = names_mount(r.args, a, where, sizeof where);
     if (k == OURS) {
         if (ldp_escapes == ESCAPES_STRICT) {
-            report_once(nr, r->name, where, "refused with EIO (--strict)");
+            report_once(nr, r.name, where, "refused with EIO (--strict)");
             return -EIO;
         }
-        report_once(nr, r->name, where, r->serve ? "served" : "not served (the kernel answers for it)");
+        report_once(nr, r.name, where, r.serve ? "served" : "not served (the kernel answers for it)");
     }
-    if (r->serve && (k != NOT_OURS || r->always))
-        return r->serve(a);
+    if (r.serve && (k != NOT_OURS || r.always))
+        return r.serve(a);
     return result(libc_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
 }
 
