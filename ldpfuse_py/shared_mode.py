@@ -83,7 +83,9 @@ def start(argv_exec, env, die):
 
 def listen(env):
     """The server's socket (abstract: nothing is left on disk), named to the command in
-    env; open until this process exits."""
+    env with the run's secret (32 random bytes: a connection that does not send them is
+    never served, native/server/peers.c) and this process's pid (a client talks only to
+    the server it was given: native/backend/channel.c); open until this process exits."""
     import _socket  # not socket.py, nor secrets: 10-20 ms of imports on every embedded run
 
     name = f"ldpfuse-{os.getpid()}-{os.urandom(8).hex()}"
@@ -92,6 +94,8 @@ def listen(env):
     listener.listen(256)
     _listeners.append(listener)
     env["LDPFUSE_SOCKET"] = name
+    env["LDPFUSE_SECRET"] = os.urandom(32).hex()
+    env["LDPFUSE_SERVER_PID"] = str(os.getpid())
     return listener
 
 

@@ -145,7 +145,7 @@ static int open_cached(const struct vpath *vp, int flags, const struct open_resu
 {
     uint64_t fh = res->fh;
     int fresh;
-    struct pcache *pc = pcache_open(vp, size, size_known, &fresh);
+    struct pcache *pc = pcache_open(vp, size, size_known, &fh, &fresh);
     if (pc && trunc) {
         /* O_TRUNC: the FS and the cache together, under the cache's lock */
         int r = pcache_truncate_open(pc, vp->path, &fh);
