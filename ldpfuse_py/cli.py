@@ -32,6 +32,9 @@ class UsageError(Exception):
 
 def die(msg, status=2):
     print(f"{PROG}: {msg}", file=sys.stderr)
+    from . import run_dir
+
+    run_dir.remove()
     sys.exit(status)
 
 
@@ -226,6 +229,9 @@ def die_now(msg, status=2):
     sys.stdout.flush()
     sys.__stderr__.write(f"{PROG}: {msg}\n")
     sys.__stderr__.flush()
+    from . import run_dir
+
+    run_dir.remove()
     os._exit(status)
 
 
@@ -260,6 +266,9 @@ def run_script(args, own_env, cmd):
         mountpoint = args.mountpoint or call.mountpoint
         if not mountpoint:
             die_now(f"{shown}: FUSE() was given no mount point and there is no --mountpoint")
+        # FUSE(..., allow_other=True): the script's own access options, unless -o said
+        if not any(var in own_env for var in ACCESS_FLAGS.values()):
+            own_env.update(access_options_of(call.options))
         timeout = call.options.get("attr_timeout")
         if timeout is not None and "LDPFUSE_ATTR_TIMEOUT" not in own_env:
             own_env["LDPFUSE_ATTR_TIMEOUT"] = str(float(timeout))
@@ -514,6 +523,18 @@ def access_options(args):
     return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
 
 
+def access_options_of(options):
+    """The environment of a fusepy FUSE() call's access options (allow_other=True, ...)."""
+    from .fuse_compat import _true
+
+    chosen = {k: _true(options[k]) for k in ACCESS_FLAGS if k in options}
+    if chosen.get("allow_other") and chosen.get("allow_root"):
+        die_now("FUSE(): allow_other and allow_root exclude each other")
+    if chosen.get("allow_other") and "default_permissions" not in chosen:
+        chosen["default_permissions"] = True
+    return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
+
+
 def check_log_file(path):
     """--log-file must be writable now: a log that cannot be written drops every line."""
     try:
@@ -563,8 +584,11 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         argv_exec = resolve_command(cmd, [m["point"] for m in mounts])
     except FileNotFoundError:
         die(f"command not found: {cmd[0]}", 127)
-    from . import escapes
+    from . import escapes, run_dir
 
+    env.pop("LDPFUSE_RUN_DIR", None)    # an enclosing launcher's
+    if (args.mode or "shared") == "shared" or not script:
+        run_dir.make(env, "LDPFUSE_ALLOW_OTHER" in own_env)     # removed at exit (exit_as)
     record = escapes.configure(args, env)
     if record:
         reason = unreachable_reason(argv_exec[0])

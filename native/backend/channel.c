@@ -54,6 +54,7 @@ struct channel {
     struct chan_region *r;      /* NULL until the first request (channel_send) */
     int refused;                /* the server refused this process: the errno it said */
     int hello_flags;            /* what the connection's hello asked (HELLO_WANT_COHERENCE) */
+    uint64_t hello_busy_since;  /* the server's hello: since when its FS thread was in a request */
     struct chan_spin spin;
     int answered;               /* a request has been answered on it */
 };
@@ -146,7 +147,7 @@ int channel_memfd_ok(int fd, off_t size)
 /* The region comes first on the socket: a header with the memfd riding along; or a refusal
  * (the header's result is -errno: this process may not use the file system, server/peers.c).
  * NULL, with *refused the errno if refused. */
-static struct chan_region *region_receive(int sock, int *refused)
+static struct chan_region *region_receive(int sock, int *refused, uint64_t *busy_since)
 {
     struct wire_resp hello;
     int mfd = -1;
@@ -175,6 +176,8 @@ static struct chan_region *region_receive(int sock, int *refused)
         }
     if (r == sizeof hello && hello.result < 0 && hello.result > -4096)
         *refused = (int)-hello.result;
+    if (r == sizeof hello)
+        *busy_since = hello.fh;
     if (mfd < 0)
         return NULL;
     void *p = MAP_FAILED;
@@ -342,9 +345,15 @@ double channel_op_timeout(void)
  * wait (*since: when it was first seen so, 0 while it was not)? A request behind a stuck
  * FS thread gives up then, not at its own op_timeout; one that finishes meanwhile makes
  * the wait a normal one. Read only by a wait that has slept: a round trip pays nothing. */
-static int fs_thread_stuck_for_long(uint64_t *since, uint64_t now)
+static int fs_thread_stuck_for_long(const struct channel *c, uint64_t *since, uint64_t now)
 {
-    if (!coh_fs_stuck(shared_coherence())) {
+    struct coherence *t = shared_coherence();
+    /* no table yet (a process's first answer brings it): the hello said since when the FS
+     * thread was in the request it was in then */
+    int stuck = t ? coh_fs_stuck(t)
+                  : c && c->hello_busy_since && op_timeout() && now > c->hello_busy_since &&
+                        now - c->hello_busy_since >= op_timeout();
+    if (!stuck) {
         *since = 0;
         return 0;
     }
@@ -381,7 +390,7 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
                 deadline = now + limit;
             if (limit && now >= deadline)
                 return timed_out();
-            if (limit && fs_thread_stuck_for_long(&stuck_since, now))
+            if (limit && fs_thread_stuck_for_long(NULL, &stuck_since, now))
                 return CHAN_STUCK;
             struct pollfd p = { .fd = fd, .events = POLLOUT };
             struct timespec slice = { 0, CHAN_SLICE_MS * 1000000L };
@@ -427,7 +436,7 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
         int w = sock_write_all(c->sock, v, n + 2);
         /* a refused process may find the server gone before its request went: the refusal
          * waits on the socket all the same */
-        if ((c->r = region_receive(c->sock, &c->refused)) == NULL)
+        if ((c->r = region_receive(c->sock, &c->refused, &c->hello_busy_since)) == NULL)
             return c->refused ? CHAN_REFUSED : -1;
         if (w < 0)
             return -1;
@@ -512,7 +521,7 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
         else if (now >= deadline && (st = chan_load(&r->state)) != CHAN_RESP &&
                  chan_settle(&r->state, st, CHAN_GAVE_UP))
             return timed_out();
-        if (fs_thread_stuck_for_long(&stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
+        if (fs_thread_stuck_for_long(c, &stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
             chan_settle(&r->state, st, CHAN_GAVE_UP))
             return CHAN_STUCK;
     }

@@ -9,9 +9,9 @@
  *    WIRE_FIRST_MAX): nothing is read from a client that has not sent it whole, so a slow
  *    or stopped client never holds a serving thread;
  *  - names are mount paths as the kernel would pass them: absolute, normalised (no `.`,
- *    `..` or empty component: nothing above the mount's root), no NUL, at most PATH_MAX
- *    bytes and NAME_MAX a component; a symlink's target and an xattr's name only have no
- *    NUL and their limits;
+ *    `..` or empty component: nothing above the mount's root), no NUL, shorter than
+ *    WIRE_PATH_MAX bytes and NAME_MAX a component; a symlink's target and an xattr's
+ *    name only have no NUL and their limits;
  *  - sizes asked for are capped (a read at the region's size, xattrs at 64 KiB), offsets
  *    and lengths are not negative, modes and ids are ones that exist;
  *  - a handle (fh) is a token this process was given or inherited (handles.c), of the kind
@@ -38,7 +38,7 @@ static int check_path(const char *p, size_t len)
 {
     if (len == 0 || p[0] != '/' || memchr(p, '\0', len))
         return -EINVAL;
-    if (len >= PATH_MAX)
+    if (len >= WIRE_PATH_MAX)
         return -ENAMETOOLONG;
     if (len == 1)
         return 0;           /* the root */
