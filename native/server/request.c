@@ -230,9 +230,7 @@ int first_ready(struct client *cl)
     if (head.rq.len == 0)
         return 1;
     /* the body too: peeked whole, so reading it cannot wait */
-    static __thread char *peek;
-    if (peek == NULL && (peek = malloc(sizeof head + WIRE_FIRST_MAX)) == NULL)
-        return 0;
+    char peek[sizeof head + WIRE_FIRST_MAX];
     n = recv(cl->fd, peek, sizeof head + head.rq.len, MSG_PEEK | MSG_DONTWAIT);
     return n == (ssize_t)(sizeof head + head.rq.len) ? 1 : n == 0 ? -1 : 0;
 }
