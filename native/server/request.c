@@ -444,8 +444,11 @@ int serve_request(struct client *cl)
     int bad = request_check(cl, &rq);
     if (bad == 0)
         become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
-    if (bad == 0 && policy.default_permissions)
+    if (bad == 0 && policy.default_permissions) {
+        srv_current = cl;       /* the class's getattr may ask fuse_get_context() */
         bad = perm_check(cl, rq.op, rq.mnt, cl->path, cl->path2, rq.a, rq.b);
+        srv_current = NULL;
+    }
     if (bad == 0) {
         do_op(cl);
     } else {
