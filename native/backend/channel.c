@@ -57,6 +57,7 @@ struct channel {
     uint64_t hello_busy_since;  /* the server's hello: since when its FS thread was in a request */
     struct chan_spin spin;
     int answered;               /* a request has been answered on it */
+    int posted;                 /* a request was posted (channel_post): its answer is unread */
 };
 
 struct thread_channels {
@@ -408,6 +409,16 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
  * its way, brings the region the answer comes in. */
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
 {
+    if (c->posted) {
+        /* a posted request's answer first (long there, as a rule): one at a time */
+        struct wire_resp rs;
+        int fd = -1, w;
+        c->posted = 0;
+        if ((w = channel_wait(c, &rs, &fd, 0)) < 0)
+            return w;
+        if (fd >= 0)
+            REAL(close)(fd);
+    }
     if (c->r == NULL) {
         pthread_once(&secret_once, secret_read);
         if (secret_state < 0)
@@ -460,6 +471,26 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
     int w = rq->len > CHAN_BUF ? sock_write_all(c->sock, body, n) : 0;
     if ((w == CHAN_TIMED_OUT || w == CHAN_STUCK) && !chan_settle(&r->state, CHAN_REQ, CHAN_GAVE_UP))
         return -1;      /* answered without its whole body: the protocol is broken */
+    return w;
+}
+
+/* Post a request whose answer nobody waits for (a notice: W_WRITTEN): the caller goes on
+ * at once; the channel's next request first takes the answer (channel_send). A channel
+ * with no region yet sends it as a request like any other. 0, or < 0 as channel_send. */
+int channel_post(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
+{
+    if (c->r == NULL || c->posted) {
+        struct wire_resp rs;
+        int fd = -1, w = channel_send(c, rq, body, n);
+        if (w == 0)
+            w = channel_wait(c, &rs, &fd, 0);
+        if (fd >= 0)
+            REAL(close)(fd);
+        return w;
+    }
+    int w = channel_send(c, rq, body, n);
+    if (w == 0)
+        c->posted = 1;
     return w;
 }
 

@@ -201,6 +201,7 @@ struct channel;
 struct iovec;
 struct channel *channel_begin(void);
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
+int channel_post(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec);
 #define CHAN_TIMED_OUT (-2)     /* channel_send/channel_wait: op_timeout passed, given up */
 #define CHAN_STUCK (-3)         /* given up sooner: the FS thread is stuck (coherence.h, fs) */

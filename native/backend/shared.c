@@ -896,11 +896,26 @@ static uint64_t sh_stamp(int mnt, const char *path)
 }
 
 /* This process wrote a passthrough file and closed it: the server tells every process's
- * caches (only the server writes the table). 0: it could not (the caller forgets its own). */
+ * caches (only the server writes the table). A notice: posted, not waited for (a create
+ * cycle, create + write + close + unlink, would pay a third round trip: 17% of its speed);
+ * the server bumps the counter within microseconds, and before it answers anything this
+ * thread asks next. 0: it could not (the caller forgets its own). */
 static int sh_written(int mnt, const char *path)
 {
-    CALL(W_WRITTEN, mnt, path);
-    return xact(&c) == 0;
+    size_t pl = strlen(path);
+    struct wire_req rq = { .op = W_WRITTEN, .mnt = (uint16_t)mnt, .path_len = (uint32_t)pl, .len = (uint32_t)pl,
+                           .uid = (uint32_t)geteuid(), .gid = (uint32_t)getegid() };
+    struct iovec body = { (void *)path, pl };
+    struct channel *ch = channel_begin();
+    if (ch == NULL)
+        return 0;
+    int w = channel_post(ch, &rq, &body, 1);
+    if (w < 0) {
+        channel_fail(ch);
+        return 0;
+    }
+    channel_end(ch);
+    return 1;
 }
 
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
