@@ -202,6 +202,10 @@ static int request_check(struct client *cl, struct wire_req *rq)
             return -EBADF;
         if ((rq->op == W_WRITE || rq->op == W_APPEND) && acc == O_RDONLY)
             return -EBADF;
+        /* ftruncate needs a handle open for writing (EINVAL, as the kernel's); an
+         * O_RDONLY | O_TRUNC open truncates through its own */
+        if (rq->op == W_TRUNCATE && acc == O_RDONLY && !(cl->h.flags & O_TRUNC))
+            return -EINVAL;
     }
     /* who asks */
     request_identity(cl, rq);
@@ -252,8 +256,10 @@ static int read_first(struct client *cl, struct wire_req *rq, char **body)
         recv(cl->fd, rq, sizeof *rq, MSG_DONTWAIT) != (ssize_t)sizeof *rq)
         return -1;
     if (hello.magic != WIRE_HELLO_MAGIC || !secret_ok(hello.secret)) {
-        server_logf("refused pid %d (uid %u): it does not hold the run's secret", (int)cl->pid,
-                    (unsigned)cl->uid);
+        static int logged;      /* once: a flood of them must not fill the log */
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+            server_logf("refused pid %d (uid %u): it does not hold the run's secret (logged once)",
+                        (int)cl->pid, (unsigned)cl->uid);
         return -1;
     }
     cl->authed = 1;
