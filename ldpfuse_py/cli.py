@@ -1,7 +1,7 @@
 """ldpfuse-run: run a command with a Python file system mounted, no kernel involved.
 
     ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
-                [--log-level LEVEL] [--log-file FILE] [--trace] [--watch-escapes | --strict]
+                [--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict]
                 FS [FS_ARG...] -- COMMAND [ARG...]
     ldpfuse-run [options] -m MODULE [ARG...] -- COMMAND [ARG...]
 
@@ -42,7 +42,7 @@ def parser():
     p = argparse.ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
-              "[--log-level LEVEL] [--log-file FILE] [--trace] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
+              "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
               "       %(prog)s [options] -m MODULE [ARG...] -- COMMAND [ARG...]",
         description="Run COMMAND (and every process it starts) with the file system FS mounted "
                     "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
@@ -61,6 +61,9 @@ def parser():
     p.add_argument("--trace", action="store_true",
                    help="log one line per file system operation: pid, operation, path, "
                         "arguments, result or errno name, microseconds")
+    p.add_argument("--stats", action="store_true",
+                   help="at the end, a table per operation: calls, time in the file system's server "
+                        "and in transport (p50, p99)")
     p.add_argument("--watch-escapes", action="store_true",
                    help="catch file system calls made outside libc (inline system calls, ld.so, "
                         "liburing) with Syscall User Dispatch: those on mount paths are served "
@@ -576,6 +579,10 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         env["LDPFUSE_TRACE"] = "1"
     else:
         env.pop("LDPFUSE_TRACE", None)
+    if args.stats:
+        env["LDPFUSE_STATS"] = os.environ["LDPFUSE_STATS"] = "1"    # the launcher reports (stats.py)
+    else:
+        env.pop("LDPFUSE_STATS", None)
     if args.log_level:
         env["LDPFUSE_LOG_LEVEL"] = args.log_level.lower()
     if args.log_file:

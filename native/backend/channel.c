@@ -58,6 +58,7 @@ struct channel {
     struct chan_spin spin;
     int answered;               /* a request has been answered on it */
     int posted;                 /* a request was posted (channel_post): its answer is unread */
+    uint32_t last_us;           /* --stats: the round trip of its last request */
 };
 
 struct thread_channels {
@@ -125,6 +126,17 @@ static void thread_ends(void *arg)
 static void key_make(void)
 {
     pthread_key_create(&thread_key, thread_ends);
+}
+
+/* --stats: the round trip of c's last request (us), told with the next one. */
+uint32_t channel_last_us(const struct channel *c)
+{
+    return c->last_us;
+}
+
+void channel_note_us(struct channel *c, uint32_t us)
+{
+    c->last_us = us;
 }
 
 /* Why the server refused this process (an errno), after CHAN_REFUSED. */

@@ -1351,6 +1351,7 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args);
 PyObject *ldp_serve_stop(PyObject *self, PyObject *args);
 PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
 PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args);
+PyObject *ldp_server_stats(PyObject *self, PyObject *args);
 PyObject *ldp_forward_signals(PyObject *self, PyObject *args);     /* signal_forward.c */
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
@@ -1365,6 +1366,8 @@ static PyMethodDef methods[] = {
       "Answer the requests of a class that is not thread_safe on this thread until serve_stop()." },
     { "serve_stop", ldp_serve_stop, METH_NOARGS, "End serve_loop()." },
     { "serve_cleanup", ldp_serve_cleanup, METH_NOARGS, "Remove what the server made on disk (FIFOs)." },
+    { "server_stats", ldp_server_stats, METH_NOARGS,
+      "--stats: per operation (op, count, server ns total, p50, p99, transport count, total, p50, p99)." },
     { "fs_thread_stuck", ldp_fs_thread_stuck, METH_NOARGS,
       "Has a call timed out behind the FS thread, which has finished no request since?" },
     { "forward_signals", ldp_forward_signals, METH_VARARGS,

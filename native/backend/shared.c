@@ -90,6 +90,18 @@ static void log_stuck(const struct call *c)
 
 static int refused_logged;
 
+/* --stats (LDPFUSE_STATS): every request tells the server how long the one before it took
+ * as its caller saw it, so the launcher can tell time in the file system from transport. */
+static int stats_on(void)
+{
+    static int on = -1;
+    if (UNLIKELY(on < 0)) {
+        const char *e = getenv("LDPFUSE_STATS");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on;
+}
+
 static int64_t xact(struct call *c)
 {
     c->fd = -1;
@@ -102,7 +114,6 @@ static int64_t xact(struct call *c)
     c->rq.len = (uint32_t)(pl + p2l + c->data_len);
     c->rq.uid = (uint32_t)geteuid();
     c->rq.gid = (uint32_t)getegid();
-    c->rq.pid = 0;              /* the server knows (SO_PEERCRED) */
     struct iovec iov[3] = {
         { (void *)c->path, pl }, { (void *)c->path2, p2l }, { (void *)c->data, c->data_len },
     };
@@ -110,9 +121,18 @@ static int64_t xact(struct call *c)
     if (ch == NULL)
         goto gone;
     struct wire_resp resp;
+    uint64_t t0 = 0;
+    if (UNLIKELY(stats_on())) {     /* --stats: the round trip as this caller sees it */
+        c->rq.prev_us = channel_last_us(ch);
+        t0 = chan_now_ns();
+    }
     int w = channel_send(ch, &c->rq, iov, 3);
     if (w == 0)
         w = channel_wait(ch, &resp, &c->fd, c->keep_on_exec);
+    if (UNLIKELY(t0) && w == 0) {
+        uint64_t us = (chan_now_ns() - t0 + 999) / 1000;
+        channel_note_us(ch, us > UINT32_MAX ? UINT32_MAX : (uint32_t)us);
+    }
     if (w == CHAN_REFUSED) {
         int e = channel_refused(ch);
         channel_fail(ch);       /* refused for who it is now: the next call asks again */

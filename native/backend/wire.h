@@ -103,7 +103,9 @@ struct wire_req {
     uint8_t has_fh;
     uint8_t pad[3];
     uint32_t path_len, path2_len, data_len;
-    uint32_t uid, gid, pid;     /* the caller's euid/egid now (pid: unused, the server has it) */
+    uint32_t uid, gid;          /* the caller's euid/egid now */
+    uint32_t prev_us;           /* --stats: the round trip of this channel's previous request as
+                                   its caller saw it, in us (0: none, or not counted) */
 };
 
 struct wire_resp {

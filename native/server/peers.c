@@ -58,6 +58,7 @@ int peers_init(void)
     policy.allow_other = env_flag("LDPFUSE_ALLOW_OTHER");
     policy.allow_root = env_flag("LDPFUSE_ALLOW_ROOT");
     policy.default_permissions = env_flag("LDPFUSE_DEFAULT_PERMISSIONS");
+    stats_enabled = env_flag("LDPFUSE_STATS");
     const char *s = getenv("LDPFUSE_SECRET");
     if (s == NULL || strlen(s) != 2 * WIRE_SECRET_LEN)
         return -1;
