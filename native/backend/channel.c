@@ -486,12 +486,14 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
     return w;
 }
 
-/* Post a request whose answer nobody waits for (a notice: W_WRITTEN): the caller goes on
- * at once; the channel's next request first takes the answer (channel_send). A channel
- * with no region yet sends it as a request like any other. 0, or < 0 as channel_send. */
+/* Post a request whose answer nobody waits for (a notice: W_WRITTEN, a release): the
+ * caller goes on at once; the channel's next request (posted or not) first takes the
+ * answer (channel_send), so one is in flight at most and they are answered in order. A
+ * channel with no region yet sends it as a request like any other. 0, or < 0 as
+ * channel_send. */
 int channel_post(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
 {
-    if (c->r == NULL || c->posted) {
+    if (c->r == NULL) {
         struct wire_resp rs;
         int fd = -1, w = channel_send(c, rq, body, n);
         if (w == 0)

@@ -102,6 +102,8 @@ static int stats_on(void)
     return on;
 }
 
+static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh);
+
 static int64_t xact(struct call *c)
 {
     c->fd = -1;
@@ -571,9 +573,12 @@ static int sh_flush(int mnt, const char *path, uint64_t fh)
 {
     return simple(W_FLUSH, mnt, path, NULL, 0, 0, &fh);
 }
+/* release, releasedir and a page cache's close are posted, as FUSE sends release without
+ * waiting: close() has nothing to learn from them (flush, which close() does report, is
+ * not posted). */
 static int sh_release(int mnt, const char *path, int flags, uint64_t fh)
 {
-    return simple(W_RELEASE, mnt, path, NULL, flags, 0, &fh);
+    return post(W_RELEASE, mnt, path, flags, &fh) ? 0 : -EIO;
 }
 static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
 {
@@ -748,7 +753,7 @@ static int sh_releasedir(int mnt, const char *path, uint64_t fh)
 {
     if (fh == LISTING_FH)
         return 0;
-    return simple(W_RELEASEDIR, mnt, path, NULL, 0, 0, &fh);
+    return post(W_RELEASEDIR, mnt, path, 0, &fh) ? 0 : -EIO;
 }
 static int sh_access(int mnt, const char *path, int mode)
 {
@@ -817,10 +822,7 @@ static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *
 
 static void sh_cache_close(int mnt, const char *path, uint64_t token)
 {
-    CALL(W_CACHE_CLOSE, mnt, path);
-    c.rq.has_fh = 1;
-    c.rq.fh = token;
-    xact(&c);
+    post(W_CACHE_CLOSE, mnt, path, 0, &token);
 }
 
 /* FIFOs, sockets and devices never reach the FS's open, as with the kernel: a FIFO is a
@@ -915,16 +917,18 @@ static uint64_t sh_stamp(int mnt, const char *path)
     return coherence_stamp(t, mnt, path);
 }
 
-/* This process wrote a passthrough file and closed it: the server tells every process's
- * caches (only the server writes the table). A notice: posted, not waited for (a create
- * cycle, create + write + close + unlink, would pay a third round trip: 17% of its speed);
- * the server bumps the counter within microseconds, and before it answers anything this
- * thread asks next. 0: it could not (the caller forgets its own). */
-static int sh_written(int mnt, const char *path)
+/* A request whose answer the caller does not need (backend/channel.c, channel_post): its
+ * answer is taken before the thread's next request, so requests stay in order. 0: it could
+ * not be sent. */
+static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh)
 {
     size_t pl = strlen(path);
-    struct wire_req rq = { .op = W_WRITTEN, .mnt = (uint16_t)mnt, .path_len = (uint32_t)pl, .len = (uint32_t)pl,
-                           .uid = (uint32_t)geteuid(), .gid = (uint32_t)getegid() };
+    struct wire_req rq = { .op = (uint16_t)op, .mnt = (uint16_t)mnt, .a = a, .path_len = (uint32_t)pl,
+                           .len = (uint32_t)pl, .uid = (uint32_t)geteuid(), .gid = (uint32_t)getegid() };
+    if (fh) {
+        rq.has_fh = 1;
+        rq.fh = *fh;
+    }
     struct iovec body = { (void *)path, pl };
     struct channel *ch = channel_begin();
     if (ch == NULL)
@@ -936,6 +940,16 @@ static int sh_written(int mnt, const char *path)
     }
     channel_end(ch);
     return 1;
+}
+
+/* This process wrote a passthrough file and closed it: the server tells every process's
+ * caches (only the server writes the table). A notice, posted: a create cycle (create +
+ * write + close + unlink) would pay a third round trip for it, 17% of its speed; the server
+ * bumps the counter within microseconds, and before it answers anything this thread asks
+ * next. 0: it could not (the caller forgets its own). */
+static int sh_written(int mnt, const char *path)
+{
+    return post(W_WRITTEN, mnt, path, 0, NULL);
 }
 
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
