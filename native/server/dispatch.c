@@ -199,6 +199,7 @@ void do_op(struct client *cl)
         break;
     }
     case W_CACHE_CLOSE: {
+        handle_put(&cl->href);
         struct handle *h = handle_take(W_CACHE_OPEN, mnt, rq->fh);
         if (h)
             handle_release(h);
@@ -225,7 +226,10 @@ void do_op(struct client *cl)
         break;
     case W_FLUSH: r = fs_ops->flush(mnt, path, hfh); break;
     case W_RELEASE: {
+        handle_put(&cl->href);      /* its own use: the release waits for the others' */
         struct handle *h = handle_take(W_OPEN, mnt, rq->fh);
+        if (h)
+            handle_quiesce(h);
         r = h ? fs_ops->release(mnt, path, h->flags, h->fh) : -EBADF;   /* flags: the open's */
         if (h)
             handle_free(h);
@@ -263,7 +267,10 @@ void do_op(struct client *cl)
         break;
     }
     case W_RELEASEDIR: {
+        handle_put(&cl->href);
         struct handle *h = handle_take(W_OPENDIR, mnt, rq->fh);
+        if (h)
+            handle_quiesce(h);
         r = h ? fs_ops->releasedir(mnt, path, h->fh) : -EBADF;
         if (h)
             handle_free(h);

@@ -189,8 +189,11 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
 }
 
 /* What token names, if it is a live handle of this kind on this mount: a copy of it in *out
- * (its path not included). -EBADF otherwise. */
-int handle_get(int kind, int mnt, uint64_t token, struct handle *out)
+ * (its path not included), and a reference on it in *ref that the request holds while the
+ * class uses it (handle_put), so that a release on another thread waits for the method to
+ * be done with it (handle_quiesce), as the kernel releases a file only once nothing uses
+ * it. -EBADF otherwise. */
+int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref)
 {
     int r = -EBADF;
     pthread_mutex_lock(&handles_lock);
@@ -201,10 +204,36 @@ int handle_get(int kind, int mnt, uint64_t token, struct handle *out)
         *out = *h;
         out->path = NULL;
         out->next = out->hnext = NULL;
+        h->inflight++;
+        *ref = h;
         r = 0;
     }
     pthread_mutex_unlock(&handles_lock);
     return r;
+}
+
+static pthread_cond_t handles_idle = PTHREAD_COND_INITIALIZER;
+
+/* The request is done with the handle it named. */
+void handle_put(struct handle **ref)
+{
+    struct handle *h = *ref;
+    if (h == NULL)
+        return;
+    *ref = NULL;
+    pthread_mutex_lock(&handles_lock);
+    if (--h->inflight == 0)
+        pthread_cond_broadcast(&handles_idle);
+    pthread_mutex_unlock(&handles_lock);
+}
+
+/* Wait until no request uses h (it is out of the table: no new one can). */
+void handle_quiesce(struct handle *h)
+{
+    pthread_mutex_lock(&handles_lock);
+    while (h->inflight > 0)
+        pthread_cond_wait(&handles_idle, &handles_lock);
+    pthread_mutex_unlock(&handles_lock);
 }
 
 /* Does token name a live W_OPEN handle of (mnt, path)? */
@@ -238,6 +267,7 @@ struct handle *handle_take(int kind, int mnt, uint64_t token)
 
 void handle_free(struct handle *h)
 {
+    handle_quiesce(h);
     free(h->path);
     free(h);
 }
@@ -245,6 +275,7 @@ void handle_free(struct handle *h)
 /* Let go of one handle as the file system sees it (its process closed it, or ended). */
 void handle_release(struct handle *h)
 {
+    handle_quiesce(h);
     if (h->kind == W_OPEN) {
         fs_ops->flush(h->mnt, h->path, h->fh);
         fs_ops->release(h->mnt, h->path, h->flags, h->fh);

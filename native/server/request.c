@@ -195,7 +195,7 @@ static int request_check(struct client *cl, struct wire_req *rq)
     /* the handle */
     if (rule->fh == FH_NONE || (rule->fh == FH_MAY && !rq->has_fh))
         rq->has_fh = 0;
-    else if (!rq->has_fh || handle_get(rule->kind, rq->mnt, rq->fh, &cl->h) < 0)
+    else if (!rq->has_fh || handle_get(rule->kind, rq->mnt, rq->fh, &cl->h, &cl->href) < 0)
         return -EBADF;
     if (rq->has_fh && rule->kind == W_OPEN) {
         int acc = cl->h.flags & O_ACCMODE;
@@ -524,6 +524,7 @@ int serve_request(struct client *cl)
         cl->pass_fd = -1;
         cl->added = 0;
     }
+    handle_put(&cl->href);      /* before anything that may wait for the handle's users */
     if (t0)
         stats_request(cl, rq.op, chan_now_ns() - t0, rq.prev_us);
     int ret = 0;

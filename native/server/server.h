@@ -78,6 +78,7 @@ struct handle {
     uint64_t token;         /* what the client holds */
     char *path;
     int live;               /* still in the table (not released) */
+    int inflight;           /* requests using it now (handle_get .. handle_put) */
     struct proc *owner;     /* the process it was given to */
 };
 
@@ -119,6 +120,7 @@ struct client {
     char *body;
     char *path, *path2, *data;
     struct handle h;        /* a copy of the handle its fh names (has_fh), path not included */
+    struct handle *href;    /* that handle, referenced while the request uses it */
     /* the answer */
     int64_t r;
     uint64_t fh;
@@ -150,7 +152,9 @@ extern int stats_enabled;          /* --stats (LDPFUSE_STATS) */
 struct proc *proc_get(pid_t pid);
 struct handle *proc_put(struct proc *p);
 struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh);
-int handle_get(int kind, int mnt, uint64_t token, struct handle *out);
+int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref);
+void handle_put(struct handle **ref);
+void handle_quiesce(struct handle *h);
 int handle_names(int mnt, uint64_t token, const char *path);
 struct handle *handle_take(int kind, int mnt, uint64_t token);
 void handle_free(struct handle *h);
