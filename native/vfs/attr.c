@@ -260,6 +260,13 @@ int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
     }
     struct vpath vp = { .mnt = v->mnt };
     snprintf(vp.path, sizeof vp.path, "%s", v->path);
+    /* what this process knows of the name, while no process has changed it (the open's
+     * own lookup, most often): as the kernel answers fstat from the inode's attributes
+     * for attr_timeout; not for a file unlinked since, whose name is another's */
+    int by_name = !v->unlinked;
+    if (by_name && attrcache_get(v->mnt, v->path, st) == 1)
+        goto known;
+    uint64_t stamp = by_name ? attrcache_stamp(v->mnt, v->path) : 0;
     /* FUSE passes a handle to getattr only for open files, never for directories */
     guard_enter();
     int r = be->getattr(v->mnt, v->path, v->kind == VF_FILE && v->fh_valid ? &v->fh : NULL, st);
@@ -269,6 +276,9 @@ int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
         return -1;
     }
     fixup(&vp, st);
+    if (by_name)
+        attrcache_put(v->mnt, v->path, st, stamp);
+known:
     if (v->kind == VF_FILE && fd >= 0) {
         /* writes not yet written back are in the memfd: its size is the file's size */
         struct stat k;
