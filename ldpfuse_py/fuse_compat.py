@@ -23,6 +23,7 @@ Three parts, in the order a fusepy script meets them:
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 
 import _thread
@@ -392,7 +393,11 @@ class FusepyOps:
         self.with_offset = overrides_default(operations, "readdir_with_offset")
         self.with_config = overrides_default(operations, "init_with_config")
         self._fis: dict[int, Any] = {}
-        self._next_fh = 1
+        self._fh_numbers = itertools.count(1)     # next() is atomic: threads take numbers
+        # fusepy's FUSE() is multithreaded unless nothreads: its file systems are written to
+        # be called from several threads at once, so the server calls this one so too
+        # (native/server/serve.c: a thread per connection), as kernel FUSE would
+        self.thread_safe = not nothreads
         self._warned: set[str] = set()
         self.call = call        # the FUSE() call, when a script made one
         self._loop = call.loop if call is not None and nothreads else None
@@ -474,7 +479,7 @@ class FusepyOps:
         if fi is None:
             return args
         if op == "release":
-            del self._fis[fh]
+            self._fis.pop(fh, None)
         return args[:-1] + (fi,)
 
     def _register_fi(self, fi: Any, result: Any) -> Any:
@@ -482,8 +487,7 @@ class FusepyOps:
             return result
         if isinstance(result, int) and result < 0:
             return result
-        fh = self._next_fh
-        self._next_fh += 1
+        fh = next(self._fh_numbers)
         self._fis[fh] = fi
         if fi.direct_io or fi.keep_cache:
             return FileInfo(fi.flags, fh, bool(fi.direct_io), bool(fi.keep_cache))

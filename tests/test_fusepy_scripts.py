@@ -220,8 +220,11 @@ def test_keyboard_interrupt_in_fs_code_reaches_the_python_program(ws):
     assert r.stdout.splitlines()[-1] == "interrupted", r.describe()
     # signals stay blocked while FS code runs (a handler must not re-enter it), so the
     # interrupt raised inside open() is delivered when open() returns, and Python sees it
-    # in the next FS call made for the program (release of the same file) or the program
-    assert "KeyboardInterrupt during" in log.read_text() and "'/boom'" in log.read_text()
+    # in the next FS call made for the program (then it is logged there) or, when there is
+    # none before (Python's fstat of the file is answered from the attributes the open's
+    # lookup brought), in the program itself; never lost
+    text = log.read_text()
+    assert "KeyboardInterrupt during" not in text or "'/boom'" in text, text
 
 
 def test_script_does_not_become_the_programs_main_nor_shadow_its_fuse_module(ws):
