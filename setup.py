@@ -90,6 +90,11 @@ class BuildNative(build_ext):
         compiler.link_shared_object(objects, target, libraries=["dl"],
                                     extra_postargs=["-pthread", f"-Wl,--version-script={script}",
                                                     "-Wl,-z,nodelete",
+                                                    # a call by name inside the library reaches
+                                                    # its own wrapper, never a program's function
+                                                    # of the same name, and costs no lookup at
+                                                    # the first call (syscall.c)
+                                                    "-Wl,-Bsymbolic-functions",
                                                     # two LOAD segments (R+X, RW), not four: every
                                                     # process maps this library, and on a VM each
                                                     # mmap at load costs microseconds
