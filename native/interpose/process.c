@@ -130,6 +130,35 @@ static void adopt_fds(void)
     }
 }
 
+/* Whether envp describes other mounts than ours: another mount table, or the same mount
+ * points served by other file systems or another server (a nested ldpfuse-run at the
+ * same mount point). Only the variables that say what is served are compared: a program
+ * that drops them (env -i) gets ours back. */
+static int serves_what(const char *e)
+{
+    return strncmp(e, "LDPFUSE_MOUNTPOINTS=", 20) == 0 || strncmp(e, "LDPFUSE_FS_", 11) == 0 ||
+           strncmp(e, "LDPFUSE_SOCKET=", 15) == 0 || strncmp(e, "LDPFUSE_MODE=", 13) == 0 ||
+           strncmp(e, "LDPFUSE_FIFO_DIR=", 17) == 0;
+}
+
+static int launcher_changed(char *const envp[])
+{
+    int theirs = 0, same = 0, ours = 0;
+    for (int i = 0; i < nsaved; i++)
+        ours += serves_what(saved_env[i]);
+    for (char *const *e = envp; e && *e; e++) {
+        if (!serves_what(*e))
+            continue;
+        theirs++;
+        for (int i = 0; i < nsaved; i++)
+            if (strcmp(*e, saved_env[i]) == 0) {
+                same++;
+                break;
+            }
+    }
+    return theirs > 0 && ours > 0 && (same != theirs || theirs != ours);
+}
+
 size_t exec_env_room(char *const envp[])
 {
     size_t n = 0;
@@ -143,14 +172,7 @@ char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf
 {
     /* A nested ldpfuse-run hands its command a mount table of its own: that one wins,
      * and our fds (indexed by our table) are not passed on. */
-    const char *ours = NULL, *theirs = NULL;
-    for (int i = 0; i < nsaved; i++)
-        if (strncmp(saved_env[i], "LDPFUSE_MOUNTPOINTS=", 20) == 0)
-            ours = saved_env[i];
-    for (char *const *e = envp; e && *e; e++)
-        if (strncmp(*e, "LDPFUSE_MOUNTPOINTS=", 20) == 0)
-            theirs = *e;
-    int nested = theirs && ours && strcmp(theirs, ours) != 0;
+    int nested = launcher_changed(envp);
     char *fds = nested ? NULL : inherited_fds();    /* freed by the exec (or leaked once) */
     int k = 0;
     for (char *const *e = envp; e && *e; e++) {
