@@ -75,10 +75,6 @@ def test_python_runs_script_stored_in_mount(appws):
     """, env_extra={"PY": sys.executable})
 
 
-@pytest.mark.xfail(strict=False, reason="Python host (issue 4, item 6): with the cwd in the "
-                   "mount, `python -m app` stops with \"Error while finding module "
-                   "specification for 'app' (AttributeError: module 'importlib' has no "
-                   "attribute 'util')\"")
 def test_python_dash_m_with_cwd_in_mount(appws):
     """`cd /mnt/x && python -m app`: sys.path[0] is the mount, read while
     the host interpreter starts."""
