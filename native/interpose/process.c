@@ -7,6 +7,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "exec_plan.h"
 #include <paths.h>
 #include <spawn.h>
 #include "spawn_plan.h"
@@ -217,7 +218,7 @@ static int exec_fd(int fd, char *const argv[], char *const envp[])
  * writing, and the kernel will not exec a file open for writing (ETXTBSY): exec a copy. */
 static int exec_copy(int fd, char *const argv[], char *const envp[])
 {
-    int copy = memfd_create("ldpfuse-exec", 0);
+    int copy = memfd_create("ldpfuse-exec", MFD_CLOEXEC);
     if (copy < 0) {
         errno = ETXTBSY;
         return -1;
@@ -253,25 +254,22 @@ int execve(const char *path, char *const argv[], char *const envp[])
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(0);
     int r;
-    if (vfs_lookup(AT_FDCWD, &path, &vp)) {
-        /* a program stored in the mount: exec the kernel fd that stands for it (a script
-         * is run by the kernel as /dev/fd/N, so the fd must survive the exec) */
-        int fd = vfs_open(&vp, O_RDONLY, 0);
-        struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
-        if (v && v->kind == VF_FILE && v->pc && pcache_fill(v, 0, 0, 1) < 0) {
-            close(fd);
-            fd = -1;
-        }
-        if (fd < 0) {
-            r = -1;
-        } else {
-            r = exec_fd(fd, argv, env);
+    const char *inside = path;
+    if (vfs_lookup(AT_FDCWD, &inside, &vp)) {
+        /* a program stored in the mount: run what the kernel would (exec_plan.c), a
+         * binary by the kernel fd that stands for it, a script's interpreter by path */
+        struct exec_plan plan;
+        r = exec_plan_make(&plan, path, argv);
+        if (r == 0 && plan.fd >= 0) {
+            r = exec_fd(plan.fd, plan.argv, env);
             if (r < 0 && errno == ETXTBSY)
-                r = exec_copy(fd, argv, env);
-            int e = errno;
-            close(fd);
-            errno = e;
+                r = exec_copy(plan.fd, plan.argv, env);
+        } else if (r == 0) {
+            r = escape_check_exec(plan.path, plan.argv);
+            if (r == 0)
+                r = REAL(execve)(plan.path, plan.argv, env);
         }
+        exec_plan_done(&plan);
     } else {
         r = REAL(execve)(path, argv, env);
     }
