@@ -215,8 +215,9 @@ static int exec_fd(int fd, char *const argv[], char *const envp[])
 }
 
 /* A cached file is a page cache other processes (the shared server) hold open for
- * writing, and the kernel will not exec a file open for writing (ETXTBSY): exec a copy. */
-static int exec_copy(int fd, char *const argv[], char *const envp[])
+ * writing, and the kernel will not exec a file open for writing (ETXTBSY): a copy is
+ * exec'd. Returns the copy's fd (close-on-exec), or -1 with errno ETXTBSY. */
+static int exec_copy_of(int fd)
 {
     int copy = memfd_create("ldpfuse-exec", MFD_CLOEXEC);
     if (copy < 0) {
@@ -233,6 +234,14 @@ static int exec_copy(int fd, char *const argv[], char *const envp[])
             break;
         off += n;
     }
+    return copy;
+}
+
+static int exec_copy(int fd, char *const argv[], char *const envp[])
+{
+    int copy = exec_copy_of(fd);
+    if (copy < 0)
+        return -1;
     int r = exec_fd(copy, argv, envp);
     int e = errno;
     REAL(close)(copy);
@@ -413,33 +422,112 @@ int fexecve(int fd, char *const argv[], char *const envp[])
     return r;
 }
 
-/* posix_spawn's child runs glibc's private execve: give it our environment. */
+/* posix_spawn's child runs glibc's private execve: give it our environment. A program
+ * in a mount is found here (posix_spawnp's search of PATH entries in a mount) and handed
+ * to the real posix_spawn as the kernel can run it (exec_plan.c): a binary as
+ * /proc/self/fd/N of its close-on-exec fd (the kernel opens it before it closes the
+ * child's close-on-exec fds), a script as its interpreter with the script's path. */
 typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                         const posix_spawnattr_t *, char *const[], char *const[]);
+
+/* posix_spawnp's search, for PATH entries in a mount: the first executable regular file
+ * named file in a PATH directory, copied to found, if it is in a mount; NULL when the
+ * first one is outside every mount (or there is none): glibc's own search finds it. */
+static const char *search_path_in_mount(const char *file, char *found, size_t size)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/bin:/usr/bin";
+    for (const char *p = path;; ) {
+        const char *e = strchr(p, ':');
+        size_t dl = e ? (size_t)(e - p) : strlen(p);
+        if (dl + 2 + strlen(file) <= size) {
+            snprintf(found, size, "%.*s%s%s", (int)dl, p, dl ? "/" : "", file);
+            struct vpath vp;
+            const char *inside = found;
+            struct stat st;
+            int mine = vfs_lookup(AT_FDCWD, &inside, &vp);
+            if (stat(found, &st) == 0 && S_ISREG(st.st_mode) && access(found, X_OK) == 0)
+                return mine ? found : NULL;
+        }
+        if (!e)
+            return NULL;
+        p = e + 1;
+    }
+}
 
 static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char *path,
                         const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
                         char *const argv[], char *const envp[])
 {
+    static spawn_fn by_path;    /* the real posix_spawn, for what is found here */
     if (*slot == NULL)
         real_resolve(name, (void **)slot);
     if (ldp_nmounts == 0 || ldp_guard)
         return (*slot)(pid, path, fa, attr, argv, envp);
-    if (path && strchr(path, '/') && escape_check_exec(path, argv) < 0)
-        return errno;
-    struct spawn_plan plan;     /* file actions that open mount paths: done here */
-    int planned = spawn_plan_make(&plan, fa);
-    if (planned < 0)
-        return errno;
+    if (by_path == NULL)
+        real_resolve("posix_spawn", (void **)&by_path);
+    spawn_fn spawn = *slot;
+    char found[PATH_MAX];
+    if (path && *path && strchr(path, '/') == NULL && strcmp(name, "posix_spawnp") == 0 &&
+        search_path_in_mount(path, found, sizeof found) != NULL) {
+        path = found;
+        spawn = by_path;
+    }
+    struct exec_plan plan = { .fd = -1 };
+    int planned_exec = 0;
+    struct vpath vp;
+    const char *inside = path;
+    if (path && strchr(path, '/') && vfs_lookup(AT_FDCWD, &inside, &vp)) {
+        if (exec_plan_make(&plan, path, argv) < 0) {
+            int e = errno;
+            exec_plan_done(&plan);
+            return e;
+        }
+        planned_exec = 1;
+        spawn = by_path;
+        argv = plan.argv;
+        path = plan.path;
+    }
+    if (path && strchr(path, '/') && plan.fd < 0 && escape_check_exec(path, argv) < 0) {
+        int e = errno;
+        exec_plan_done(&plan);
+        return e;
+    }
+    struct spawn_plan fplan;    /* file actions that open mount paths: done here */
+    int planned = spawn_plan_make(&fplan, fa);
+    if (planned < 0) {
+        int e = errno;
+        exec_plan_done(&plan);
+        return e;
+    }
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(fa != NULL);
-    int r = (*slot)(pid, path, planned ? &plan.fa : fa, attr, argv,
-                    planned ? spawn_plan_env(&plan, env) : env);
+    const posix_spawn_file_actions_t *use_fa = planned ? &fplan.fa : fa;
+    char **use_env = planned ? spawn_plan_env(&fplan, env) : env;
+    char byfd[64];
+    int r;
+    if (plan.fd >= 0) {
+        snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", plan.fd);
+        r = spawn(pid, byfd, use_fa, attr, argv, use_env);
+        if (r == ETXTBSY) {
+            int copy = exec_copy_of(plan.fd);
+            if (copy >= 0) {
+                snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", copy);
+                r = spawn(pid, byfd, use_fa, attr, argv, use_env);
+                REAL(close)(copy);
+            }
+        }
+    } else {
+        r = spawn(pid, path, use_fa, attr, argv, use_env);
+    }
     if (planned)
-        spawn_plan_done(&plan);
+        spawn_plan_done(&fplan);
     if (env != envp)
         free(env);
+    if (planned_exec)
+        exec_plan_done(&plan);
     return r;
 }
 
@@ -456,4 +544,3 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
     static spawn_fn real;
     return spawn_common("posix_spawnp", &real, pid, file, fa, attr, argv, envp);
 }
-
