@@ -24,9 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "exec_libs.h"
 
 /* A real fd that holds the bytes of the mount file at vp, or -1 (errno set). */
-static int loadable_fd(const struct vpath *vp)
+int loadable_fd(const struct vpath *vp)
 {
     int fd = vfs_open(vp, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)

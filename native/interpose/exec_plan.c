@@ -120,6 +120,7 @@ int exec_plan_make(struct exec_plan *p, const char *path, char *const argv[])
         ssize_t n = REAL(pread)(fd, line, EXEC_LINE_MAX, 0);
         if (n < 2 || line[0] != '#' || line[1] != '!') {
             p->fd = fd;         /* a binary (or what the kernel will refuse by fd) */
+            p->program = cur;
             return 0;
         }
         close(fd);

@@ -8,6 +8,7 @@
 struct exec_plan {
     int fd;             /* >= 0: the kernel fd (close-on-exec) of the executable to run */
     const char *path;   /* fd < 0: the interpreter to run by path, outside every mount */
+    const char *program;    /* fd >= 0: the path in the mount the fd stands for */
     char **argv;        /* the argv to run it with (the caller's, or built here) */
     char *built[EXEC_SCRIPTS_MAX];                  /* argv arrays built here */
     int nbuilt;

@@ -8,6 +8,7 @@
 #include "../ldpfuse.h"
 #include "escape.h"
 #include "exec_plan.h"
+#include "exec_libs.h"
 #include <paths.h>
 #include <spawn.h>
 #include "spawn_plan.h"
@@ -24,6 +25,7 @@ static int nsaved;
 
 void process_init(void)
 {
+    exec_libs_adopt();      /* before the environment is saved: those are this image's */
     int n = 0;
     for (char **e = environ; e && *e; e++)
         n += strncmp(*e, "LDPFUSE_", 8) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0;
@@ -249,6 +251,41 @@ static int exec_copy(int fd, char *const argv[], char *const envp[])
     return r;
 }
 
+/* The libraries in a mount the program (fd, its path) needs at its start, passed across
+ * the exec (exec_libs.c): env with what the new image needs to load them, or NULL when
+ * there are none. */
+static struct exec_libs *pending_libs;
+static char **libraries_env(int fd, const char *program, char **env)
+{
+    struct exec_libs *l = malloc(sizeof *l);
+    if (l == NULL)
+        return NULL;
+    char **out = NULL;
+    if (exec_libs_find(l, fd, program, env) > 0)
+        out = exec_libs_env(l, env);
+    if (out == NULL) {
+        exec_libs_done(l);
+        free(l);
+        return NULL;
+    }
+    pending_libs = l;   /* one exec at a time reaches here with libraries: see done */
+    return out;
+}
+
+static void libraries_done(char **env)
+{
+    if (env == NULL)
+        return;
+    int e = errno;
+    free(env);
+    if (pending_libs) {
+        exec_libs_done(pending_libs);
+        free(pending_libs);
+        pending_libs = NULL;
+    }
+    errno = e;
+}
+
 int execve(const char *path, char *const argv[], char *const envp[])
 {
     if (ldp_nmounts == 0 || ldp_guard)
@@ -270,15 +307,26 @@ int execve(const char *path, char *const argv[], char *const envp[])
         struct exec_plan plan;
         r = exec_plan_make(&plan, path, argv);
         if (r == 0 && plan.fd >= 0) {
-            r = exec_fd(plan.fd, plan.argv, env);
+            char **with_libs = libraries_env(plan.fd, plan.program, env);
+            char **use = with_libs ? with_libs : env;
+            r = exec_fd(plan.fd, plan.argv, use);
             if (r < 0 && errno == ETXTBSY)
-                r = exec_copy(plan.fd, plan.argv, env);
+                r = exec_copy(plan.fd, plan.argv, use);
+            libraries_done(with_libs);
         } else if (r == 0) {
             r = escape_check_exec(plan.path, plan.argv);
             if (r == 0)
                 r = REAL(execve)(plan.path, plan.argv, env);
         }
         exec_plan_done(&plan);
+    } else if (UNLIKELY(exec_libs_path_in_mount(env))) {
+        /* LD_LIBRARY_PATH into a mount: the program's libraries may be there */
+        int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
+        char **with_libs = fd >= 0 ? libraries_env(fd, path, env) : NULL;
+        if (fd >= 0)
+            REAL(close)(fd);
+        r = REAL(execve)(path, argv, with_libs ? with_libs : env);
+        libraries_done(with_libs);
     } else {
         r = REAL(execve)(path, argv, env);
     }
