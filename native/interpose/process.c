@@ -254,7 +254,7 @@ static int exec_copy(int fd, char *const argv[], char *const envp[])
 /* The libraries in a mount the program (fd, its path) needs at its start, passed across
  * the exec (exec_libs.c): env with what the new image needs to load them, or NULL when
  * there are none. */
-static struct exec_libs *pending_libs;
+static TLS struct exec_libs *pending_libs;   /* this thread's exec, until it returns */
 static char **libraries_env(int fd, const char *program, char **env)
 {
     struct exec_libs *l = malloc(sizeof *l);
@@ -268,7 +268,7 @@ static char **libraries_env(int fd, const char *program, char **env)
         free(l);
         return NULL;
     }
-    pending_libs = l;   /* one exec at a time reaches here with libraries: see done */
+    pending_libs = l;
     return out;
 }
 
