@@ -4,6 +4,8 @@ place, so the exec hands ld.so those libraries (an LD_AUDIT library, only for su
 exec). The program in the mount, or outside it with LD_LIBRARY_PATH into the mount,
 runs as natively; its children inherit nothing of it."""
 
+import sys
+
 import pytest
 
 from conftest import LDP_MODE, LOOPBACK, MEMORY, need
@@ -32,6 +34,11 @@ LD_LIBRARY_PATH="$D/lib" ./app2 || echo "library path: status $?"
 cp app2 "$O/app3"
 LD_LIBRARY_PATH="$D/lib" "$O/app3" || echo "outside: status $?"
 ./app2 2>&1 | sed 's/^[^:]*: //' || true
+cd "$O"    # outside the mount: Python's subprocess gets the real vfork
+"$PY" -c 'import os, subprocess, sys
+sys.exit(subprocess.run([os.environ["O"] + "/app3"],
+                        env=dict(os.environ, LD_LIBRARY_PATH=os.environ["D"] + "/lib")).returncode)' \
+    || echo "python subprocess: status $?"
 """
 
 
@@ -41,4 +48,4 @@ def test_program_linked_against_libraries_in_mount_runs_like_native(ws, fs):
     if fs == MEMORY and LDP_MODE == "embedded":
         pytest.skip("the memory example's files live in each process of the embedded mode: "
                     "what gcc writes is not there for the next process")
-    ws.compare_sh(LINKED, fs=fs)
+    ws.compare_sh(LINKED, fs=fs, env_extra={"PY": sys.executable})
