@@ -22,7 +22,10 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE = "native"
-EXTENSION_SOURCES = ("embedded.c", "server.c", "signal_forward.c")    # native/backend/
+EXTENSION_SOURCES = ("embedded.c", "signal_forward.c")    # native/backend/, and all of native/server/
+# the shared mode's server, in the extension module (the launcher runs it)
+SERVER_SOURCES = sorted(os.path.join(NATIVE, "server", f) for f in os.listdir(os.path.join(HERE, NATIVE, "server"))
+                        if f.endswith(".c"))
 PRELOAD_SOURCES = sorted(
     os.path.join(NATIVE, d, f) if d else os.path.join(NATIVE, f)
     for d in ("", "vfs", "interpose", "backend")
@@ -118,8 +121,9 @@ setup(
     ext_modules=[
         Extension(
             "ldpfuse_py._embedded",
-            sources=[os.path.join(NATIVE, "backend", f) for f in EXTENSION_SOURCES],
-            depends=[os.path.join(NATIVE, "backend", "backend.h"), os.path.join(NATIVE, "backend", "wire.h")],
+            sources=[os.path.join(NATIVE, "backend", f) for f in EXTENSION_SOURCES] + SERVER_SOURCES,
+            depends=[os.path.join(NATIVE, "backend", "backend.h"), os.path.join(NATIVE, "backend", "wire.h"),
+                     os.path.join(NATIVE, "server", "server.h")],
             extra_compile_args=["-O2", "-fno-optimize-sibling-calls", "-D_GNU_SOURCE", "-fvisibility=hidden"],
         )
     ],

@@ -33,6 +33,9 @@ class UsageError(Exception):
 
 def die(msg, status=2):
     print(f"{PROG}: {msg}", file=sys.stderr)
+    from . import run_dir
+
+    run_dir.remove()
     sys.exit(status)
 
 
@@ -243,6 +246,9 @@ def die_now(msg, status=2):
     sys.stdout.flush()
     sys.__stderr__.write(f"{PROG}: {msg}\n")
     sys.__stderr__.flush()
+    from . import run_dir
+
+    run_dir.remove()
     os._exit(status)
 
 
@@ -277,6 +283,9 @@ def run_script(args, own_env, cmd):
         mountpoint = args.mountpoint or call.mountpoint
         if not mountpoint:
             die_now(f"{shown}: FUSE() was given no mount point and there is no --mountpoint")
+        # FUSE(..., allow_other=True): the script's own access options, unless -o said
+        if not any(var in own_env for var in ACCESS_FLAGS.values()):
+            own_env.update(access_options_of(call.options))
         timeout = call.options.get("attr_timeout")
         if timeout is not None and "LDPFUSE_ATTR_TIMEOUT" not in own_env:
             own_env["LDPFUSE_ATTR_TIMEOUT"] = str(float(timeout))
@@ -418,7 +427,7 @@ def main(argv=None):
         check_log_file(args.log_file)
     # -o options that are ldpfuse's own (FUSE's names), not the class's
     own = {"attr_timeout": "LDPFUSE_ATTR_TIMEOUT", "op_timeout": "LDPFUSE_OP_TIMEOUT"}
-    own_env = {}
+    own_env = access_options(args)
     for kv in list(args.options):
         key, _, value = kv.partition("=")
         if key in own:
@@ -502,6 +511,53 @@ def take_trailing_options(args):
     args.fs_args = rest
 
 
+# FUSE's access options (docs/security.md), spelled as FUSE spells them: -o allow_other,
+# -o allow_root, -o default_permissions, alone or in a comma-separated -o. allow_other turns
+# default_permissions on unless -o default_permissions=no: a class that checks nothing
+# itself (most do) would otherwise let every user of the command read everything.
+ACCESS_FLAGS = {"allow_other": "LDPFUSE_ALLOW_OTHER", "allow_root": "LDPFUSE_ALLOW_ROOT",
+                "default_permissions": "LDPFUSE_DEFAULT_PERMISSIONS"}
+NO = ("0", "no", "false", "off")
+
+
+def access_options(args):
+    """Take FUSE's access options out of args.options; returns their environment."""
+    chosen = {}
+    rest = []
+    for kv in args.options:
+        kept = []
+        for part in kv.split(","):
+            key, sep, value = part.partition("=")
+            if key not in ACCESS_FLAGS or (sep and key != "default_permissions"):
+                kept.append(part)
+                continue
+            if sep and value.lower() not in NO + ("1", "yes", "true", "on"):
+                die(f"-o default_permissions expects yes or no, got {value!r}")
+            chosen[key] = not (sep and value.lower() in NO)
+        if kept and len(kept) != len(kv.split(",")):
+            rest.append(",".join(kept))
+        elif kept:
+            rest.append(kv)
+    args.options = rest
+    if chosen.get("allow_other") and chosen.get("allow_root"):
+        die("-o allow_other and -o allow_root exclude each other (allow_other already lets root in)")
+    if chosen.get("allow_other") and "default_permissions" not in chosen:
+        chosen["default_permissions"] = True
+    return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
+
+
+def access_options_of(options):
+    """The environment of a fusepy FUSE() call's access options (allow_other=True, ...)."""
+    from .fuse_compat import _true
+
+    chosen = {k: _true(options[k]) for k in ACCESS_FLAGS if k in options}
+    if chosen.get("allow_other") and chosen.get("allow_root"):
+        die_now("FUSE(): allow_other and allow_root exclude each other")
+    if chosen.get("allow_other") and "default_permissions" not in chosen:
+        chosen["default_permissions"] = True
+    return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
+
+
 def check_log_file(path):
     """--log-file must be writable now: a log that cannot be written drops every line."""
     try:
@@ -536,8 +592,8 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     env["LDPFUSE_PYTHON_PATH"] = "\n".join(p for p in sys.path if p and os.path.isdir(p))
     env["LDPFUSE_PYTHON_VERSION"] = f"{sys.version_info[0]}.{sys.version_info[1]}"
     env["LDPFUSE_PACKAGE_PARENT"] = os.path.dirname(PACKAGE_DIR)
-    for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL"):
-        env.pop(key, None)
+    for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL", *ACCESS_FLAGS.values()):
+        env.pop(key, None)      # the process's own, or an enclosing launcher's
     env.update(own_env)
     if args.trace:
         env["LDPFUSE_TRACE"] = "1"
@@ -553,8 +609,11 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         die(f"command not found: {cmd[0]}", 127)
     except PermissionError:
         die(f"cannot run {cmd[0]}: Permission denied", 126)
-    from . import escapes
+    from . import escapes, run_dir
 
+    env.pop("LDPFUSE_RUN_DIR", None)    # an enclosing launcher's
+    if (args.mode or "shared") == "shared" or not script:
+        run_dir.make(env, "LDPFUSE_ALLOW_OTHER" in own_env)     # removed at exit (exit_as)
     record = escapes.configure(args, env)
     if record:
         reason = unreachable_reason(argv_exec[0])
@@ -579,7 +638,8 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
             return shared_mode.run(argv_exec, env, die)
         status = shared_mode.wait(shared_mode.start(argv_exec, env, die))
         shared_mode.exit_as(escapes.finish(record, status))
-    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET", "LDPFUSE_SERVED"):    # an enclosing launcher's
+    for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET", "LDPFUSE_SERVED", "LDPFUSE_SECRET",
+                "LDPFUSE_SERVER_PID"):    # an enclosing launcher's
         env.pop(key, None)
     if not script:
         # the command is a child: this process serves the processes that cannot run the

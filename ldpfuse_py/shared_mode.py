@@ -86,7 +86,9 @@ def start(argv_exec, env, die):
 
 def listen(env):
     """The server's socket (abstract: nothing is left on disk), named to the command in
-    env; open until this process exits."""
+    env with the run's secret (32 random bytes: a connection that does not send them is
+    never served, native/server/peers.c) and this process's pid (a client talks only to
+    the server it was given: native/backend/channel.c); open until this process exits."""
     import _socket  # not socket.py, nor secrets: 10-20 ms of imports on every embedded run
 
     name = f"ldpfuse-{os.getpid()}-{os.urandom(8).hex()}"
@@ -95,6 +97,8 @@ def listen(env):
     listener.listen(256)
     _listeners.append(listener)
     env["LDPFUSE_SOCKET"] = name
+    env["LDPFUSE_SECRET"] = os.urandom(32).hex()
+    env["LDPFUSE_SERVER_PID"] = str(os.getpid())
     return listener
 
 
@@ -207,6 +211,9 @@ def _wait_all(pid, status, stop, served):
 def exit_as(status):
     """End with the command's status: the same exit code, or death by the same signal
     (a shell then reports 128 + the signal's number, 137 for SIGKILL)."""
+    from . import run_dir
+
+    run_dir.remove()
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:

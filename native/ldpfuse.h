@@ -65,7 +65,7 @@ extern int ldp_nmounts;
 /* The longest absolute path resolved for a mount. The kernel limits the string a program
  * passes to PATH_MAX, not the path it resolves to: a relative path of PATH_MAX - 1 bytes
  * from a working directory in a mount is longer, and must still reach the FS whole. */
-#define VPATH_MAX (PATH_MAX + 1024)
+#define VPATH_MAX (PATH_MAX + 1024)     /* = WIRE_PATH_MAX (backend/wire.h) */
 
 /* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
 struct vpath {
@@ -189,7 +189,7 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);
 /* ---- the page cache of cached files (vfs/pagecache.c) */
 struct pcache;
 /* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created or truncated */
-struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, int *fresh);
+struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, int *fresh);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
 int pcache_new_fd(struct pcache *pc, int flags);

@@ -22,10 +22,11 @@ pytestmark = [
 ]
 
 
-def ldp(shared_tmp, fs, *fs_args, cmd, timeout=60):
+def ldp(shared_tmp, fs, *fs_args, cmd, timeout=60, options=("-o", "allow_other")):
     # the shared mode: the embedded mode runs the FS inside the dropped process itself, or,
-    # when it cannot load this interpreter, in the launcher (tests/test_embedded_fallback.py)
-    argv = ldpfuse_run_argv() + ["--mode", "shared", "--mountpoint", str(shared_tmp / "mnt"),
+    # when it cannot load this interpreter, in the launcher (tests/test_embedded_fallback.py).
+    # allow_other: the command's processes of another user are served (docs/security.md)
+    argv = ldpfuse_run_argv() + ["--mode", "shared", *options, "--mountpoint", str(shared_tmp / "mnt"),
                                  fs, *map(str, fs_args), "--", *cmd]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                           env=base_env(), cwd="/")
@@ -181,7 +182,7 @@ def test_embedded_mode_serves_another_user_from_the_launcher_and_says_once_per_p
     log.chmod(0o666)    # the dropped processes log there too
     (shared_tmp / "a").write_text("a\n")
     (shared_tmp / "b").write_text("b\n")
-    argv = ldpfuse_run_argv() + ["--mode", "embedded", "--log-level", "info", "--log-file", str(log),
+    argv = ldpfuse_run_argv() + ["--mode", "embedded", "-o", "allow_other", "--log-level", "info", "--log-file", str(log),
                                  "--mountpoint", str(m), LOOPBACK, str(shared_tmp), "--"]
     r = subprocess.run(argv + as_nobody("sh", "-c", f"ls {m} > /dev/null; cat {m}/a {m}/b"),
                        capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")

@@ -34,7 +34,8 @@ def interpreter_hidden_from_nobody():
 
 
 def start(shared_tmp, fs, *fs_args, cmd, log_level="info"):
-    argv = ldpfuse_run_argv() + ["--mode", "embedded", "--log-level", log_level,
+    # allow_other: the launcher serves the command's processes of another user (docs/security.md)
+    argv = ldpfuse_run_argv() + ["--mode", "embedded", "-o", "allow_other", "--log-level", log_level,
                                  "--mountpoint", str(shared_tmp / "mnt"), fs, *map(str, fs_args), "--", *cmd]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=base_env(), cwd="/")

@@ -123,9 +123,12 @@ struct backend_ops {
     ssize_t (*append)(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at);
     /* The page cache of a file, owned by the backend for every process (the shared server;
      * NULL in the embedded mode): *fd gets an O_RDWR fd of its memfd, created sized `size`
-     * if there was none (*fresh = 1). Every cache_open is paired with one cache_close. */
-    int (*cache_open)(int mnt, const char *path, off_t size, int *fd, int *fresh);
-    void (*cache_close)(int mnt, const char *path);
+     * if there was none (*fresh = 1), for a caller that opened the file (fh: its open's
+     * handle) or, fh NULL, may open it for writing (a truncate). Every cache_open is paired
+     * with one cache_close of the token it gave. */
+    int (*cache_open)(int mnt, const char *path, off_t size, const uint64_t *fh, int *fd, int *fresh,
+                      uint64_t *token);
+    void (*cache_close)(int mnt, const char *path, uint64_t token);
     /* A FIFO, socket or device node of the FS, opened as the kernel opens one of a FUSE
      * mount: without the FS's open (NULL: call open as for a file, the embedded mode,
      * where the process itself may block). Returns a kernel fd, or -errno. */

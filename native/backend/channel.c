@@ -17,9 +17,9 @@
  * lets go of the channel and gets EIO; its next call makes a fresh channel. The clock is
  * read only after a slice slept, so a round trip that needs no sleep pays nothing. A body
  * too big for the region waits for the server to take it under the same bound.
- * A request given up so marks the FS thread (a class that is not thread_safe) stuck in the
- * table every process maps (backend/coherence.h, fs); while it has finished no request
- * since, every wait behind it, in every process, gives up after CHAN_STUCK_MS (CHAN_STUCK)
+ * While the FS thread (a class that is not thread_safe) has been in one request for longer
+ * than op_timeout (the server says so in the table every process maps, backend/coherence.h,
+ * fs), every wait behind it, in every process, gives up after CHAN_STUCK_MS (CHAN_STUCK)
  * instead of queueing a whole op_timeout each. Only a wait that slept looks.
  *
  * A signal handler that makes a request while its thread waits for another (nested calls)
@@ -52,6 +52,9 @@ struct channel {
     int sock;
     int lost;                   /* the program closed or replaced our socket's number */
     struct chan_region *r;      /* NULL until the first request (channel_send) */
+    int refused;                /* the server refused this process: the errno it said */
+    int hello_flags;            /* what the connection's hello asked (HELLO_WANT_COHERENCE) */
+    uint64_t hello_busy_since;  /* the server's hello: since when its FS thread was in a request */
     struct chan_spin spin;
     int answered;               /* a request has been answered on it */
 };
@@ -123,6 +126,12 @@ static void key_make(void)
     pthread_key_create(&thread_key, thread_ends);
 }
 
+/* Why the server refused this process (an errno), after CHAN_REFUSED. */
+int channel_refused(struct channel *c)
+{
+    return c->refused;
+}
+
 /* fd is a memfd the server made: sealed against shrinking and growing, of exactly `size`
  * bytes. A process that shares our fd table (clone(CLONE_FILES): stress-ng's dup) may have
  * put a file of its own on the number an fd arrived on before we map it; mapping that one
@@ -135,13 +144,14 @@ int channel_memfd_ok(int fd, off_t size)
            REAL(fstat)(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == size;
 }
 
-/* The region comes first on the socket: a header with the memfd riding along, and the
- * server's table of change counters (backend/coherence.h) after it, for shared.c. */
-static struct chan_region *region_receive(int sock)
+/* The region comes first on the socket: a header with the memfd riding along; or a refusal
+ * (the header's result is -errno: this process may not use the file system, server/peers.c).
+ * NULL, with *refused the errno if refused. */
+static struct chan_region *region_receive(int sock, int *refused, uint64_t *busy_since)
 {
     struct wire_resp hello;
-    int fds[2] = { -1, -1 };
-    char cbuf[CMSG_SPACE(sizeof fds)];
+    int mfd = -1;
+    char cbuf[CMSG_SPACE(2 * sizeof(int))];
     struct iovec iov = { &hello, sizeof hello };
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
     ssize_t r;
@@ -157,12 +167,17 @@ static struct chan_region *region_receive(int sock)
     } while (r < 0 && errno == EINTR);
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); r > 0 && c; c = CMSG_NXTHDR(&mh, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            memcpy(fds, CMSG_DATA(c), (n < 2 ? n : 2) * sizeof(int));
+            int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int got[2] = { -1, -1 };
+            memcpy(got, CMSG_DATA(c), (size_t)(n < 2 ? n : 2) * sizeof(int));
+            mfd = got[0];
+            if (n > 1 && got[1] >= 0)
+                REAL(close)(got[1]);
         }
-    int mfd = fds[0];
-    if (fds[1] >= 0)
-        shared_coherence_offer(fds[1]);
+    if (r == sizeof hello && hello.result < 0 && hello.result > -4096)
+        *refused = (int)-hello.result;
+    if (r == sizeof hello)
+        *busy_since = hello.fh;
     if (mfd < 0)
         return NULL;
     void *p = MAP_FAILED;
@@ -172,15 +187,49 @@ static struct chan_region *region_receive(int sock)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* The run's secret (LDPFUSE_SECRET, hex): what proves to the server that this process is
+ * one of the command's (server/peers.c). Read once: the environment is the program's. */
+static unsigned char secret[WIRE_SECRET_LEN];
+static int secret_state;        /* 0 unread, 1 read, -1 none */
+static pthread_once_t secret_once = PTHREAD_ONCE_INIT;
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static void secret_read(void)
+{
+    const char *s = getenv("LDPFUSE_SECRET");
+    secret_state = -1;
+    if (s == NULL || strlen(s) != 2 * WIRE_SECRET_LEN)
+        return;
+    for (int i = 0; i < WIRE_SECRET_LEN; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return;
+        secret[i] = (unsigned char)(hi << 4 | lo);
+    }
+    secret_state = 1;
+}
+
 /* fd is a connected stream socket (the one connect() was given, unless the program
- * replaced it with something else). */
-static int connected_socket(int fd)
+ * replaced it with something else): the peer's pid, or 0. */
+static pid_t connected_socket(int fd)
 {
     int type = 0;
     struct ucred peer = { 0 };
     socklen_t tl = sizeof type, pl = sizeof peer;
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
-           getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &pl) == 0 && peer.pid > 0;
+           getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &pl) == 0 && peer.pid > 0 ? peer.pid : 0;
+}
+
+/* The launcher this process was given (LDPFUSE_SERVER_PID): a socket of that name bound by
+ * anyone else (the launcher gone, its name taken) never hears the run's secret. */
+static pid_t server_pid(void)
+{
+    const char *s = getenv("LDPFUSE_SERVER_PID");
+    return s && *s ? (pid_t)atoi(s) : 0;
 }
 
 static struct channel *channel_open(void)
@@ -210,7 +259,13 @@ static struct channel *channel_open(void)
         int e = errno;
         if (r == 0) {
             c->sock = fs_fd(fd);    /* out of the program's way, as the FS's own fds */
-            if (connected_socket(c->sock))
+            pid_t peer = connected_socket(c->sock), want = server_pid();
+            if (peer && want && peer != want) {
+                REAL(close)(c->sock);
+                free(c);
+                return NULL;    /* not our launcher's socket */
+            }
+            if (peer)
                 break;
             fd = c->sock;
             e = ENOTSOCK;
@@ -290,9 +345,15 @@ double channel_op_timeout(void)
  * wait (*since: when it was first seen so, 0 while it was not)? A request behind a stuck
  * FS thread gives up then, not at its own op_timeout; one that finishes meanwhile makes
  * the wait a normal one. Read only by a wait that has slept: a round trip pays nothing. */
-static int fs_thread_stuck_for_long(uint64_t *since, uint64_t now)
+static int fs_thread_stuck_for_long(const struct channel *c, uint64_t *since, uint64_t now)
 {
-    if (!coh_fs_stuck(shared_coherence())) {
+    struct coherence *t = shared_coherence();
+    /* no table yet (a process's first answer brings it): the hello said since when the FS
+     * thread was in the request it was in then */
+    int stuck = t ? coh_fs_stuck(t)
+                  : c && c->hello_busy_since && op_timeout() && now > c->hello_busy_since &&
+                        now - c->hello_busy_since >= op_timeout();
+    if (!stuck) {
         *since = 0;
         return 0;
     }
@@ -301,13 +362,10 @@ static int fs_thread_stuck_for_long(uint64_t *since, uint64_t now)
     return now - *since >= CHAN_STUCK_MS * 1000000ull;
 }
 
-/* A request given up at op_timeout: from now on, for every client, the FS thread is stuck
- * until it finishes a request. */
+/* A request given up at op_timeout. (The FS thread is then stuck for every client: the
+ * server's own clock in the table says so, coherence.h.) */
 static int timed_out(void)
 {
-    struct coherence *t = shared_coherence();
-    if (t && coh_get(&t->fs.one_thread))
-        __atomic_store_n(&t->fs.stuck, coh_get(&t->fs.served) + 1, __ATOMIC_RELEASE);
     return CHAN_TIMED_OUT;
 }
 
@@ -315,7 +373,7 @@ static int timed_out(void)
  * op_timeout (its FS thread is in a method that never returns) is given up on. */
 static int sock_write_all(int fd, const struct iovec *iov_in, int n)
 {
-    struct iovec iov[5];
+    struct iovec iov[6];
     memcpy(iov, iov_in, (size_t)n * sizeof *iov);
     struct iovec *v = iov;
     uint64_t deadline = 0, stuck_since = 0;
@@ -332,7 +390,7 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
                 deadline = now + limit;
             if (limit && now >= deadline)
                 return timed_out();
-            if (limit && fs_thread_stuck_for_long(&stuck_since, now))
+            if (limit && fs_thread_stuck_for_long(NULL, &stuck_since, now))
                 return CHAN_STUCK;
             struct pollfd p = { .fd = fd, .events = POLLOUT };
             struct timespec slice = { 0, CHAN_SLICE_MS * 1000000L };
@@ -351,9 +409,36 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
 {
     if (c->r == NULL) {
-        struct iovec v[5] = { { (void *)rq, sizeof *rq } };
-        memcpy(v + 1, body, (size_t)n * sizeof *body);
-        if (sock_write_all(c->sock, v, n + 1) < 0 || (c->r = region_receive(c->sock)) == NULL)
+        pthread_once(&secret_once, secret_read);
+        if (secret_state < 0)
+            return -1;
+        if (rq->len > WIRE_FIRST_MAX) {
+            /* too long to go with the connect (the server must see a first request whole
+             * before it reads it): a request of nothing first, then this one */
+            struct wire_req hi = { .op = W_COHERENCE, .mnt = rq->mnt, .path_len = 1, .len = 1, .uid = rq->uid,
+                                   .gid = rq->gid };
+            struct iovec root = { (void *)"/", 1 };
+            struct wire_resp rs;
+            int fd = -1;
+            if (channel_send(c, &hi, &root, 1) < 0 || channel_wait(c, &rs, &fd, 0) < 0)
+                return -1;
+            if (fd >= 0)
+                REAL(close)(fd);
+            return channel_send(c, rq, body, n);
+        }
+        struct wire_hello hello = { .magic = WIRE_HELLO_MAGIC };
+        memcpy(hello.secret, secret, sizeof secret);
+        if (shared_coherence() == NULL)
+            hello.flags |= HELLO_WANT_COHERENCE;
+        c->hello_flags = (int)hello.flags;
+        struct iovec v[6] = { { &hello, sizeof hello }, { (void *)rq, sizeof *rq } };
+        memcpy(v + 2, body, (size_t)n * sizeof *body);
+        int w = sock_write_all(c->sock, v, n + 2);
+        /* a refused process may find the server gone before its request went: the refusal
+         * waits on the socket all the same */
+        if ((c->r = region_receive(c->sock, &c->refused, &c->hello_busy_since)) == NULL)
+            return c->refused ? CHAN_REFUSED : -1;
+        if (w < 0)
             return -1;
         if (chan_load(&c->r->server_waits))
             chan_wake(&c->r->state);    /* a sleeping FS thread: the request is on the socket */
@@ -436,24 +521,43 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
         else if (now >= deadline && (st = chan_load(&r->state)) != CHAN_RESP &&
                  chan_settle(&r->state, st, CHAN_GAVE_UP))
             return timed_out();
-        if (fs_thread_stuck_for_long(&stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
+        if (fs_thread_stuck_for_long(c, &stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
             chan_settle(&r->state, st, CHAN_GAVE_UP))
             return CHAN_STUCK;
     }
     *rs = r->rs;
-    if (rs->has_fd) {
-        char byte, cbuf[CMSG_SPACE(sizeof(int))];
+    if (rs->has_fd & (RESP_FD | RESP_FD_TABLE)) {
+        /* the table of change counters (a first answer that was asked for it), then the
+         * answer's own fd, in one message */
+        int want = !!(rs->has_fd & RESP_FD) + !!(rs->has_fd & RESP_FD_TABLE);
+        int got[2] = { -1, -1 }, ngot = 0;
+        char byte, cbuf[CMSG_SPACE(2 * sizeof(int))];
         struct iovec iov = { &byte, 1 };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
         ssize_t n;
         do {
-            n = recvmsg(c->sock, &mh, keep_on_exec ? 0 : MSG_CMSG_CLOEXEC);
+            n = recvmsg(c->sock, &mh, keep_on_exec && !(rs->has_fd & RESP_FD_TABLE) ? 0 : MSG_CMSG_CLOEXEC);
         } while (n < 0 && errno == EINTR);
         if (n <= 0)
             return -1;
         for (struct cmsghdr *m = CMSG_FIRSTHDR(&mh); m; m = CMSG_NXTHDR(&mh, m))
-            if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_RIGHTS)
-                memcpy(fd, CMSG_DATA(m), sizeof(int));
+            if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_RIGHTS) {
+                ngot = (int)((m->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                memcpy(got, CMSG_DATA(m), (size_t)(ngot < 2 ? ngot : 2) * sizeof(int));
+            }
+        if (ngot != want) {
+            for (int i = 0; i < ngot && i < 2; i++)
+                REAL(close)(got[i]);
+            return -1;
+        }
+        int i = 0;
+        if (rs->has_fd & RESP_FD_TABLE)
+            shared_coherence_offer(got[i++]);
+        if (rs->has_fd & RESP_FD) {
+            *fd = got[i];
+            if (keep_on_exec && (rs->has_fd & RESP_FD_TABLE))
+                REAL(fcntl)(*fd, F_SETFD, 0);   /* it came close-on-exec with the table */
+        }
     }
     return 0;
 }

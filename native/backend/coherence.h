@@ -15,37 +15,37 @@
  * that share a slot (hashed) only forget each other's answers more often.
  *
  * Writes to a passthrough file never reach the server: the kernel serves them. The process
- * that wrote bumps written[] itself when it closes the file (close-to-open, as NFS), so
- * clients map the table writable and touch only written[]. A process that scribbled on it
- * could make other processes' caches forget more, or trust an answer up to attr_timeout
- * old, as if there were no table; the table is sealed against shrinking (no SIGBUS).
+ * that wrote tells the server when it closes the file (W_WRITTEN, close-to-open as NFS),
+ * and the server bumps written[]. Only the server writes the table: its memfd is sealed
+ * against writes once the server has mapped it (F_SEAL_FUTURE_WRITE) and clients get a
+ * read-only fd, so no client can turn another's caches stale or make its calls fail.
  */
 #ifndef LDPFUSE_COHERENCE_H
 #define LDPFUSE_COHERENCE_H
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define COH_SLOTS 4096          /* power of two */
-#define COH_MAGIC 0x6c6470636f683032ull
+#define COH_MAGIC 0x6c6470636f683033ull
 
 /*
  * The FS thread's progress, beside the counters because every client maps this table: a
- * class that is not thread_safe is served by one thread (backend/server.c), so a method
- * stuck there holds up every call. The FS thread bumps `served` after each request it
- * finishes; a client that gives a request up at op_timeout (backend/channel.c) writes
- * `stuck` = served + 1 as it reads it then. While stuck == served + 1 the FS thread has
- * finished nothing since a call timed out: a request that waits behind it gives up after
- * a short wait (CHAN_STUCK_MS), not its own whole op_timeout; the first request it
- * finishes ends that. Only the slow path reads it (a wait that slept), so a round trip
- * pays nothing; on its own cache line, so the FS thread's writes do not disturb the
- * counters' readers. one_thread is 0 for a thread_safe class (a thread per client: a
- * stuck method holds up only its caller). A process that scribbles `stuck` can make
- * calls fail fast while the FS thread is in a long method; the next request finished ends it.
+ * class that is not thread_safe is served by one thread (server/serve.c), so a method
+ * stuck there holds up every call. The FS thread writes busy_since (CLOCK_MONOTONIC, ns)
+ * when it takes a request and 0 when it has finished it. While it has been in one request
+ * longer than stuck_after_ns (op_timeout: a call behind it has timed out), it is stuck: a
+ * request that waits behind it gives up after a short wait (CHAN_STUCK_MS), not its own
+ * whole op_timeout; the request finished ends that. Only the slow path reads it (a wait
+ * that slept), so a round trip pays nothing; on its own cache line, so the FS thread's
+ * writes do not disturb the counters' readers. one_thread is 0 for a thread_safe class (a
+ * thread per client: a stuck method holds up only its caller). The server writes all
+ * three; no client can.
  */
 struct coh_fs_thread {
     uint64_t one_thread;
-    uint64_t served;
-    uint64_t stuck;
+    uint64_t busy_since;
+    uint64_t stuck_after_ns;    /* op_timeout; 0: never stuck */
 } __attribute__((aligned(64)));
 
 struct coherence {
@@ -53,7 +53,7 @@ struct coherence {
     uint64_t global;            /* every answer of every process */
     uint64_t self[COH_SLOTS];
     uint64_t below[COH_SLOTS];
-    uint64_t written[COH_SLOTS];    /* bumped by clients: a passthrough file written */
+    uint64_t written[COH_SLOTS];    /* a passthrough file written (W_WRITTEN) */
     struct coh_fs_thread fs;
 };
 
@@ -72,13 +72,18 @@ static inline uint64_t coh_get(const uint64_t *p)
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
-/* Is the FS thread of table t stuck (a call timed out, none finished since)? */
+/* Is the FS thread of table t stuck (in one request for longer than op_timeout)? */
 static inline int coh_fs_stuck(const struct coherence *t)
 {
     if (t == NULL || !coh_get(&t->fs.one_thread))
         return 0;
-    uint64_t stuck = coh_get(&t->fs.stuck);
-    return stuck != 0 && stuck == coh_get(&t->fs.served) + 1;
+    uint64_t since = coh_get(&t->fs.busy_since), after = coh_get(&t->fs.stuck_after_ns);
+    if (since == 0 || after == 0)
+        return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    return ns > since && ns - since >= after;
 }
 
 /* The stamp of an answer about path (an FS path, "/" = the mount's root). */

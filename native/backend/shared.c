@@ -60,6 +60,7 @@ static const char *const op_names[] = {
     [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "open (page cache)",
     [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
     [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
+    [W_WRITTEN] = "(written)",
 };
 
 /* A request given up at op_timeout (backend/channel.c): one line naming it. */
@@ -87,6 +88,8 @@ static void log_stuck(const struct call *c)
             c->path, channel_op_timeout());
 }
 
+static int refused_logged;
+
 static int64_t xact(struct call *c)
 {
     c->fd = -1;
@@ -110,6 +113,17 @@ static int64_t xact(struct call *c)
     int w = channel_send(ch, &c->rq, iov, 3);
     if (w == 0)
         w = channel_wait(ch, &resp, &c->fd, c->keep_on_exec);
+    if (w == CHAN_REFUSED) {
+        int e = channel_refused(ch);
+        channel_fail(ch);       /* refused for who it is now: the next call asks again */
+        if (!refused_logged) {
+            refused_logged = 1;
+            ldp_log(LOG_ERROR, "the file system refused this process (uid %u): %s", (unsigned)geteuid(),
+                    e == EACCES ? "it serves only the launcher's user unless -o allow_other (allow_root for root)"
+                                : strerror(e));
+        }
+        return -e;
+    }
     if (w == CHAN_TIMED_OUT || w == CHAN_STUCK) {
         channel_fail(ch);       /* the next call makes a fresh channel */
         if (w == CHAN_STUCK)
@@ -453,40 +467,73 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     return r < 0 ? (int)r : 0;
 }
 
+/* Reads and writes go in pieces that fit the region (the server answers no more, and
+ * takes no bigger body: server/request.c); a short piece ends a read, as the FS said. */
+#define SH_PIECE (CHAN_BUF & ~(size_t)4095)
+
 static ssize_t sh_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
 {
-    CALL(W_READ, mnt, path);
-    c.rq.a = (int64_t)size;
-    c.rq.b = off;
-    c.rq.has_fh = 1;
-    c.rq.fh = fh;
-    c.out = buf;
-    c.out_cap = size;
-    int64_t r = xact(&c);
-    return r < 0 ? (ssize_t)r : (ssize_t)c.out_len;
+    size_t done = 0;
+    do {
+        size_t n = size - done < SH_PIECE ? size - done : SH_PIECE;
+        CALL(W_READ, mnt, path);
+        c.rq.a = (int64_t)n;
+        c.rq.b = off + (off_t)done;
+        c.rq.has_fh = 1;
+        c.rq.fh = fh;
+        c.out = buf + done;
+        c.out_cap = n;
+        int64_t r = xact(&c);
+        if (r < 0)
+            return done ? (ssize_t)done : (ssize_t)r;
+        done += c.out_len;
+        if (c.out_len < n)
+            break;
+    } while (done < size);
+    return (ssize_t)done;
 }
 
 static ssize_t sh_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
 {
-    CALL(W_WRITE, mnt, path);
-    c.rq.b = off;
-    c.rq.has_fh = 1;
-    c.rq.fh = fh;
-    c.data = buf;
-    c.data_len = size;
-    return (ssize_t)xact(&c);
+    size_t done = 0;
+    do {
+        size_t n = size - done < SH_PIECE ? size - done : SH_PIECE;
+        CALL(W_WRITE, mnt, path);
+        c.rq.b = off + (off_t)done;
+        c.rq.has_fh = 1;
+        c.rq.fh = fh;
+        c.data = buf + done;
+        c.data_len = n;
+        int64_t r = xact(&c);
+        if (r < 0)
+            return done ? (ssize_t)done : (ssize_t)r;
+        done += (size_t)r < n ? (size_t)r : n;
+        if ((size_t)r < n)
+            break;
+    } while (done < size);
+    return (ssize_t)done;
 }
 
 static ssize_t sh_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
 {
-    CALL(W_APPEND, mnt, path);
-    c.rq.has_fh = 1;
-    c.rq.fh = fh;
-    c.data = buf;
-    c.data_len = size;
-    int64_t r = xact(&c);
-    *at = (off_t)c.fh;
-    return (ssize_t)r;
+    size_t done = 0;
+    do {
+        size_t n = size - done < SH_PIECE ? size - done : SH_PIECE;
+        CALL(W_APPEND, mnt, path);
+        c.rq.has_fh = 1;
+        c.rq.fh = fh;
+        c.data = buf + done;
+        c.data_len = n;
+        int64_t r = xact(&c);
+        if (r < 0)
+            return done ? (ssize_t)done : (ssize_t)r;
+        if (done == 0)
+            *at = (off_t)c.fh;
+        done += (size_t)r < n ? (size_t)r : n;
+        if ((size_t)r < n)
+            break;
+    } while (done < size);
+    return (ssize_t)done;
 }
 
 static int sh_statfs(int mnt, const char *path, struct statvfs *sv)
@@ -725,10 +772,17 @@ static int sh_removexattr(int mnt, const char *path, const char *name)
     return simple(W_REMOVEXATTR, mnt, path, name, 0, 0, NULL);
 }
 
-static int sh_cache_open(int mnt, const char *path, off_t size, int *fd, int *fresh)
+/* The file's page cache, for a caller that opened it (fh: its open's handle) or, with no
+ * handle, one that may open it for writing (a truncate): the server checks which. */
+static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fd, int *fresh,
+                         uint64_t *token)
 {
     CALL(W_CACHE_OPEN, mnt, path);
     c.rq.a = size;
+    if (fh) {
+        c.rq.has_fh = 1;
+        c.rq.fh = *fh;
+    }
     int64_t r = xact(&c);
     if (r < 0 || c.fd < 0) {
         if (c.fd >= 0)
@@ -736,13 +790,16 @@ static int sh_cache_open(int mnt, const char *path, off_t size, int *fd, int *fr
         return r < 0 ? (int)r : -EIO;
     }
     *fd = c.fd;
-    *fresh = c.fh != 0;
+    *fresh = r == 1;
+    *token = c.fh;
     return 0;
 }
 
-static void sh_cache_close(int mnt, const char *path)
+static void sh_cache_close(int mnt, const char *path, uint64_t token)
 {
     CALL(W_CACHE_CLOSE, mnt, path);
+    c.rq.has_fh = 1;
+    c.rq.fh = token;
     xact(&c);
 }
 
@@ -775,7 +832,7 @@ static int sh_open_special(int mnt, const char *path, const struct stat *st, int
 
 /* ---- coherence: the server's table of change counters (backend/coherence.h). Its memfd
  * comes with each connection's region (channel.c), and the first one is mapped; after fork
- * the child has it too. This process writes only written[]. Before the first connection
+ * the child has it too, mapped read-only: only the server writes it. Before the first connection
  * the stamp is 0: the answer to a process's first request (which makes the connection) is
  * stamped without the table, so it is never used once the table is there. A connection
  * that brought none (mapping it failed) asks with W_COHERENCE; refused: 0, and the caches
@@ -790,7 +847,7 @@ static int coh_adopt(int fd)
 {
     void *m = MAP_FAILED;
     if (__atomic_load_n(&coh, __ATOMIC_ACQUIRE) == NULL && channel_memfd_ok(fd, sizeof *coh))
-        m = mmap(NULL, sizeof *coh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        m = mmap(NULL, sizeof *coh, PROT_READ, MAP_SHARED, fd, 0);   /* the server's alone to write */
     REAL(close)(fd);
     struct coherence *none = NULL;
     if (m != MAP_FAILED && (((struct coherence *)m)->magic != COH_MAGIC ||
@@ -838,19 +895,12 @@ static uint64_t sh_stamp(int mnt, const char *path)
     return coherence_stamp(t, mnt, path);
 }
 
-/* This process wrote a passthrough file and closed it: every process's answers about it
- * are forgotten. 0: there is no table (the caller forgets its own). */
+/* This process wrote a passthrough file and closed it: the server tells every process's
+ * caches (only the server writes the table). 0: it could not (the caller forgets its own). */
 static int sh_written(int mnt, const char *path)
 {
-    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
-    if (t == NULL && !coh_refused) {
-        coh_map();      /* a program that only wrote an fd it inherited (`prog >> f`) */
-        t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
-    }
-    if (t == NULL)
-        return 0;
-    __atomic_add_fetch(&t->written[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);
-    return 1;
+    CALL(W_WRITTEN, mnt, path);
+    return xact(&c) == 0;
 }
 
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are

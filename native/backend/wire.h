@@ -12,7 +12,9 @@
  *           is its OPEN_* flags (backend.h).
  * The caller's identity is never taken from a request: the server has the kernel's word
  * for the connection (SO_PEERCRED); uid and gid in a request only say what a root client
- * has become since it connected.
+ * has become since it connected. A request's fh is a token the server gave this process
+ * (server/handles.c), never the file system's own. Every field is checked against the
+ * connection before any method runs (server/request.c).
  */
 #ifndef LDPFUSE_WIRE_H
 #define LDPFUSE_WIRE_H
@@ -30,8 +32,11 @@ enum wire_op {
     W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR,
     W_APPEND,       /* write at the end; the response's fh is the offset written at */
     W_CACHE_OPEN,   /* the file's page cache: an O_RDWR fd of the server's memfd rides
-                       along; a = st_size for a new one; the response's fh is 1 if new */
-    W_CACHE_CLOSE,  /* a process let go of the file's page cache */
+                       along; a = st_size for a new one; fh (has_fh) is the token of the
+                       caller's open of the file, without one the server tries an O_WRONLY
+                       open as the caller (a truncate); the result is 1 if the cache is new,
+                       the response's fh the cache's own token */
+    W_CACHE_CLOSE,  /* a process let go of the file's page cache: fh is its token */
     W_FIFO,         /* a FIFO of the FS: the answer is the path of the real FIFO that
                        stands for it (owner and mode from getattr), for the client to open */
     W_COHERENCE,    /* the server's table of change counters (backend/coherence.h): its
@@ -46,7 +51,10 @@ enum wire_op {
                        answer's data is a struct wire_create_open (then, for a
                        passthrough CO_OPENED, the lower file's name as W_OPEN's), its
                        result and fh (and fd) those of the create or open */
+    W_WRITTEN,      /* this process wrote the passthrough file at path and closed it: the
+                       server bumps its counter in the table (coherence.h) */
 };
+#define W_OP_MAX W_WRITTEN
 /* W_OPEN's b and W_CREATE_OPEN's c: the client would keep the open decision, send the
  * lower file's name of a passthrough open (backend/shared.c: not for a process's first
  * request, whose answer it cannot keep) */
@@ -59,6 +67,32 @@ struct wire_create_open {
 };
 /* W_UNLINK and W_RMDIR answer in fh the coherence stamp of the name gone just after, or 0
  * if another change may have come in between. */
+
+/* What a connection sends first, before its first request: the proof that the client is a
+ * process of the command (the run's secret, LDPFUSE_SECRET, which only the command's
+ * processes inherit). The server reads no request of a connection without it. */
+#define WIRE_HELLO_MAGIC 0x6c6470686c6f3031ull
+#define WIRE_SECRET_LEN 32
+#define HELLO_WANT_COHERENCE 1u     /* the first answer brings the table of change counters */
+struct wire_hello {
+    uint64_t magic;
+    uint32_t flags;
+    uint32_t pad;
+    unsigned char secret[WIRE_SECRET_LEN];
+};
+/* A connection's first request goes on the socket with the hello: at most this long (a
+ * longer one is preceded by a W_COHERENCE of its own), so that the server can see it
+ * whole before it reads any of it and never waits for a client's bytes. */
+#define WIRE_FIRST_MAX 16384
+/* The answer's has_fd: which fds ride along on the socket, in one message, in this order */
+#define RESP_FD_TABLE 2     /* the table of change counters (a connection's first answer) */
+#define RESP_FD 1           /* the answer's own (a passthrough file, a page cache, ...) */
+/* Limits of what a request may say (server/request.c): what is longer is refused, what
+ * asks for more is answered with at most this much. */
+#define WIRE_XATTR_MAX 65536    /* XATTR_SIZE_MAX, XATTR_LIST_MAX */
+#define WIRE_NAME_MAX 255       /* NAME_MAX: one component of a path, an xattr's name */
+#define WIRE_PATH_MAX 5120      /* a mount path (VPATH_MAX, ldpfuse.h): a relative name of up to
+                                   PATH_MAX - 1 bytes from a deep directory resolves past PATH_MAX */
 
 struct wire_req {
     uint32_t len;           /* bytes after this header */
@@ -74,7 +108,7 @@ struct wire_req {
 
 struct wire_resp {
     uint32_t len;           /* bytes after this header */
-    int32_t has_fd;         /* an fd rides along (SCM_RIGHTS) */
+    int32_t has_fd;         /* fds ride along (SCM_RIGHTS): RESP_FD_TABLE | RESP_FD */
     int64_t result;         /* >= 0, or -errno */
     uint64_t fh;
 };

@@ -43,6 +43,7 @@ struct pcache {
     int size_unknown;           /* the FS said st_size 0: read until it gives nothing */
     int mapped;                 /* mapped shared and writable: stores bypass write() */
     int backend_ref;            /* the backend (shared server) holds the memfd for us */
+    uint64_t backend_token;     /* its name for our hold on it (cache_close) */
     unsigned gen;               /* +1 whenever this process makes holes (truncate, punch) */
     struct timespec known_mtime;    /* the memfd after our last fill or write: a change */
     off_t known_size;               /* since then came from past the wrappers (stdio) */
@@ -213,7 +214,7 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     return pc;
 }
 
-struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, int *fresh)
+struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, int *fresh)
 {
     table_enter();
     struct pcache *pc = find(vp->mnt, vp->path);
@@ -226,9 +227,10 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
     /* the shared server's memfd, shared with every process of the mount, or our own */
     struct backend_ops *be = backend_get();
     int mfd = -1, server_fresh = 1, r = -1;
+    uint64_t token = 0;
     if (be && be->cache_open) {
         guard_enter();
-        r = be->cache_open(vp->mnt, vp->path, size, &mfd, &server_fresh);
+        r = be->cache_open(vp->mnt, vp->path, size, fh, &mfd, &server_fresh, &token);
         guard_leave();
     }
     if (r < 0) {
@@ -248,7 +250,7 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
             REAL(close)(mfd);
         if (r == 0) {
             guard_enter();
-            be->cache_close(vp->mnt, vp->path);
+            be->cache_close(vp->mnt, vp->path, token);
             guard_leave();
         }
         table_leave();
@@ -256,6 +258,7 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, i
         return NULL;
     }
     pc->backend_ref = r == 0;
+    pc->backend_token = token;
     pc->size_unknown = size == 0 && !size_known;
     /* fresh, or made by a process that has not noted it yet: a memfd without a known
      * state would look, to a sync, as if all of it were still owed to the FS */
@@ -312,9 +315,9 @@ void pcache_unref(struct pcache *pc)
     table_leave();
     REAL(close)(pc->mfd);
     struct backend_ops *be = backend_get();
-    if (pc->backend_ref && !pc->unlinked && be && be->cache_close) {
+    if (pc->backend_ref && be && be->cache_close) {
         guard_enter();
-        be->cache_close(pc->mnt, pc->path);
+        be->cache_close(pc->mnt, pc->path, pc->backend_token);
         guard_leave();
     }
     pthread_mutex_destroy(&pc->lock);
@@ -808,7 +811,7 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
         }
     }
     if (be->cache_open) {
-        pc = pcache_open(vp, len, 1, &fresh);   /* made fresh: len bytes, none filled */
+        pc = pcache_open(vp, len, 1, NULL, &fresh);   /* made fresh: len bytes, none filled */
     } else {
         table_enter();
         if ((pc = find(vp->mnt, vp->path)) != NULL)

@@ -1,0 +1,413 @@
+/*
+ * The call of the class's method for one request that request.c has checked: arguments
+ * from the request (fh: the file system's own, from the handle the token named), the
+ * answer kept in the client for request.c to send. Handles the method hands over become
+ * tokens of the caller's process (handles.c); names that change are told to the page
+ * caches, the FIFOs and the table every client maps (coherence.c).
+ */
+#include "server.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+struct backend_ops *fs_ops;
+__thread struct client *srv_current;
+
+void server_log(int level, const char *msg)
+{
+    (void)level;
+    char line[1200];
+    int n = snprintf(line, sizeof line, "ldpfuse[%d]: %s\n", (int)getpid(), msg);
+    const char *file = getenv("LDPFUSE_LOG_FILE");
+    int fd = file && *file ? open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600) : 2;
+    if (fd >= 0) {
+        (void)!write(fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : strlen(line));
+        if (fd != 2)
+            close(fd);
+    }
+}
+
+void server_logf(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    server_log(0, msg);
+}
+
+const struct core_api server_core = { .abi = LDP_BACKEND_ABI, .log = server_log };
+
+/* The lower file a passthrough open chose, sent back with the fd so that the client may
+ * open it itself next time (backend/shared.c: the open decision is cached for
+ * attr_timeout, as a kernel caches a lookup). Only a regular file with a name. */
+static size_t lower_name(int fd, char **out)
+{
+    struct stat st;
+    char proc[64], *name = malloc(PATH_MAX);
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = name && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? readlink(proc, name, PATH_MAX - 1) : -1;
+    if (n <= 0 || name[0] != '/' || (n > 10 && memcmp(name + n - 10, " (deleted)", 10) == 0)) {
+        free(name);
+        return 0;
+    }
+    *out = name;
+    return (size_t)n;
+}
+
+/* A handle the method handed over becomes the caller's (a token, in *token); if it cannot
+ * (out of memory), the method's handle is let go of again and the caller gets ENOMEM. */
+static int hand_over(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh,
+                     uint64_t *token)
+{
+    struct handle *h = handle_add(cl, kind, mnt, path, flags, fh);
+    if (h) {
+        *token = h->token;
+        return 0;
+    }
+    if (kind == W_OPEN)
+        fs_ops->release(mnt, path, flags, fh);
+    else if (kind == W_OPENDIR)
+        fs_ops->releasedir(mnt, path, fh);
+    else
+        scache_close_id(fh);
+    *token = 0;
+    return -ENOMEM;
+}
+
+/* May the caller open path for writing (with its own rights, as the file system decides)?
+ * The page cache of a file is handed to a truncate only then. */
+static int try_open_for_writing(int mnt, const char *path)
+{
+    struct open_result res = { .passthrough_fd = -1 };
+    int r = fs_ops->open(mnt, path, O_WRONLY, &res);
+    if (r < 0)
+        return r;
+    if (res.passthrough_fd >= 0)
+        close(res.passthrough_fd);
+    else
+        fs_ops->release(mnt, path, O_WRONLY, res.fh);
+    return 0;
+}
+
+/* One request of cl (cl->rq, cl->body): call the operation, keep the answer in cl. Runs
+ * on the client's thread, or on the FS thread for a class that is not thread_safe. */
+void do_op(struct client *cl)
+{
+    const struct wire_req *rq = cl->rq;
+    char *path = cl->path, *path2 = cl->path2, *data = cl->data;
+    const uint64_t *fhp = rq->has_fh ? &cl->h.fh : NULL;    /* the file system's own */
+    uint64_t hfh = cl->h.fh;
+    int mnt = rq->mnt;
+    int64_t r;
+    uint64_t fh = 0;
+    void *out = NULL;
+    size_t out_len = 0;
+    int pass_fd = -1;
+    char *small = cl->small;
+    become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+    srv_current = cl;
+    cl->added = 0;
+    /* a name that goes away: the client may keep it as missing (wire.h), from this stamp */
+    int goes = rq->op == W_UNLINK || rq->op == W_RMDIR;
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    uint64_t before = goes && t ? coherence_stamp(t, mnt, path) : 0;
+    int changed_as = rq->op;        /* what coherence hears this request did */
+    switch (rq->op) {
+    case W_GETATTR:
+        r = fs_ops->getattr(mnt, path, fhp, (struct stat *)small);
+        if (r >= 0) { out = small; out_len = sizeof(struct stat); }
+        break;
+    case W_READLINK:
+    case W_READ:
+    case W_GETXATTR:
+    case W_LISTXATTR: {
+        size_t size = (size_t)rq->a;
+        out = size ? malloc(size) : NULL;
+        if (size && out == NULL) { r = -ENOMEM; break; }
+        if (rq->op == W_READLINK)
+            r = fs_ops->readlink(mnt, path, out, size);
+        else if (rq->op == W_READ)
+            r = fs_ops->read(mnt, path, out, size, (off_t)rq->b, hfh);
+        else if (rq->op == W_GETXATTR)
+            r = fs_ops->getxattr(mnt, path, path2, out, size);
+        else
+            r = fs_ops->listxattr(mnt, path, out, size);
+        if (r > 0 && size > 0)
+            out_len = (size_t)r < size ? (size_t)r : size;
+        break;
+    }
+    case W_MKNOD: r = fs_ops->mknod(mnt, path, (mode_t)rq->a, (dev_t)rq->b); break;
+    case W_MKDIR: r = fs_ops->mkdir(mnt, path, (mode_t)rq->a); break;
+    case W_UNLINK:
+        r = fs_ops->unlink(mnt, path);
+        if (r == 0) {
+            scache_renamed(mnt, NULL, path);
+            sfifo_renamed(mnt, NULL, path);
+        }
+        break;
+    case W_RMDIR: r = fs_ops->rmdir(mnt, path); break;
+    case W_SYMLINK: r = fs_ops->symlink(mnt, path, path2); break;
+    case W_RENAME:
+        r = fs_ops->rename(mnt, path, path2);
+        if (r == 0) {
+            scache_renamed(mnt, path, path2);
+            sfifo_renamed(mnt, path, path2);
+            handles_renamed(mnt, path, path2);
+        }
+        break;
+    case W_LINK: r = fs_ops->link(mnt, path, path2); break;
+    case W_CHMOD: r = fs_ops->chmod(mnt, path, (mode_t)rq->a); break;
+    case W_CHOWN: r = fs_ops->chown(mnt, path, (uid_t)rq->a, (gid_t)rq->b); break;
+    case W_TRUNCATE:
+        if (rq->b == 1 && scache_held(mnt, path))
+            r = TRUNCATE_CACHED;    /* the client truncates it through the page cache */
+        else
+            r = fs_ops->truncate(mnt, path, (off_t)rq->a, fhp);
+        break;
+    case W_OPEN:
+    case W_CREATE: {
+        struct open_result res = { .passthrough_fd = -1 };
+        r = rq->op == W_OPEN ? fs_ops->open(mnt, path, (int)rq->a, &res)
+                             : fs_ops->create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
+        pass_fd = r >= 0 ? res.passthrough_fd : -1;
+        if (r >= 0 && pass_fd < 0)
+            r = hand_over(cl, W_OPEN, mnt, path, rq->op == W_OPEN ? (int)rq->a : (int)rq->b, res.fh, &fh);
+        if (r >= 0 && pass_fd >= 0 && rq->op == W_OPEN && (rq->b & WANT_LOWER))
+            out_len = lower_name(pass_fd, (char **)&out);
+        if (r >= 0)
+            r = res.open_flags;     /* the result of a successful open: its OPEN_* flags */
+        break;
+    }
+    case W_WRITE: r = fs_ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, hfh); break;
+    case W_CACHE_OPEN: {
+        /* only for a caller that may open the file: its open's handle says so, or (a
+         * truncate of a file others hold) an open for writing tried now as the caller */
+        r = rq->has_fh ? (handle_names(mnt, rq->fh, path) ? 0 : -ESTALE) : try_open_for_writing(mnt, path);
+        int fresh;
+        uint64_t id;
+        if (r == 0 && (r = scache_open(mnt, path, (off_t)rq->a, &fresh, &id)) >= 0) {
+            pass_fd = (int)r;
+            r = hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &fh);
+            if (r == 0)
+                r = fresh;
+            else {
+                close(pass_fd);
+                pass_fd = -1;
+            }
+        }
+        break;
+    }
+    case W_CACHE_CLOSE: {
+        struct handle *h = handle_take(W_CACHE_OPEN, mnt, rq->fh);
+        if (h)
+            handle_release(h);
+        r = 0;
+        break;
+    }
+    case W_WRITTEN:
+        coh_written(mnt, path);
+        r = 0;
+        break;
+    case W_APPEND: {
+        /* one lock for every client's appends, whatever the class's threading */
+        static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;
+        off_t at = 0;
+        pthread_mutex_lock(&append_lock);
+        r = fs_ops->append(mnt, path, data, rq->data_len, hfh, &at);
+        pthread_mutex_unlock(&append_lock);
+        fh = (uint64_t)at;
+        break;
+    }
+    case W_STATFS:
+        r = fs_ops->statfs(mnt, path, (struct statvfs *)small);
+        if (r >= 0) { out = small; out_len = sizeof(struct statvfs); }
+        break;
+    case W_FLUSH: r = fs_ops->flush(mnt, path, hfh); break;
+    case W_RELEASE: {
+        struct handle *h = handle_take(W_OPEN, mnt, rq->fh);
+        r = h ? fs_ops->release(mnt, path, h->flags, h->fh) : -EBADF;   /* flags: the open's */
+        if (h)
+            handle_free(h);
+        break;
+    }
+    case W_FSYNC: r = fs_ops->fsync(mnt, path, (int)rq->a, hfh); break;
+    case W_OPENDIR: {
+        uint64_t dfh = 0;
+        r = fs_ops->opendir(mnt, path, &dfh);
+        if (r >= 0)
+            r = hand_over(cl, W_OPENDIR, mnt, path, 0, dfh, &fh);
+        break;
+    }
+    case W_READDIR: {
+        struct dirlist l = { 0 };
+        r = fs_ops->readdir(mnt, path, hfh, &l);
+        if (r >= 0) {
+            out_len = l.n * sizeof(struct wire_dirent) + l.names_len;
+            char *p = out = malloc(out_len ? out_len : 1);
+            if (p == NULL) {
+                r = -ENOMEM;
+                out_len = 0;
+            }
+            for (size_t i = 0; p && i < l.n; i++) {
+                struct wire_dirent d = { .ino = l.ents[i].ino, .type = l.ents[i].type, .namelen = l.ents[i].namelen };
+                memcpy(p, &d, sizeof d);
+                p += sizeof d;
+                memcpy(p, l.names + l.ents[i].name_off, d.namelen);
+                p += d.namelen;
+            }
+            if (p)
+                out_len = (size_t)(p - (char *)out);
+        }
+        dirlist_free(&l);
+        break;
+    }
+    case W_RELEASEDIR: {
+        struct handle *h = handle_take(W_OPENDIR, mnt, rq->fh);
+        r = h ? fs_ops->releasedir(mnt, path, h->fh) : -EBADF;
+        if (h)
+            handle_free(h);
+        break;
+    }
+    case W_ACCESS: r = fs_ops->access(mnt, path, (int)rq->a); break;
+    case W_UTIMENS: {
+        struct timespec ts[2];      /* copied out: the body has no alignment to speak of */
+        if (rq->data_len == sizeof ts)
+            memcpy(ts, data, sizeof ts);
+        r = rq->data_len == sizeof ts ? fs_ops->utimens(mnt, path, ts)
+            : rq->data_len == 0 ? fs_ops->utimens(mnt, path, NULL)    /* "now" */
+                                : -EINVAL;
+        break;
+    }
+    case W_SETXATTR: r = fs_ops->setxattr(mnt, path, path2, data, rq->data_len, (int)rq->a); break;
+    case W_REMOVEXATTR: r = fs_ops->removexattr(mnt, path, path2); break;
+    case W_FIFO: {
+        /* owner and mode as the FS gives them now (not as the client says) */
+        struct stat *st = (struct stat *)small;
+        char *real = malloc(128);
+        r = real ? fs_ops->getattr(mnt, path, NULL, st) : -ENOMEM;
+        if (r >= 0 && !S_ISFIFO(st->st_mode))
+            r = -ENXIO;
+        if (r >= 0) {
+            become(own_uid, own_gid, 0, NULL);     /* the private directory is ours */
+            r = sfifo_get(mnt, path, st->st_mode, st->st_uid, st->st_gid, real, 128);
+            become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+        }
+        if (r == 0) {
+            out = real;
+            out_len = strlen(real);
+        } else {
+            free(real);
+        }
+        break;
+    }
+    case W_CREATE_OPEN: {
+        /* the client's lookup, then its create or open, in one round trip; a passthrough
+         * open's lower name follows the answer, as W_OPEN's does */
+        struct wire_create_open *ans = calloc(1, sizeof *ans);
+        if (ans == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        out = ans;
+        out_len = sizeof *ans;
+        int flags = (int)rq->b;
+        struct open_result res = { .passthrough_fd = -1 };
+        changed_as = 0;
+        r = fs_ops->getattr(mnt, path, NULL, &ans->st);
+        if (r == 0 && ((flags & O_EXCL) || !S_ISREG(ans->st.st_mode))) {
+            ans->outcome = CO_EXISTS;
+            break;
+        }
+        if (r == 0) {
+            ans->outcome = CO_OPENED;
+            changed_as = W_OPEN;
+            flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
+            r = fs_ops->open(mnt, path, flags, &res);
+        } else if (r == -ENOENT && !(flags & O_CREAT)) {
+            ans->outcome = CO_MISSING;  /* the client looks at the directories above */
+            break;
+        } else if (r == -ENOENT) {
+            /* a directory the FS does not know as one (missing, a symlink it leaves to
+             * the caller to follow): the client looks the way the kernel would */
+            int dir_ok = (rq->c & WANT_DIR_OK) != 0;
+            if (!dir_ok) {
+                const char *slash = strrchr(path, '/');
+                size_t dl = slash && slash != path ? (size_t)(slash - path) : 1;
+                char *dir = strndup(path, dl);
+                struct stat dst;
+                dir_ok = dir && fs_ops->getattr(mnt, dir, NULL, &dst) == 0 && S_ISDIR(dst.st_mode);
+                free(dir);
+            }
+            if (!dir_ok) {
+                r = 0;
+                ans->outcome = CO_ASK;
+                break;
+            }
+            ans->outcome = CO_CREATED;
+            changed_as = W_CREATE;
+            flags &= ~O_NOCTTY;
+            r = fs_ops->create(mnt, path, (mode_t)rq->a, flags, &res);
+        } else {
+            r = 0;
+            ans->outcome = CO_ASK;      /* its own lookup gives the client its own error */
+            break;
+        }
+        pass_fd = r >= 0 ? res.passthrough_fd : -1;
+        if (r >= 0 && pass_fd < 0)
+            r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
+        char *lower;
+        size_t ll;
+        if (r >= 0 && pass_fd >= 0 && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
+            (ll = lower_name(pass_fd, &lower)) > 0) {
+            char *both = realloc(ans, sizeof *ans + ll);
+            if (both) {
+                memcpy(both + sizeof *ans, lower, ll);
+                out = both;
+                out_len = sizeof *ans + ll;
+            }
+            free(lower);
+        }
+        if (r >= 0)
+            r = res.open_flags;
+        break;
+    }
+    case W_COHERENCE:
+        pass_fd = coh_reader_fd();
+        r = pass_fd < 0 ? -ENOSYS : 0;
+        break;
+    case W_IOCTL: {
+        /* the caller's buffer came along (its _IOC_SIZE bytes), and goes back */
+        unsigned int cmd = (unsigned int)rq->a;
+        size_t size = rq->data_len;
+        if (size != 0 && size != _IOC_SIZE(cmd)) {
+            r = -EINVAL;
+            break;
+        }
+        out = size ? malloc(size) : NULL;
+        if (size && out == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        if (size)
+            memcpy(out, data, size);
+        r = fs_ops->ioctl ? fs_ops->ioctl(mnt, path, cmd, (void *)(intptr_t)rq->b, hfh, (unsigned int)rq->c,
+                                    size ? out : NULL)
+                       : -ENOTTY;
+        if (r >= 0)
+            out_len = size;
+        break;
+    }
+    default: r = -ENOSYS;
+    }
+    uint64_t after = coh_changed(rq, changed_as, path, path2, r, before);
+    if (goes)
+        fh = after;
+    srv_current = NULL;
+    cl->r = r;
+    cl->fh = fh;
+    cl->out = out;
+    cl->out_len = out_len;
+    cl->pass_fd = pass_fd;
+}
+

@@ -1,0 +1,349 @@
+/*
+ * The handles a process was given: file handles (open, create), directory handles
+ * (opendir) and page caches (W_CACHE_OPEN). A client never learns the file system's own fh:
+ * it gets a token, 64 random bits, and a request that names a handle names its token. A
+ * process can use a handle only if it was given it, or inherited it (fork keeps the memory
+ * that holds it, exec the LDPFUSE_FDS list): a token cannot be guessed, so a process
+ * cannot read or write through another's files, close the server's own fds, or release
+ * what others hold. The token also says what the handle is (a file's, a directory's, a
+ * cache's), on which mount, and with which access mode it was opened.
+ *
+ * What a process holds is its own, whichever of its threads opened or releases it, and is
+ * released when it ends: at its last connection's close if it has ended (exit, kill -9),
+ * else (it exec'd, or closed our fds and goes on using its files) when it ends, as the
+ * kernel releases at the last close.
+ */
+#include "server.h"
+#include <stdio.h>
+#include <sys/random.h>
+
+#define HBUCKETS 4096           /* power of two */
+static struct handle *htab[HBUCKETS];
+static struct proc *procs;      /* processes with a connection, or with handles left */
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t tokens[64];
+static int ntokens;
+
+/* A fresh token (handles_lock held): never 0, never one in use. */
+static uint64_t token_new(void)
+{
+    for (;;) {
+        if (ntokens == 0) {
+            ssize_t n = getrandom(tokens, sizeof tokens, 0);
+            if (n != (ssize_t)sizeof tokens) {
+                /* no entropy source at all: the kernel's own randomness through /proc */
+                for (int i = 0; i < 64; i++)
+                    tokens[i] = ((uint64_t)random() << 33) ^ ((uint64_t)random() << 11) ^ (uint64_t)random();
+            }
+            ntokens = 64;
+        }
+        uint64_t t = tokens[--ntokens];
+        if (t == 0 || t >= 0xffffffffffffff00ull)
+            continue;       /* 0 is no handle; the top values are the clients' own marks */
+        struct handle *h = htab[t & (HBUCKETS - 1)];
+        while (h && h->token != t)
+            h = h->hnext;
+        if (h == NULL)
+            return t;
+    }
+}
+
+static struct handle **bucket_of(uint64_t token, struct handle *h)
+{
+    struct handle **p = &htab[token & (HBUCKETS - 1)];
+    while (*p && *p != h)
+        p = &(*p)->hnext;
+    return p;
+}
+
+/* Out of the table and out of its process's list (handles_lock held). */
+static void handle_unlink(struct handle *h)
+{
+    struct handle **p = bucket_of(h->token, h);
+    if (*p)
+        *p = h->hnext;
+    for (p = &h->owner->handles; *p; p = &(*p)->next)
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    h->live = 0;
+}
+
+struct proc *proc_get(pid_t pid)
+{
+    pthread_mutex_lock(&handles_lock);
+    struct proc *p = procs;
+    while (p && p->pid != pid)
+        p = p->next;
+    if (p == NULL && (p = calloc(1, sizeof *p)) != NULL) {
+        p->pid = pid;
+        p->next = procs;
+        procs = p;
+    }
+    if (p)
+        p->conns++;
+    pthread_mutex_unlock(&handles_lock);
+    return p;
+}
+
+int read_proc(pid_t pid, const char *name, char *buf, size_t size)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/%s", (int)pid, name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return 1;
+}
+
+static int pid_alive(pid_t pid)
+{
+    char buf[256];
+    if (!read_proc(pid, "stat", buf, sizeof buf))
+        return 0;
+    char *end = strrchr(buf, ')');     /* "pid (comm) S ...": comm may hold anything */
+    return end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X' && end[2] != 'x';
+}
+
+/* The handles of p, taken out of the table, and p forgotten (handles_lock held). */
+static struct handle *proc_drop(struct proc *p)
+{
+    struct handle *list = p->handles;
+    for (struct handle *h = list; h; h = h->next) {
+        struct handle **b = bucket_of(h->token, h);
+        if (*b)
+            *b = h->hnext;
+        h->live = 0;
+    }
+    p->handles = NULL;
+    for (struct proc **q = &procs; *q; q = &(*q)->next)
+        if (*q == p) {
+            *q = p->next;
+            break;
+        }
+    free(p);
+    return list;
+}
+
+/* One connection of p closed. If it was the last and the process has ended, its handles to
+ * release (the caller does, as its identity); NULL otherwise: a process that lives on keeps
+ * them until it ends (orphans_sweep). */
+struct handle *proc_put(struct proc *p)
+{
+    struct handle *h = NULL;
+    pid_t pid = p->pid;
+    int last;
+    pthread_mutex_lock(&handles_lock);
+    last = --p->conns == 0;
+    if (last && p->handles == NULL) {
+        proc_drop(p);
+        last = 0;           /* nothing left to release */
+    }
+    pthread_mutex_unlock(&handles_lock);
+    if (!last || pid_alive(pid))
+        return NULL;
+    pthread_mutex_lock(&handles_lock);
+    for (struct proc *q = procs; q; q = q->next)
+        if (q == p && q->pid == pid && q->conns == 0) {     /* no new connection came */
+            h = proc_drop(p);
+            break;
+        }
+    pthread_mutex_unlock(&handles_lock);
+    return h;
+}
+
+/* A handle the request hands over to cl's process; NULL if out of memory (the caller then
+ * releases what the file system gave). */
+struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh)
+{
+    struct handle *h = calloc(1, sizeof *h);
+    if (h == NULL || (h->path = strdup(path)) == NULL) {
+        free(h);
+        return NULL;
+    }
+    h->kind = kind;
+    h->mnt = mnt;
+    h->flags = flags;
+    h->fh = fh;
+    h->live = 1;
+    h->owner = cl->proc;
+    pthread_mutex_lock(&handles_lock);
+    h->token = token_new();
+    h->hnext = htab[h->token & (HBUCKETS - 1)];
+    htab[h->token & (HBUCKETS - 1)] = h;
+    h->next = cl->proc->handles;
+    cl->proc->handles = h;
+    cl->proc->uid = cl->as_uid;
+    cl->proc->gid = cl->as_gid;
+    pthread_mutex_unlock(&handles_lock);
+    cl->added = h->token;
+    cl->added_kind = kind;
+    cl->added_mnt = mnt;
+    return h;
+}
+
+/* What token names, if it is a live handle of this kind on this mount: a copy of it in *out
+ * (its path not included). -EBADF otherwise. */
+int handle_get(int kind, int mnt, uint64_t token, struct handle *out)
+{
+    int r = -EBADF;
+    pthread_mutex_lock(&handles_lock);
+    struct handle *h = htab[token & (HBUCKETS - 1)];
+    while (h && h->token != token)
+        h = h->hnext;
+    if (h && token != 0 && h->kind == kind && h->mnt == mnt) {
+        *out = *h;
+        out->path = NULL;
+        out->next = out->hnext = NULL;
+        r = 0;
+    }
+    pthread_mutex_unlock(&handles_lock);
+    return r;
+}
+
+/* Does token name a live W_OPEN handle of (mnt, path)? */
+int handle_names(int mnt, uint64_t token, const char *path)
+{
+    int yes = 0;
+    pthread_mutex_lock(&handles_lock);
+    struct handle *h = htab[token & (HBUCKETS - 1)];
+    while (h && h->token != token)
+        h = h->hnext;
+    yes = h && token != 0 && h->kind == W_OPEN && h->mnt == mnt && strcmp(h->path, path) == 0;
+    pthread_mutex_unlock(&handles_lock);
+    return yes;
+}
+
+/* The handle token names, taken out of the table for the caller to release or free; NULL
+ * if it names none of this kind on this mount. */
+struct handle *handle_take(int kind, int mnt, uint64_t token)
+{
+    pthread_mutex_lock(&handles_lock);
+    struct handle *h = htab[token & (HBUCKETS - 1)];
+    while (h && h->token != token)
+        h = h->hnext;
+    if (h && (token == 0 || h->kind != kind || h->mnt != mnt))
+        h = NULL;
+    if (h)
+        handle_unlink(h);
+    pthread_mutex_unlock(&handles_lock);
+    return h;
+}
+
+void handle_free(struct handle *h)
+{
+    free(h->path);
+    free(h);
+}
+
+/* Let go of one handle as the file system sees it (its process closed it, or ended). */
+void handle_release(struct handle *h)
+{
+    if (h->kind == W_OPEN) {
+        fs_ops->flush(h->mnt, h->path, h->fh);
+        fs_ops->release(h->mnt, h->path, h->flags, h->fh);
+    } else if (h->kind == W_OPENDIR) {
+        fs_ops->releasedir(h->mnt, h->path, h->fh);
+    } else {
+        scache_close_id(h->fh);
+    }
+    handle_free(h);
+}
+
+/* A name renamed (from -> to) or gone (from NULL): handles follow their file, as an open
+ * file description does, so a page cache asked for under the new name finds them. */
+void handles_renamed(int mnt, const char *from, const char *to)
+{
+    if (from == NULL)
+        return;
+    size_t fl = strlen(from);
+    pthread_mutex_lock(&handles_lock);
+    for (struct proc *p = procs; p; p = p->next)
+        for (struct handle *h = p->handles; h; h = h->next) {
+            if (h->mnt != mnt || strncmp(h->path, from, fl) != 0 || (h->path[fl] != '\0' && h->path[fl] != '/'))
+                continue;
+            char *np = malloc(strlen(to) + strlen(h->path + fl) + 1);
+            if (np == NULL)
+                continue;
+            strcpy(np, to);
+            strcat(np, h->path + fl);
+            free(h->path);
+            h->path = np;
+        }
+    pthread_mutex_unlock(&handles_lock);
+}
+
+/* Release what processes that have ended still held (on a thread that may call the FS). */
+void orphans_sweep(void)
+{
+    for (;;) {
+        struct handle *list = NULL;
+        uid_t uid = 0;
+        gid_t gid = 0;
+        pthread_mutex_lock(&handles_lock);
+        for (struct proc *p = procs; p; p = p->next)
+            if (p->conns == 0 && !pid_alive(p->pid)) {
+                uid = p->uid;
+                gid = p->gid;
+                list = proc_drop(p);
+                break;
+            }
+        pthread_mutex_unlock(&handles_lock);
+        if (list == NULL)
+            return;
+        become(uid, gid, 0, NULL);
+        while (list) {
+            struct handle *h = list;
+            list = h->next;
+            handle_release(h);
+        }
+    }
+}
+
+/* Are there handles of processes with no connection (orphans_sweep has work)? */
+int orphans_pending(void)
+{
+    int any = 0;
+    pthread_mutex_lock(&handles_lock);
+    for (struct proc *p = procs; p && !any; p = p->next)
+        any = p->conns == 0;
+    pthread_mutex_unlock(&handles_lock);
+    return any;
+}
+
+/* What a client that went away held, its process having ended: released as its identity. */
+void release_all(struct client *cl, struct handle *handles)
+{
+    request_identity(cl, &(struct wire_req){ .uid = cl->uid, .gid = cl->gid });
+    become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+    srv_current = cl;
+    while (handles) {
+        struct handle *h = handles;
+        handles = h->next;
+        handle_release(h);
+    }
+    srv_current = NULL;
+}
+
+/* An answer nobody waits for any more: the client gave the request up (op_timeout) while
+ * the method ran. What it handed over (a file or directory handle, a page cache) is
+ * released now, as if the client had closed it at once; an fd riding along is closed by
+ * the caller. */
+void answer_dropped(struct client *cl)
+{
+    uint64_t added = cl->added;
+    cl->added = 0;
+    /* a release of it by another thread may have taken it meanwhile: then NULL */
+    struct handle *h = added ? handle_take(cl->added_kind, cl->added_mnt, added) : NULL;
+    if (h == NULL)
+        return;
+    srv_current = cl;
+    handle_release(h);
+    srv_current = NULL;
+}

@@ -1,0 +1,137 @@
+/*
+ * The page caches of cached files in the server (docs/cache.md): one memfd per file for
+ * every client. Clients fill and write them themselves (vfs/pagecache.c); the server only
+ * hands them out, after the caller's own open of the file succeeded, and keeps each alive
+ * while a client holds it.
+ */
+#include "server.h"
+#include <stdio.h>
+#include <sys/mman.h>
+
+struct scache {
+    struct scache *next;
+    int mnt, refs, mfd;
+    uint64_t id;                /* names it in a client's list of what it holds */
+    char *path;
+};
+static uint64_t scache_ids;
+static struct scache *scaches;
+static pthread_mutex_t scache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct scache **scache_find(int mnt, const char *path)
+{
+    struct scache **p = &scaches;
+    for (; *p; p = &(*p)->next)
+        if ((*p)->mnt == mnt && strcmp((*p)->path, path) == 0)
+            break;
+    return p;
+}
+
+/* Does any client hold the page cache of (mnt, path)? */
+int scache_held(int mnt, const char *path)
+{
+    pthread_mutex_lock(&scache_lock);
+    int held = *scache_find(mnt, path) != NULL;
+    pthread_mutex_unlock(&scache_lock);
+    return held;
+}
+
+static void scache_drop(struct scache **p)
+{
+    struct scache *s = *p;
+    *p = s->next;
+    close(s->mfd);
+    free(s->path);
+    free(s);
+}
+
+/* An fd of the file's memfd (a new open file description) for a client; -errno. */
+int scache_open(int mnt, const char *path, off_t size, int *fresh, uint64_t *id)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache **p = scache_find(mnt, path), *s = *p;
+    *fresh = 0;
+    if (s == NULL) {
+        char name[250];
+        snprintf(name, sizeof name, "ldpfuse:%.240s", path);
+        int mfd = memfd_create(name, MFD_CLOEXEC);
+        s = mfd >= 0 ? calloc(1, sizeof *s) : NULL;
+        if (s == NULL || (s->path = strdup(path)) == NULL || ftruncate(mfd, size) < 0) {
+            int e = errno ? errno : ENOMEM;
+            if (mfd >= 0)
+                close(mfd);
+            if (s)
+                free(s->path);
+            free(s);
+            pthread_mutex_unlock(&scache_lock);
+            return -e;
+        }
+        s->mnt = mnt;
+        s->mfd = mfd;
+        s->id = ++scache_ids;
+        s->next = scaches;
+        scaches = s;
+        *fresh = 1;
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->mfd);
+    int fd = open(proc, O_RDWR | O_CLOEXEC);
+    int r = fd >= 0 ? fd : -errno;
+    *id = s->id;
+    if (fd >= 0)
+        s->refs++;
+    else if (s->refs == 0)
+        scache_drop(scache_find(mnt, path));
+    pthread_mutex_unlock(&scache_lock);
+    return r;
+}
+
+/* Returns the id of the cache let go of (0: none by that name). */
+uint64_t scache_close(int mnt, const char *path)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache **p = scache_find(mnt, path);
+    uint64_t id = *p ? (*p)->id : 0;
+    if (*p && --(*p)->refs <= 0)
+        scache_drop(p);
+    pthread_mutex_unlock(&scache_lock);
+    return id;
+}
+
+/* A client that went away without letting go (exit, kill -9, exec). A cache already
+ * dropped (its name unlinked) is no longer in the table. */
+void scache_close_id(uint64_t id)
+{
+    pthread_mutex_lock(&scache_lock);
+    for (struct scache **p = &scaches; *p; p = &(*p)->next)
+        if ((*p)->id == id) {
+            if (--(*p)->refs <= 0)
+                scache_drop(p);
+            break;
+        }
+    pthread_mutex_unlock(&scache_lock);
+}
+
+/* A name that went away (unlink, rename over it) takes its cache with it: the clients that
+ * hold it keep their fds; the next open of the name gets a new one. A renamed file's
+ * cache follows it. */
+void scache_renamed(int mnt, const char *from, const char *to)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache **p = scache_find(mnt, to);
+    if (*p)
+        scache_drop(p);
+    size_t fl = from ? strlen(from) : 0;
+    for (struct scache *s = scaches; from && s; s = s->next) {
+        if (s->mnt != mnt || strncmp(s->path, from, fl) != 0 || (s->path[fl] != '\0' && s->path[fl] != '/'))
+            continue;
+        char *np = malloc(strlen(to) + strlen(s->path + fl) + 1);
+        if (np == NULL)
+            continue;
+        strcpy(np, to);
+        strcat(np, s->path + fl);
+        free(s->path);
+        s->path = np;
+    }
+    pthread_mutex_unlock(&scache_lock);
+}

@@ -1,0 +1,283 @@
+/*
+ * -o default_permissions, as kernel FUSE has it: the server checks the caller's rights
+ * from what the class's getattr says (owner, group, mode) before the class is called, for
+ * file systems that check nothing themselves (the memory example, most fusepy file
+ * systems). The rules are the kernel's for a local file system (generic_permission and
+ * the VFS's checks around it):
+ *
+ *  - search (x) permission on every directory above a name;
+ *  - read / write / execute on the file by owner, group (the caller's gid or one of its
+ *    supplementary groups) or other bits; root passes read and write always, and execute
+ *    where any x bit is set or on a directory;
+ *  - making or removing a name needs write and search on its directory; in a sticky
+ *    directory only the owner of the name or of the directory (or root) removes or
+ *    renames it; moving a directory to another parent needs write on it (its "..");
+ *  - chmod by the owner or root; chown: the owner may change the group to one of its
+ *    groups, only root may change the owner; utimens to "now" by the owner or a writer,
+ *    to given times by the owner only; user.* xattrs need read or write on the file,
+ *    trusted.* and security.* root.
+ *
+ * Requests that name a handle (read, write, release, readdir, ...) are not checked: the
+ * open that gave the handle was. The checks cost getattr calls (one per directory above
+ * a name, for a caller that is not root): this is why the option is not on unless asked
+ * for, or implied by allow_other (cli.py; docs/security.md).
+ */
+#include "server.h"
+
+#define MAY_EXEC 1
+#define MAY_WRITE 2
+#define MAY_READ 4
+
+static int in_group(const struct client *cl, gid_t g)
+{
+    if (g == cl->as_gid)
+        return 1;
+    for (int i = 0; i < cl->as_ngroups; i++)
+        if (cl->as_groups[i] == g)
+            return 1;
+    return 0;
+}
+
+/* May the caller do `mask` (MAY_*) to a file with these attributes? 0 or -EACCES. */
+static int may(const struct client *cl, const struct stat *st, int mask)
+{
+    if (cl->as_uid == 0) {
+        if (!(mask & MAY_EXEC) || S_ISDIR(st->st_mode) || (st->st_mode & 0111))
+            return 0;
+        return -EACCES;
+    }
+    mode_t m = st->st_mode;
+    int bits = st->st_uid == cl->as_uid ? (m >> 6) & 7 : in_group(cl, st->st_gid) ? (m >> 3) & 7 : m & 7;
+    return (bits & mask) == mask ? 0 : -EACCES;
+}
+
+static int attr(int mnt, const char *path, struct stat *st)
+{
+    return fs_ops->getattr(mnt, path, NULL, st);
+}
+
+/* The parent directory of path ("/" for "/x"), in buf. */
+static const char *parent_of(const char *path, char *buf)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash && slash != path ? (size_t)(slash - path) : 1;
+    memcpy(buf, path, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Search permission on every directory above path (not path itself). */
+static int search(const struct client *cl, int mnt, const char *path)
+{
+    if (cl->as_uid == 0)
+        return 0;       /* root searches every directory; the FS says what does not exist */
+    char dir[WIRE_PATH_MAX];
+    size_t len = strlen(path);
+    for (size_t i = 0; i < len; i++) {
+        if (path[i] != '/')
+            continue;
+        size_t n = i ? i : 1;
+        if (i && n == len)
+            break;
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+        struct stat st;
+        int r = attr(mnt, dir, &st);
+        if (r < 0)
+            return r;
+        if (!S_ISDIR(st.st_mode))
+            return -ENOTDIR;
+        if ((r = may(cl, &st, MAY_EXEC)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* path, looked up (search above it): its attributes. */
+static int lookup(const struct client *cl, int mnt, const char *path, struct stat *st)
+{
+    int r = search(cl, mnt, path);
+    return r < 0 ? r : attr(mnt, path, st);
+}
+
+/* Write and search on the directory of path (making or removing its name). */
+static int dir_writable(const struct client *cl, int mnt, const char *path, struct stat *dst)
+{
+    char dir[WIRE_PATH_MAX];
+    int r = lookup(cl, mnt, parent_of(path, dir), dst);
+    if (r < 0)
+        return r;
+    if (!S_ISDIR(dst->st_mode))
+        return -ENOTDIR;
+    return may(cl, dst, MAY_WRITE | MAY_EXEC);
+}
+
+/* The sticky rule: in a sticky directory only the owner of the name, of the directory,
+ * or root removes or renames it. */
+static int sticky_ok(const struct client *cl, const struct stat *dir, const struct stat *st)
+{
+    if (!(dir->st_mode & S_ISVTX) || cl->as_uid == 0 || st->st_uid == cl->as_uid || dir->st_uid == cl->as_uid)
+        return 0;
+    return -EPERM;
+}
+
+/* A name removed from its directory (unlink, rmdir, the source of a rename). */
+static int removable(const struct client *cl, int mnt, const char *path, struct stat *st)
+{
+    struct stat dst;
+    int r = dir_writable(cl, mnt, path, &dst);
+    if (r < 0)
+        return r;
+    if ((r = attr(mnt, path, st)) < 0)
+        return r;
+    return sticky_ok(cl, &dst, st);
+}
+
+static int is_owner(const struct client *cl, const struct stat *st)
+{
+    return cl->as_uid == 0 || st->st_uid == cl->as_uid;
+}
+
+static int open_mask(int flags)
+{
+    int acc = flags & O_ACCMODE, mask = 0;
+    if (acc == O_RDONLY || acc == O_RDWR)
+        mask |= MAY_READ;
+    if (acc == O_WRONLY || acc == O_RDWR || (flags & O_TRUNC))
+        mask |= MAY_WRITE;
+    return mask;
+}
+
+/* An open (or create) of path with flags. */
+static int openable(const struct client *cl, int mnt, const char *path, int flags)
+{
+    struct stat st;
+    int r = lookup(cl, mnt, path, &st);
+    if (r == -ENOENT && (flags & O_CREAT)) {
+        struct stat dst;
+        return dir_writable(cl, mnt, path, &dst);
+    }
+    if (r < 0)
+        return r == -ENOENT ? 0 : r;    /* the class answers ENOENT itself */
+    if ((flags & O_CREAT) && (flags & O_EXCL))
+        return 0;                        /* EEXIST, the class's to say */
+    return may(cl, &st, open_mask(flags));
+}
+
+static int xattr_rule(const struct client *cl, int mnt, const char *path, const char *name, int write)
+{
+    struct stat st;
+    int r = lookup(cl, mnt, path, &st);
+    if (r < 0)
+        return r;
+    if (strncmp(name, "trusted.", 8) == 0 || strncmp(name, "security.", 9) == 0)
+        return cl->as_uid == 0 ? 0 : write ? -EPERM : -ENODATA;
+    if (strncmp(name, "system.", 7) == 0)
+        return !write || is_owner(cl, &st) ? 0 : -EPERM;
+    if (strncmp(name, "user.", 5) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return write ? -EPERM : -ENODATA;
+    return may(cl, &st, write ? MAY_WRITE : MAY_READ);
+}
+
+/* The caller's rights for the request (request.c calls this after request_check, with
+ * the caller's identity set): 0, or the errno it gets instead of the class's answer. */
+int perm_check(struct client *cl, int op, int mnt, const char *path, const char *path2, int64_t a, int64_t b)
+{
+    struct stat st, dst;
+    int r;
+    if (cl->rq && cl->rq->has_fh && op != W_CACHE_OPEN)
+        return 0;   /* a handle: its open was checked */
+    switch (op) {
+    case W_GETATTR: case W_READLINK: case W_STATFS: case W_FIFO: case W_LISTXATTR:
+        return search(cl, mnt, path);
+    case W_ACCESS:
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r;
+        return a ? may(cl, &st, (int)(((a & R_OK) ? MAY_READ : 0) | ((a & W_OK) ? MAY_WRITE : 0) |
+                                      ((a & X_OK) ? MAY_EXEC : 0)))
+                 : 0;
+    case W_OPEN:
+        return openable(cl, mnt, path, (int)a);
+    case W_CREATE:
+        return openable(cl, mnt, path, (int)b | O_CREAT);
+    case W_CREATE_OPEN:
+        return openable(cl, mnt, path, (int)b);
+    case W_OPENDIR:
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r == -ENOENT ? 0 : r;
+        return may(cl, &st, MAY_READ);
+    case W_MKNOD: case W_MKDIR: case W_SYMLINK:
+        return dir_writable(cl, mnt, path, &dst);
+    case W_LINK:
+        if ((r = search(cl, mnt, path2)) < 0)
+            return r;
+        return dir_writable(cl, mnt, path, &dst);
+    case W_UNLINK: case W_RMDIR:
+        return removable(cl, mnt, path, &st);
+    case W_RENAME: {
+        if ((r = removable(cl, mnt, path, &st)) < 0)
+            return r;
+        struct stat to, tdir;
+        if ((r = dir_writable(cl, mnt, path2, &tdir)) < 0)
+            return r;
+        if (attr(mnt, path2, &to) == 0 && (r = sticky_ok(cl, &tdir, &to)) < 0)
+            return r;
+        char d1[WIRE_PATH_MAX], d2[WIRE_PATH_MAX];
+        if (S_ISDIR(st.st_mode) && strcmp(parent_of(path, d1), parent_of(path2, d2)) != 0)
+            return may(cl, &st, MAY_WRITE);     /* its ".." changes */
+        return 0;
+    }
+    case W_CHMOD:
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r;
+        return is_owner(cl, &st) ? 0 : -EPERM;
+    case W_CHOWN: {
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r;
+        if (cl->as_uid == 0)
+            return 0;
+        uid_t uid = (uid_t)a;
+        gid_t gid = (gid_t)b;
+        if (st.st_uid != cl->as_uid)
+            return -EPERM;
+        if (uid != (uid_t)-1 && uid != st.st_uid)
+            return -EPERM;
+        if (gid != (gid_t)-1 && gid != st.st_gid && !in_group(cl, gid))
+            return -EPERM;
+        return 0;
+    }
+    case W_TRUNCATE:
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r;
+        if (S_ISDIR(st.st_mode))
+            return -EISDIR;
+        return may(cl, &st, MAY_WRITE);
+    case W_CACHE_OPEN:
+        if (cl->rq && cl->rq->has_fh)
+            return 0;
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r;
+        return may(cl, &st, MAY_WRITE);
+    case W_UTIMENS: {
+        if ((r = lookup(cl, mnt, path, &st)) < 0)
+            return r;
+        if (is_owner(cl, &st))
+            return 0;
+        struct timespec ts[2] = { { 0, UTIME_NOW }, { 0, UTIME_NOW } };
+        if (cl->rq && cl->rq->data_len == sizeof ts)
+            memcpy(ts, cl->data, sizeof ts);
+        if (ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT)
+            return 0;
+        if ((ts[0].tv_nsec == UTIME_NOW || ts[0].tv_nsec == UTIME_OMIT) &&
+            (ts[1].tv_nsec == UTIME_NOW || ts[1].tv_nsec == UTIME_OMIT))
+            return may(cl, &st, MAY_WRITE);
+        return -EPERM;
+    }
+    case W_GETXATTR:
+        return xattr_rule(cl, mnt, path, path2, 0);
+    case W_SETXATTR: case W_REMOVEXATTR:
+        return xattr_rule(cl, mnt, path, path2, 1);
+    default:
+        return 0;
+    }
+}

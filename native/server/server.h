@@ -1,0 +1,211 @@
+/*
+ * The file system process of the shared mode (and of the embedded mode's launcher, for the
+ * processes that cannot run Python themselves): answers backend/wire.h requests from every
+ * thread of every process of the command tree by calling the embedded backend's
+ * operations, the same code (and so the same conversions and error rules) as the embedded
+ * mode uses in-process.
+ *
+ * The server is a service and its trust boundary is the connection (docs/security.md).
+ * One file per duty, in the order a request meets them:
+ *
+ *   peers.c        who may connect: the accept thread, the run's secret, the uid rule
+ *                  (allow_other, allow_root), connections per uid, the region handed over
+ *   request.c      what a request may say: the header read once out of shared memory,
+ *                  every field checked against the connection (mount, sizes, offsets,
+ *                  names), the answer written back without blocking the serving thread
+ *   handles.c      the handles a process was given (unguessable tokens, never the file
+ *                  system's own fh), released when it ends
+ *   permissions.c  -o default_permissions: the caller's rights checked from getattr
+ *   credentials.c  each request runs with its caller's fsuid, fsgid and groups
+ *   dispatch.c     the call of the class's method for one checked request
+ *   page_caches.c  the memfd page caches of cached files, one per file, for every client
+ *   fifos.c        FIFOs of the file system, real FIFOs in a private directory
+ *   coherence.c    the table of change counters every client maps read-only
+ *   serve.c        the threads: the FS thread's loop (a class that is not thread_safe),
+ *                  a thread per connection (thread_safe), the watcher, Python entry points
+ *
+ * Nothing a client writes into shared memory is trusted: the header is copied out of the
+ * region once, and the tables every client maps (coherence.h) are sealed so that only the
+ * server can write them.
+ */
+#ifndef LDPFUSE_SERVER_H
+#define LDPFUSE_SERVER_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "../backend/backend.h"
+#include "../backend/coherence.h"
+#include "../backend/wire.h"
+#include "../backend/channel.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+extern struct backend_ops *fs_ops;      /* the embedded backend's operations */
+extern int serialise;                   /* one FS thread: a class that is not thread_safe */
+extern int fs_nmounts;                  /* mounts the requests may name: 0 .. fs_nmounts - 1 */
+
+/* ---- who may connect (peers.c) */
+struct peer_policy {
+    uid_t owner;            /* the launcher's uid: always served */
+    int allow_other;        /* -o allow_other: every uid of the command */
+    int allow_root;         /* -o allow_root: root's processes too */
+    int default_permissions;    /* -o default_permissions (permissions.c) */
+    unsigned char secret[32];   /* held by the command's processes only (LDPFUSE_SECRET) */
+    int max_conns_per_uid;
+};
+extern struct peer_policy policy;
+int peer_uid_allowed(uid_t uid);
+
+struct uid_quota;
+
+/* A handle a process was given (handles.c): the client knows it by `token` only. */
+struct handle {
+    struct handle *next;        /* in its process's list */
+    struct handle *hnext;       /* in the table of tokens */
+    int kind;               /* W_OPEN (a file's fh), W_OPENDIR, W_CACHE_OPEN (a cache) */
+    int mnt, flags;
+    uint64_t fh;            /* the file system's own (for W_CACHE_OPEN: the cache's id) */
+    uint64_t token;         /* what the client holds */
+    char *path;
+    int live;               /* still in the table (not released) */
+    struct proc *owner;     /* the process it was given to */
+};
+
+struct proc {
+    struct proc *next;
+    pid_t pid;
+    int conns;              /* its connections that are still open */
+    uid_t uid;              /* who it last was (its handles are released as that) */
+    gid_t gid;
+    struct handle *handles;
+};
+
+struct client {
+    struct client *next;    /* the FS thread's list (a class that is not thread_safe) */
+    int fd;
+    struct chan_region *region;
+    int gone;               /* its socket closed: drop it */
+    int first;              /* its first request comes on the socket, not in the region */
+    int ready;              /* client_setup() has run: who it is, what it holds, watched */
+    int authed;             /* it proved it holds the run's secret */
+    int want_coherence;     /* its first answer brings the table of change counters */
+    int sending;            /* the sender still pushes its last answer's data (request.c) */
+    struct uid_quota *quota;    /* its uid's count of connections */
+    struct proc *proc;
+    uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
+    gid_t gid;
+    pid_t pid;
+    int ngroups;
+    gid_t *groups;          /* SO_PEERGROUPS */
+    uid_t as_uid;           /* who the current request runs as */
+    gid_t as_gid;
+    int as_ngroups;
+    gid_t *as_groups;
+    int as_proc;            /* as_groups is ours (from /proc), not `groups` */
+    /* the request being answered (checked: request.c) */
+    struct wire_req *rq;
+    char *body;
+    char *path, *path2, *data;
+    struct handle h;        /* a copy of the handle its fh names (has_fh), path not included */
+    /* the answer */
+    int64_t r;
+    uint64_t fh;
+    void *out;
+    size_t out_len;
+    int pass_fd;
+    uint64_t added;         /* the token of the handle the request handed over, or 0 */
+    int added_kind, added_mnt;
+    char small[sizeof(struct stat) > sizeof(struct statvfs) ? sizeof(struct stat) : sizeof(struct statvfs)];
+};
+
+extern __thread struct client *srv_current;   /* the client whose request is being answered */
+
+/* peers.c */
+int client_setup(struct client *cl);
+void client_gone(struct client *cl);
+void spares_fill(void);
+int spares_count(void);
+void *accept_thread(void *arg);
+int peers_init(void);
+
+/* request.c */
+int first_ready(struct client *cl);
+int serve_request(struct client *cl);
+void sender_forget(struct client *cl);
+
+/* handles.c */
+struct proc *proc_get(pid_t pid);
+struct handle *proc_put(struct proc *p);
+struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh);
+int handle_get(int kind, int mnt, uint64_t token, struct handle *out);
+int handle_names(int mnt, uint64_t token, const char *path);
+struct handle *handle_take(int kind, int mnt, uint64_t token);
+void handle_free(struct handle *h);
+void handle_release(struct handle *h);
+void handles_renamed(int mnt, const char *from, const char *to);
+void release_all(struct client *cl, struct handle *handles);
+void answer_dropped(struct client *cl);
+void orphans_sweep(void);
+int orphans_pending(void);
+int read_proc(pid_t pid, const char *name, char *buf, size_t size);
+
+/* credentials.c */
+extern int switch_creds;
+extern uid_t own_uid;
+extern gid_t own_gid;
+void become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups);
+void become_self(void);
+int proc_groups(pid_t pid, gid_t **out);
+void request_identity(struct client *cl, const struct wire_req *rq);
+
+/* permissions.c (-o default_permissions) */
+int perm_check(struct client *cl, int op, int mnt, const char *path, const char *path2, int64_t a, int64_t b);
+
+/* dispatch.c */
+void do_op(struct client *cl);
+void server_log(int level, const char *msg);
+void server_logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern const struct core_api server_core;
+
+/* page_caches.c */
+int scache_held(int mnt, const char *path);
+int scache_open(int mnt, const char *path, off_t size, int *fresh, uint64_t *id);
+uint64_t scache_close(int mnt, const char *path);
+void scache_close_id(uint64_t id);
+void scache_renamed(int mnt, const char *from, const char *to);
+
+/* fifos.c */
+int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char *out, size_t outsz);
+void sfifo_renamed(int mnt, const char *from, const char *to);
+void sfifo_cleanup(void);
+
+/* coherence.c */
+extern struct coherence *coh;
+extern int coh_fd;
+void coh_ensure(void);
+int coh_reader_fd(void);
+void *shared_memfd(const char *name, size_t size, int *fd);
+void coh_fs_begin(void);
+void coh_fs_served(void);
+void coh_written(int mnt, const char *path);
+uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const char *path2, int64_t r,
+                     uint64_t before);
+
+/* serve.c */
+void fs_poke(void);
+void fs_client_add(struct client *cl);
+void pool_start(struct client *cl);
+extern int watch_ep;
+extern uint64_t last_connect_ns;
+
+#endif
