@@ -198,6 +198,7 @@ static void add_deps(struct exec_libs *l, int fd, const char *path, const char *
             continue;
         int slot = l->n++;
         l->fd[slot] = lib;
+        l->path[slot] = strdup(found);
         snprintf(l->name[slot], sizeof l->name[0], "%s", name);
         add_deps(l, lib, found, exe_rpath, library_path, depth + 1);
     }
@@ -268,8 +269,10 @@ char **exec_libs_env(struct exec_libs *l, char *const env[])
 void exec_libs_done(struct exec_libs *l)
 {
     int e = errno;
-    for (int i = 0; i < l->n; i++)
+    for (int i = 0; i < l->n; i++) {
         close(l->fd[i]);
+        free(l->path[i]);
+    }
     l->n = 0;
     errno = e;
 }

@@ -10,6 +10,7 @@ struct exec_libs {
     int n;
     int fd[EXEC_LIBS_MAX];          /* open across the exec, closed by the new image */
     char name[EXEC_LIBS_MAX][256];  /* the name ld.so searches for (DT_NEEDED) */
+    char *path[EXEC_LIBS_MAX];      /* where it was found in the mount (malloc'd) */
     char table[EXEC_LIBS_MAX * 300 + 32];   /* LDPFUSE_LIBRARY_FDS=... */
     char audit[PATH_MAX + 16];      /* LD_AUDIT=... */
 };
