@@ -6,6 +6,8 @@ Two shared objects are built and installed inside the package:
   has no dependency on libpython: processes that never touch a mount never load Python.
   Only the libc wrappers are exported (a version script made from the objects' own
   symbols), so the core's names can never collide with a program's.
+* ``ldpfuse_py/libldpfuse_audit.so``: the LD_AUDIT library that hands the dynamic loader
+  the libraries an exec found in a mount (native/audit/).
 * ``ldpfuse_py/_embedded*.so``: the embedded backend, a CPython extension module (so it
   binds to whichever libpython the process has), loaded by the interposer on demand.
 """
@@ -93,10 +95,26 @@ class BuildNative(build_ext):
         compiler.link_shared_object(objects, target, libraries=["dl"],
                                     extra_postargs=["-pthread", f"-Wl,--version-script={script}",
                                                     "-Wl,-z,nodelete",
+                                                    # a call by name inside the library reaches
+                                                    # its own wrapper, never a program's function
+                                                    # of the same name, and costs no lookup at
+                                                    # the first call (syscall.c)
+                                                    "-Wl,-Bsymbolic-functions",
                                                     # two LOAD segments (R+X, RW), not four: every
                                                     # process maps this library, and on a VM each
                                                     # mmap at load costs microseconds
                                                     "-Wl,-z,noseparate-code"])
+        self.build_audit(tmp, out_dir)
+
+    def build_audit(self, tmp, out_dir):
+        """ldpfuse_py/libldpfuse_audit.so: the LD_AUDIT library an exec uses when the new
+        program's libraries are in a mount (native/audit/)."""
+        sources = sorted(os.path.join(NATIVE, "audit", f)
+                         for f in os.listdir(os.path.join(HERE, NATIVE, "audit")) if f.endswith(".c"))
+        objects = self.compiler.compile(sources, output_dir=os.path.join(tmp, "audit"),
+                                        extra_postargs=CFLAGS)
+        self.compiler.link_shared_object(objects, os.path.join(out_dir, "libldpfuse_audit.so"),
+                                         extra_postargs=["-Wl,-z,noseparate-code"])
 
 
 setup(

@@ -1,6 +1,7 @@
 """ldpfuse-py: file systems written in Python (fusepy's Operations API),
 served inside ordinary programs by an LD_PRELOAD library."""
 
+from . import _host_imports  # noqa: F401  first: it sees the program's imports under way
 from .operations import (
     ENOTSUP,
     FileInfo,

@@ -274,6 +274,10 @@ def boot(host_owns=0):
     _MOUNTED[:] = mounts
     _configure_logging(host_owns)
     if host_owns:
+        # an import the program is in the middle of gets back the names it searches for
+        from . import _host_imports
+
+        _host_imports.give_back()
         # the program is this Python: destroy() must run while the interpreter still does
         import atexit
 

@@ -10,16 +10,17 @@ FS is a class (path/to/file.py:Class, package.module:Class) or a fusepy script
 `python -m MODULE ARG...` would. The launcher checks the file system can be loaded, writes the mount table and what the
 preload library needs into the environment, and starts COMMAND with LD_PRELOAD set: the exit
 status is the command's. Bad input gets one line on stderr and exit status 2 (127 when the
-command does not exist); nothing is started then.
+command does not exist, 126 when it cannot be executed); nothing is started then.
 """
 import argparse
+import errno
 import os
 import shutil
 import sys
 import sysconfig
 
 from .fs_loader import (FLAGS, MODULE_PREFIX, MOUNT_FLAGS, SCRIPT_PREFIX, SpecError, check_instance,
-                        is_script_spec, load_class, parse_options, split_spec)
+                        check_options, is_script_spec, load_class, parse_options, split_spec)
 
 PROG = "ldpfuse-run"
 SEP = "\x1f"
@@ -38,8 +39,14 @@ def die(msg, status=2):
     sys.exit(status)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        """argparse's complaint as one line (no usage block), exit status 2."""
+        die(" ".join(message.split()))
+
+
 def parser():
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
               "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
@@ -156,7 +163,9 @@ def in_mount(path, point):
 
 def resolve_command(cmd, mountpoints):
     """argv to exec: a command stored in the mount is started through a preloaded shell
-    (the launcher itself cannot see the mount)."""
+    (the launcher itself cannot see the mount). FileNotFoundError if there is no such
+    command, PermissionError if there is one but it cannot be executed (the shell's 127
+    and 126)."""
     name = cmd[0]
     if "/" in name:
         full = os.path.normpath(os.path.abspath(name))
@@ -164,8 +173,12 @@ def resolve_command(cmd, mountpoints):
             return ["/bin/sh", "-c", 'exec "$0" "$@"', *cmd]
         if not os.path.exists(name):
             raise FileNotFoundError(name)
+        if os.path.isdir(name) or not os.access(name, os.X_OK):
+            raise PermissionError(name)
         return cmd
     if shutil.which(name) is None:
+        if shutil.which(name, mode=os.F_OK) not in (None, ""):
+            raise PermissionError(name)
         raise FileNotFoundError(name)
     return cmd
 
@@ -175,11 +188,15 @@ def one_line(exc):
 
 
 def mount_point(mountpoint, die=die):
+    if not mountpoint:
+        die("--mountpoint is empty: name the directory where the file system appears")
     if "\n" in mountpoint:
         die("the mount point may not contain a newline")
     point = os.path.normpath(os.path.abspath(mountpoint))
     if point == "/":
         die("the mount point cannot be /")
+    if os.path.lexists(point) and not os.path.isdir(point):
+        die(f"the mount point {mountpoint} is not a directory")
     return point
 
 
@@ -418,9 +435,11 @@ def main(argv=None):
         key, _, value = kv.partition("=")
         if key in own:
             try:
-                float(value)
+                seconds = float(value)
             except ValueError:
-                die(f"-o {key} expects a number of seconds, got {value!r}")
+                seconds = -1.0
+            if not 0 <= seconds < float("inf"):    # NaN fails too
+                die(f"-o {key} expects a number of seconds, 0 or more, got {value!r}")
             own_env[own[key]] = value
             args.options.remove(kv)
     if script:
@@ -439,6 +458,10 @@ def main(argv=None):
     except BaseException as e:  # the FS file raised at import
         die(f"{args.fs}: importing the file system failed: {type(e).__name__}: {one_line(e)}")
     opts.pop(MOUNT_FLAGS, None)
+    try:
+        check_options(cls, opts)
+    except SpecError as e:
+        die(str(e))
     try:
         ops = cls(*args.fs_args, **opts)
     except BaseException as e:
@@ -591,6 +614,8 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         argv_exec = resolve_command(cmd, [m["point"] for m in mounts])
     except FileNotFoundError:
         die(f"command not found: {cmd[0]}", 127)
+    except PermissionError:
+        die(f"cannot run {cmd[0]}: Permission denied", 126)
     from . import escapes, run_dir
 
     env.pop("LDPFUSE_RUN_DIR", None)    # an enclosing launcher's
@@ -641,7 +666,7 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     try:
         os.execvpe(argv_exec[0], argv_exec, env)
     except OSError as e:
-        die(f"cannot run {cmd[0]}: {e.strerror}", 126 if e.errno == 13 else 127)
+        die(f"cannot run {cmd[0]}: {e.strerror}", 127 if e.errno == errno.ENOENT else 126)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,9 @@ def load_class(spec, private_name="_ldpfuse_fs"):
     if cls_name is None:
         raise SpecError(f"FS must be path/to/file.py:ClassName, package.module:ClassName or a "
                         f"fusepy script path/to/script.py, got {spec!r}")
+    if ":" in target and is_file_spec(target.partition(":")[0]):
+        raise SpecError(f"FS names one class after its file (path/to/file.py:ClassName), "
+                        f"got {spec!r}")
     module = load_module(target, private_name)
     cls = getattr(module, cls_name, None)
     if cls is None:
@@ -145,6 +148,25 @@ def check_instance(ops, spec):
     name = type(ops).__name__
     raise SpecError(f"{spec}: {name} is not an Operations subclass "
                     f"(write `class {name}(Operations):`, from ldpfuse_py or fuse)")
+
+
+def check_options(cls, opts):
+    """Each -o key must be a keyword the class's constructor takes (any, if it takes
+    ``**kwargs``): SpecError naming the first one that is not."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return  # a constructor Python cannot describe: the call itself will tell
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in opts:
+        if key not in names:
+            takes = ", ".join(names) if names else "none"
+            raise SpecError(f"-o {key}: {cls.__name__} takes no option {key!r} "
+                            f"(its keyword arguments: {takes})")
 
 
 def parse_options(pairs):

@@ -166,7 +166,7 @@ class LdpFuse:
     def spec_of(self, fs: Any) -> tuple[str, list[str]]:
         """(FS spec, extra leading FS arguments) for a spec string, class or instance."""
         if isinstance(fs, (str, os.PathLike)):
-            return os.fspath(fs), []
+            return self._absolute_spec(os.fspath(fs)), []
         if inspect.isclass(fs):
             return f"{self._defining_file(fs)}:{fs.__name__}", []
         cls = type(fs)
@@ -179,6 +179,17 @@ class LdpFuse:
                             f"(each process gets a copy): {type(e).__name__}: {e}") from None
         path.write_bytes(data)
         return "ldpfuse_py.pytest_plugin:load_pickled", [str(path), cls.__module__, module_file]
+
+    @staticmethod
+    def _absolute_spec(spec: str) -> str:
+        """A file spec relative to the test's working directory (where pytest runs), made
+        absolute: the commands run in the fixture's own temporary directory."""
+        target, sep, cls = spec.rpartition(":")
+        if not sep or not cls.isidentifier():
+            target, sep, cls = spec, "", ""
+        if target and not os.path.isabs(target) and (target.endswith(".py") or os.sep in target):
+            return os.path.abspath(target) + sep + cls
+        return spec
 
     @staticmethod
     def _defining_file(cls: type) -> str:
@@ -199,7 +210,11 @@ class LdpFuse:
         spec, lead = self.spec_of(fs)
         self.count += 1
         point = Path(mountpoint) if mountpoint is not None else self.workdir / f"mnt{self.count}"
-        return Mount(self, spec, [*lead, *[os.fspath(a) for a in fs_args]], point.absolute(), options,
+        # an argument naming an existing path relative to the test's working directory is
+        # made absolute, as ldpfuse-run does (the commands run in the fixture's directory)
+        args = [os.path.abspath(a) if not os.path.isabs(a) and os.path.exists(a) else a
+                for a in map(os.fspath, fs_args)]
+        return Mount(self, spec, [*lead, *args], point.absolute(), options,
                      log_level, trace, mode)
 
     __call__ = mount

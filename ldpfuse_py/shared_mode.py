@@ -12,6 +12,7 @@ has ended (at once if a call has already timed out behind it), a serving thread 
 a method is left behind and the launcher exits with the command's status, without the
 file system's destroy() (its thread is the stuck one).
 """
+import errno
 import os
 import signal
 
@@ -41,7 +42,8 @@ def subreaper():
 def start_command(argv_exec, env, reap_descendants=True):
     """The command in a child of this process, which becomes its subreaper (descendants
     that outlive it come back here) if reap_descendants; the child's signal dispositions
-    are the defaults a shell gives, and a command that cannot run exits 127 with one line.
+    are the defaults a shell gives, and a command that cannot run exits 127 (126 when it
+    exists) with one line.
     Returns its pid."""
     if reap_descendants:
         subreaper()
@@ -53,6 +55,7 @@ def start_command(argv_exec, env, reap_descendants=True):
             os.execvpe(argv_exec[0], argv_exec, env)
         except OSError as e:
             os.write(2, f"ldpfuse-run: cannot run {argv_exec[0]}: {e.strerror}\n".encode())
+            os._exit(127 if e.errno == errno.ENOENT else 126)   # the shell's statuses
         os._exit(127)
     return pid
 

@@ -159,11 +159,25 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
                input=input)
 
 
+# Under CI=true (.ci/run) every program a test runs has been installed: one that is
+# missing is a broken CI setup, and its test fails instead of skipping without a word.
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def missing(what):
+    """The test cannot run because `what` is not installed: skip, or fail under CI=true."""
+    message = (f"{what} is not installed; README.md (Set up) says how to install what the "
+               f"tests run")
+    if IN_CI:
+        pytest.fail(f"CI=true: {message}", pytrace=False)
+    pytest.skip(message)
+
+
 def need(*programs):
-    """Skip the test when one of the programs it runs is not installed."""
+    """Skip the test (fail it under CI=true) when a program it runs is not installed."""
     for program in programs:
         if shutil.which(program) is None:
-            pytest.skip(f"{program} is not installed (not on PATH)")
+            missing(f"{program} (not on PATH)")
 
 
 # ---------------------------------------------------------------- trees

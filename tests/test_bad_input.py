@@ -1,11 +1,13 @@
-"""Bad input to ldpfuse-run: one clear line on stderr, exit status 2 (127 for
-a command that does not exist), and nothing half-started: the command did
-not run and the mount point was not created."""
+"""Bad input to ldpfuse-run: one clear line on stderr that names the bad value, exit
+status 2 (127 for a command that does not exist, 126 for one that cannot be executed, as
+a shell), and nothing half-started: the command did not run and the mount point was not
+created."""
 
+import os
 
 import pytest
 
-from conftest import FS_FIXTURES, LOOPBACK, base_env, ldpfuse_run_argv, run, run_native
+from conftest import FS_FIXTURES, LDP_MODE, LOOPBACK, base_env, ldpfuse_run_argv, run, run_native
 
 TIMEOUT = 60
 
@@ -37,7 +39,7 @@ BAD_SPECS = [
     ("missing-class", lambda ws: f"{LOOPBACK.split(':')[0]}:NoSuchClass", "NoSuchClass"),
     ("empty-class", lambda ws: f"{LOOPBACK.split(':')[0]}:", None),
     ("empty-file", lambda ws: ":Loopback", None),
-    ("two-colons", lambda ws: f"{LOOPBACK}:Extra", None),
+    ("two-colons", lambda ws: f"{LOOPBACK}:Extra", "Loopback:Extra"),
     ("raises-at-import", lambda ws: f"{FS_FIXTURES / 'raises_at_import.py'}:Never",
      "raises at import on purpose"),
 ]
@@ -49,6 +51,29 @@ def test_bad_fs_spec_exits_2_with_one_line_and_runs_nothing(ws, spec, mention):
     cmd = marker_cmd(ws)
     r = ldpfuse(ws, "--mountpoint", ws.mnt, spec(ws), ws.lower, "--", *cmd)
     assert_refused(ws, r, *([mention] if mention else []))
+
+
+# (name, launcher arguments before FS as a function of the workspace, what the line names)
+BAD_OPTIONS = [
+    ("empty-mountpoint", lambda ws: ["--mountpoint", ""], "--mountpoint"),
+    ("mountpoint-is-a-file", lambda ws: ["--mountpoint", ws.regular_file], "a-regular-file"),
+    ("negative-op-timeout", lambda ws: ["--mountpoint", ws.mnt, "-o", "op_timeout=-1"], "-1"),
+    ("nan-attr-timeout", lambda ws: ["--mountpoint", ws.mnt, "-o", "attr_timeout=nan"], "nan"),
+    ("unknown-mode", lambda ws: ["--mountpoint", ws.mnt, "--mode", "bogus"], "bogus"),
+    ("unknown-flag", lambda ws: ["--mountpoint", ws.mnt, "--no-such-flag"], "--no-such-flag"),
+    ("option-the-class-does-not-take", lambda ws: ["--mountpoint", ws.mnt, "-o", "colour=blue"],
+     "colour"),
+]
+
+
+@pytest.mark.parametrize("args,mention", [(c[1], c[2]) for c in BAD_OPTIONS],
+                         ids=[c[0] for c in BAD_OPTIONS])
+def test_bad_launcher_option_exits_2_with_one_line_naming_it(ws, args, mention):
+    ws.regular_file = ws.tmp / "a-regular-file"
+    ws.regular_file.write_text("not a directory\n")
+    cmd = marker_cmd(ws)
+    r = ldpfuse(ws, *args(ws), LOOPBACK, ws.lower, "--", *cmd)
+    assert_refused(ws, r, mention)
 
 
 def test_missing_double_dash_exits_2_and_runs_nothing(ws):
@@ -69,6 +94,24 @@ def test_nonexistent_command_exits_127(ws, command):
     r = ldpfuse(ws, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--", command)
     assert r.returncode == 127, r.describe()
     assert command in r.stderr, r.describe()
+
+
+@pytest.mark.parametrize("how", ["by-path", "on-PATH"])
+def test_command_that_cannot_be_executed_exits_126_like_bash(ws, how):
+    """A file without execute permission: bash says "Permission denied" and exits 126."""
+    bindir = ws.tmp / "bin"
+    bindir.mkdir()
+    script = bindir / "not-executable"
+    script.write_text("#!/bin/sh\necho ran\n")
+    os.chmod(script, 0o644)
+    command = str(script) if how == "by-path" else script.name
+    env = base_env(PATH=f"{bindir}:{os.environ['PATH']}")
+    native = run(["bash", "-c", f'"{command}"'], timeout=TIMEOUT, cwd=ws.tmp, env=env)
+    r = run(ldpfuse_run_argv() + ["--mountpoint", str(ws.mnt), LOOPBACK, str(ws.lower), "--",
+                                  command], timeout=TIMEOUT, cwd=ws.tmp, env=env)
+    assert native.returncode == 126, native.describe()
+    assert r.returncode == 126, r.describe()
+    assert "Permission denied" in r.stderr and "ran" not in r.stdout, r.describe()
 
 
 @pytest.mark.parametrize("status", [0, 1, 3, 42, 255])
@@ -113,3 +156,18 @@ def test_mount_point_need_not_exist_and_is_not_created(ws):
                 "cat", ws.mnt / "f")
     assert (r.returncode, r.stdout) == (0, "x\n"), r.describe()
     assert not ws.mnt.exists()
+
+
+def test_nested_launcher_at_the_same_mount_point_serves_its_own_file_system(ws):
+    """An ldpfuse-run inside another at the same mount point: its command sees the inner
+    file system, and the outer command sees its own again afterwards."""
+    inner = ws.tmp / "inner"
+    inner.mkdir()
+    (ws.lower / "f").write_text("outer\n")
+    (inner / "f").write_text("inner\n")
+    mode = ["--mode", LDP_MODE]
+    nested = " ".join(map(str, ldpfuse_run_argv() + mode + ["--mountpoint", ws.mnt, LOOPBACK,
+                                                              inner, "--", "cat", ws.mnt / "f"]))
+    r = ldpfuse(ws, *mode, "--mountpoint", ws.mnt, LOOPBACK, ws.lower, "--",
+                "sh", "-c", f"cat {ws.mnt}/f; {nested}; cat {ws.mnt}/f")
+    assert (r.returncode, r.stdout) == (0, "outer\ninner\nouter\n"), r.describe()

@@ -86,3 +86,36 @@ def test_python_imports_c_extension_from_mount(ws, fs, options):
         gcc -shared -fPIC -I"{include}" -o "$D/pkg/hello{suffix}" "{src}"
         "$PY" -c 'import os, sys; sys.path.insert(0, os.environ["D"] + "/pkg"); import hello; print(hello.greet(), hello.__file__.replace(os.environ["D"], "$D"))'
     """, fs=fs, options=options, mode=mode_for(fs), env_extra={"PY": sys.executable})
+
+
+DEPS_PY = r"""
+import ctypes, os
+D = os.environ["D"]
+lib = ctypes.CDLL(f"{D}/plugin/libouter.so")
+lib.outer.restype = ctypes.c_char_p
+print(lib.outer().decode())
+# another library of the mount, handed to the loader under a reused fd number
+other = ctypes.CDLL(f"{D}/plugin/libother.so")
+print("other", other.other(), other._handle != lib._handle)
+"""
+
+
+@pytest.mark.parametrize("fs,options", FS_CASES, ids=FS_IDS)
+def test_ctypes_cdll_of_a_library_whose_dependencies_are_in_the_mount(ws, fs, options):
+    """libouter.so needs libinner.so (its RUNPATH: $ORIGIN/../deps), both in the mount,
+    as a Python package's C extension needs the libraries shipped beside it (numpy's
+    numpy.libs); then a third library is another library, not one loaded before."""
+    need("gcc")
+    script = ws.write_script("load_deps.py", DEPS_PY)
+    ws.compare_sh(f"""
+        mkdir "$D/plugin" "$D/deps"
+        cd "$D"
+        printf 'const char *inner(void) {{ return "inner, found by outer"; }}\\n' > inner.c
+        printf 'const char *inner(void);\\nconst char *outer(void) {{ return inner(); }}\\n' > outer.c
+        gcc -shared -fPIC -Wl,-soname,libinner.so -o deps/libinner.so inner.c
+        gcc -shared -fPIC -Wl,-soname,libouter.so -o plugin/libouter.so outer.c -Ldeps -linner \\
+            -Wl,-rpath,'$ORIGIN/../deps'
+        printf 'int other(void) {{ return 7; }}\n' > other.c
+        gcc -shared -fPIC -o plugin/libother.so other.c
+        "$PY" "{script}"
+    """, fs=fs, options=options, mode=mode_for(fs), env_extra={"PY": sys.executable})

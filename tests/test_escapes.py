@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LDP_MODE, LOOPBACK, MEMORY, base_env, build_program, ldpfuse_run_argv, need, run, run_native
+from conftest import LDP_MODE, LOOPBACK, MEMORY, base_env, build_program, ldpfuse_run_argv, missing, need, run, run_native
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
@@ -239,7 +239,7 @@ def go_program(tmp_path_factory):
     """tests/programs/go_files built with cgo: dynamically linked, so ldpfuse is loaded."""
     go = go_toolchain()
     if go is None:
-        pytest.skip("go is not installed (not on PATH nor in /usr/local/go)")
+        missing("go (not on PATH nor in /usr/local/go)")
     need("gcc")
     d = tmp_path_factory.mktemp("go")
     env = base_env(HOME=d, GOCACHE=d / "cache", GOPATH=d / "path", GOTOOLCHAIN="local",

@@ -445,3 +445,22 @@ print([(r[len(d):], sorted(fs)) for r, _, fs in os.walk(d)])
     if protocol == "file":
         assert sorted(p.name for p in (lower / "sub").iterdir()) == ["c.txt"]
         assert (lower / "sub" / "c.txt").read_text() == "alpha\n" * 1000 + "tail\n"
+
+
+def test_a_store_without_credentials_gives_eio_and_logs_the_stores_error(moto, tmp_path):
+    """No credentials anywhere: the program sees EIO (the store's error has no errno), and
+    the log says what the store said, so the user knows what to fix."""
+    env = base_env(HOME=tmp_path, AWS_CONFIG_FILE=tmp_path / "none",
+                   AWS_SHARED_CREDENTIALS_FILE=tmp_path / "none",
+                   AWS_EC2_METADATA_DISABLED="true")   # never ask an instance metadata address
+    for key in [k for k in env if k.startswith("AWS_") and k not in (
+            "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_EC2_METADATA_DISABLED")]:
+        del env[key]
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
+    log = tmp_path / "ldpfuse.log"
+    mnt = tmp_path / "mnt"
+    r = run_ldp(FSSPEC_FS, [f"s3://{moto.new_bucket()}/p"], ["cat", mnt / "f"], mnt,
+                options={"endpoint_url": moto.endpoint}, env=env, log_file=log)
+    assert r.returncode != 0 and "Input/output error" in r.stderr, r.describe()
+    text = log.read_text() if log.exists() else ""
+    assert "the store failed, the caller gets EIO: NoCredentialsError" in text, r.describe() + text

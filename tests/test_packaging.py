@@ -94,7 +94,8 @@ def test_wheel_has_the_spdx_license_and_the_built_libraries(dists):
     assert "License-File: LICENSE" in meta.splitlines()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "Classifier: Operating System :: POSIX :: Linux" in meta
-    for built in ("ldpfuse_py/libldpfuse.so", "ldpfuse_py/contrib/fsspec.py"):
+    for built in ("ldpfuse_py/libldpfuse.so", "ldpfuse_py/libldpfuse_audit.so",
+                  "ldpfuse_py/contrib/fsspec.py"):
         assert built in names, built
     assert any(n.startswith("ldpfuse_py/_embedded") and n.endswith(".so") for n in names)
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY
+from conftest import LOOPBACK, MEMORY, need
 
 def one_tree(fs):
     """The mode for a script of several commands: the memory example keeps its tree in the
@@ -93,8 +93,7 @@ def test_bad_pointers_and_long_names_fail_as_natively(ws, fs):
 def test_zstd_rm_removes_the_source_in_the_mount(ws):
     """zstd --rm deletes its input with remove(), which glibc implements with its own
     unlink, past the unlink wrapper: the input must be gone from the mount."""
-    if shutil.which("zstd") is None:
-        pytest.skip("zstd is not installed")
+    need("zstd")
     ws.populate(lambda d: (d / "data.txt").write_text("some text\n" * 1000))
     ws.compare_sh('cd "$D"\nzstd -q --rm data.txt\nls\nzstd -dc data.txt.zst | wc -l\n')
 

@@ -24,12 +24,6 @@ def pws(request, ws):
     return ws
 
 
-def xfail_on_cached_path(request, pws, reason):
-    """Expect failure, with the observed reason, on passthrough=no only."""
-    if pws.options.get("passthrough") == "no":
-        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
-
-
 def sh(ws, script, **kw):
     return ws.compare_sh(script, env_extra={"PY": sys.executable}, options=ws.options, **kw)
 
@@ -70,10 +64,7 @@ def test_fd_opened_before_exec_works_in_child(pws):
     """)
 
 
-def test_stderr_redirected_into_mount_collects_child_output(pws, request):
-    xfail_on_cached_path(request, pws, (
-        "with passthrough=no, a Python child's stderr appended with 2>> to a "
-        "mount file is lost"))
+def test_stderr_redirected_into_mount_collects_child_output(pws):
     sh(pws, """
         sh -c 'echo to-stderr >&2; ls "$D/missing"' 2>"$D/log" || true
         cat "$D/log"
@@ -91,11 +82,7 @@ def test_env_i_child_still_sees_mount_with_absolute_path(pws):
     """)
 
 
-def test_pipeline_status_and_sigpipe_unchanged(pws, request):
-    xfail_on_cached_path(request, pws, (
-        "with passthrough=no, a Python child with stdin from a mount file logs "
-        "'carries a Python interpreter that is not running; mount operations "
-        "fail with EIO' on stderr"))
+def test_pipeline_status_and_sigpipe_unchanged(pws):
     sh(pws, """
         set +e
         yes | head -1 > "$D/yes"
@@ -268,11 +255,7 @@ print("contents", {open(f"{D}/child{i}").read() for i in range(20)})
 '''
 
 
-def test_python_fork_shares_offset_and_survives_busy_threads(pws, request):
-    xfail_on_cached_path(request, pws, (
-        "with passthrough=no, threads that open+read a file while others listdir "
-        "sometimes get IsADirectoryError from read() (seen once in CI): a race "
-        "between threads in the fd table"))
+def test_python_fork_shares_offset_and_survives_busy_threads(pws):
     pws.compare_py(PY_FORK, options=pws.options)
 
 

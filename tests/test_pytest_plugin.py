@@ -67,6 +67,21 @@ def test_the_documented_example_passes_without_conftest(tmp_path):
     assert "6 passed" in r.stdout, r.stdout
 
 
+def test_docs_testing_first_example_passes_run_from_the_repository(tmp_path):
+    """docs/testing.md's first example, as written (a spec relative to where pytest
+    runs), in a test file of its own run from the repository's root."""
+    doc = (REPO / "docs" / "testing.md").read_text()
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'ldpfuse.mount("examples/loopback.py:Loopback", lower)' in example
+    test_file = tmp_path / "test_doc_example.py"
+    test_file.write_text(example)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--rootdir", str(tmp_path), str(test_file)], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 passed" in r.stdout, r.stdout
+
+
 def test_an_instance_starts_from_its_state_and_changes_stay_in_the_process(ldpfuse):
     fs = Counter(41)
     m = ldpfuse.mount(fs)

@@ -8,7 +8,6 @@ The archives' contents are read by real programs and compared with the tree
 they were made from.
 """
 
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LDP_MODE, base_env, ldpfuse_run_argv, run
+from conftest import LDP_MODE, base_env, ldpfuse_run_argv, need, run
 
 pytest.importorskip("ratarmount", reason="ratarmount is not installed (pip install '.[test]')")
 
@@ -50,20 +49,8 @@ def archive(ws, kind):
         subprocess.run(["tar", "cf", path, "-C", src, "."], check=True)
     else:
         path = ws.tmp / "tree.zip"
-        if shutil.which("zip"):
-            subprocess.run(["zip", "-qry", path, "."], cwd=src, check=True)
-        else:  # the zip program is not installed: Python's zipfile, symlink kept
-            import zipfile
-
-            with zipfile.ZipFile(path, "w") as z:
-                for p in sorted(src.rglob("*")):
-                    name = str(p.relative_to(src)) + ("/" if p.is_dir() and not p.is_symlink() else "")
-                    info = zipfile.ZipInfo(name)
-                    st = p.lstat()
-                    info.external_attr = st.st_mode << 16
-                    data = (os.readlink(p).encode() if p.is_symlink()
-                            else b"" if p.is_dir() else p.read_bytes())
-                    z.writestr(info, data)
+        need("zip")
+        subprocess.run(["zip", "-qry", path, "."], cwd=src, check=True)
     return src, path
 
 
@@ -153,3 +140,21 @@ def test_ratarmount_write_overlay_takes_writes_from_every_process_in_shared_mode
     # what was written is in the overlay directory, on disk
     assert (overlay / "docs" / "n.txt").read_text() == "new\n"
     assert (overlay / "docs" / "a.txt").read_text() == "alpha\n" * 100 + "more\n"
+
+
+def test_the_ratarmount_line_of_from_fusepy_doc_lists_the_archive(ws):
+    """docs/from-fusepy.md's ratarmount line, as written, with its archive and mount point
+    replaced by the test's: it lists what the archive holds as `ls -R` lists the tree the
+    archive was made from."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "from-fusepy.md").read_text()
+    line = next(x for x in doc.splitlines() if x.startswith("ldpfuse-run $(which ratarmount)"))
+    line = line.split("  #")[0].strip()
+    src, archive_path = archive(ws, "tar")
+    mnt = ws.tmp / "mnt"
+    script = (line.replace("ldpfuse-run", " ".join(ldpfuse_run_argv()) + f" --mode {LDP_MODE}", 1)
+              .replace("$(which ratarmount)", RATARMOUNT)
+              .replace("archive.tar", str(archive_path)).replace("/mnt/a", str(mnt)))
+    r = run(["sh", "-c", script], timeout=TIMEOUT, cwd=ws.tmp, env=base_env(HOME=ws.home))
+    native = run(["ls", "-R", src], timeout=TIMEOUT, cwd=ws.tmp, env=base_env())
+    assert r.returncode == 0, r.describe()
+    assert r.stdout.replace(str(mnt), "$A") == native.stdout.replace(str(src), "$A"), r.describe()

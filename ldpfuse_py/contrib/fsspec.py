@@ -121,6 +121,24 @@ def errno_of(exc):
     return errno.EIO
 
 
+_reported = set()
+
+
+def store_error(exc):
+    """The FuseOSError a program gets for an exception of the store. One with no errno of
+    its own (missing credentials, a refused connection, a server's error) is EIO for the
+    program, so the store's own words go to the log, once per message in a process."""
+    code = errno_of(exc)
+    if code == errno.EIO and not isinstance(exc, FuseOSError):
+        what = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        if what not in _reported:
+            _reported.add(what)
+            from ldpfuse_py._runtime import log_line
+
+            log_line(f"ldpfuse[{os.getpid()}]: the store failed, the caller gets EIO: {what}")
+    return FuseOSError(code)
+
+
 def mtime_of(info):
     for key in ("mtime", "LastModified", "last_modified", "modified", "created", "ctime"):
         value = info.get(key)
@@ -435,7 +453,7 @@ class FsspecFS(Operations):
         try:
             return self.fs.info(full)
         except Exception as e:
-            raise FuseOSError(errno_of(e)) from None
+            raise store_error(e) from None
 
     # ------------------------------------------------------------- metadata
     def getattr(self, path, fh=None):
@@ -467,7 +485,7 @@ class FsspecFS(Operations):
         try:
             entries = self.fs.ls(full, detail=True)
         except Exception as e:
-            raise FuseOSError(errno_of(e)) from None
+            raise store_error(e) from None
         names = [".", ".."]
         seen = set()
         for entry in entries:
@@ -517,7 +535,7 @@ class FsspecFS(Operations):
             try:
                 self.fs.pipe_file(full + "/", b"")
             except Exception as e:
-                raise FuseOSError(errno_of(e)) from None
+                raise store_error(e) from None
         self.forget(path)
         return 0
 
@@ -537,7 +555,7 @@ class FsspecFS(Operations):
             if not self.markers or self.fs.isdir(full):   # a store with real directories
                 self.fs.rmdir(full)
         except Exception as e:
-            raise FuseOSError(errno_of(e)) from None
+            raise store_error(e) from None
         finally:
             self.forget(path)
         return 0
@@ -555,7 +573,7 @@ class FsspecFS(Operations):
             if self.fs.exists(full):
                 self.fs.rm_file(full)
         except Exception as e:
-            raise FuseOSError(errno_of(e)) from None
+            raise store_error(e) from None
         finally:
             self.forget(path)
         return 0
@@ -589,7 +607,7 @@ class FsspecFS(Operations):
                 except Exception:
                     pass
         except Exception as e:
-            raise FuseOSError(errno_of(e)) from None
+            raise store_error(e) from None
         finally:
             self.forget(old)
             self.forget(new)
@@ -628,7 +646,7 @@ class FsspecFS(Operations):
             try:
                 self.fs.pipe_file(self.full(path), b"")
             except Exception as e:
-                raise FuseOSError(errno_of(e)) from None
+                raise store_error(e) from None
             finally:
                 self.forget(path)
             self.created.add(path)              # its spool need not be filled from the store
@@ -653,14 +671,13 @@ class FsspecFS(Operations):
             return reader.read(lambda start, end: self.fs.cat_file(full, start=start, end=end),
                                size, offset)
         except Exception as e:
-            code = errno_of(e)
-            if code == errno.ENOENT:
-                raise FuseOSError(code) from None
+            if errno_of(e) == errno.ENOENT:
+                raise FuseOSError(errno.ENOENT) from None
             # a range past the end is an error for some stores (S3: 416)
             info = self._info(full)
             if offset >= int(info.get("size") or 0):
                 return b""
-            raise FuseOSError(code) from None
+            raise store_error(e) from None
 
     def _writer(self, path, fill=True):
         """This process's hold on the spool of path (made, or joined, at the first write)."""
@@ -672,7 +689,7 @@ class FsspecFS(Operations):
             try:
                 writer = Spool(self.fs, self.full(path), self.spool_dir, fill=fill)
             except Exception as e:
-                raise FuseOSError(errno_of(e)) from None
+                raise store_error(e) from None
             self.writers[path] = writer
             self.readers.pop(path, None)
         return writer
@@ -696,7 +713,7 @@ class FsspecFS(Operations):
         try:
             writer.commit()
         except Exception as e:
-            raise FuseOSError(errno_of(e)) from None
+            raise store_error(e) from None
         finally:
             writer.close_fds()
             self.forget(path)

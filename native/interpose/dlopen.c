@@ -8,11 +8,12 @@
  *   - a direct_io file: a memfd copy of what the file system reads.
  * The loader then knows the library by that name; the name the program asked for is put
  * back in the link map (what dladdr, dl_iterate_phdr and /proc/PID/maps-less tools show),
- * best effort. The loader knows a library again by its device and inode, so a second
- * dlopen of the same path finds the one already loaded.
+ * best effort. A second dlopen of the same path finds the one already loaded, by that
+ * name (RTLD_NOLOAD): the fd, and so the loader's idea of the file, may be another.
  *
  * A name without '/' is searched by the loader along LD_LIBRARY_PATH and the rest; the
- * LD_LIBRARY_PATH directories in a mount are searched here, in their turn.
+ * LD_LIBRARY_PATH directories in a mount are searched here, in their turn. The library's
+ * own dependencies that are in a mount are loaded first (load_dependencies).
  *
  * dlopen looks at its caller (RUNPATH of the calling object, its link-map namespace), so
  * the call that is not ours must leave with a jump, not a call: these two functions are
@@ -24,9 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "exec_libs.h"
 
 /* A real fd that holds the bytes of the mount file at vp, or -1 (errno set). */
-static int loadable_fd(const struct vpath *vp)
+int loadable_fd(const struct vpath *vp)
 {
     int fd = vfs_open(vp, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
@@ -154,15 +156,71 @@ static __attribute__((noinline)) int may_be_in_mount(const char *file)
     return vfs_lookup(AT_FDCWD, &file, &vp);
 }
 
+/* The name the loader is given for fd: /proc/self/fd/N, with one more '/' before N each
+ * time N comes again. The loader knows a library by every name it was opened with, so a
+ * second library handed over by a reused fd number under the same name would be taken
+ * for the first one. */
+static void name_of_fd(int fd, char *out, size_t size)
+{
+    static unsigned short uses[1024];
+    static unsigned total;
+    unsigned k = fd >= 0 && fd < 1024 ? __atomic_fetch_add(&uses[fd], 1, __ATOMIC_RELAXED)
+                                      : __atomic_fetch_add(&total, 1, __ATOMIC_RELAXED);
+    size_t at = (size_t)snprintf(out, size, "/proc/self/fd/");
+    for (unsigned i = 0; i < k && at + 16 < size; i++)
+        out[at++] = '/';
+    snprintf(out + at, size - at, "%d", fd);
+}
+
+/* The libraries in a mount that the library (fd, its path) needs (DT_NEEDED along its
+ * RPATH, LD_LIBRARY_PATH, RUNPATH, $ORIGIN its directory in the mount: exec_libs.c),
+ * loaded first, the deepest first, each by its fd: the loader, which would look for them
+ * itself and not find them, then finds each already loaded, by its SONAME. */
+static void load_dependencies(long lmid, int fd, const char *asked, int mode)
+{
+    extern char **environ;
+    struct exec_libs *l = malloc(sizeof *l);
+    if (l == NULL)
+        return;
+    int n = exec_libs_find(l, fd, asked, environ);
+    for (int i = n - 1; i >= 0; i--) {
+        if (l->path[i] != NULL && (lmid < 0 ? REAL(dlopen)(l->path[i], RTLD_LAZY | RTLD_NOLOAD)
+                                            : REAL(dlmopen)(lmid, l->path[i], RTLD_LAZY | RTLD_NOLOAD)))
+            continue;   /* loaded before */
+        char byfd[PATH_MAX];
+        name_of_fd(l->fd[i], byfd, sizeof byfd);
+        int dep_mode = RTLD_LAZY | (mode & RTLD_GLOBAL);
+        void *h = lmid < 0 ? REAL(dlopen)(byfd, dep_mode) : REAL(dlmopen)(lmid, byfd, dep_mode);
+        struct link_map *lm;
+        if (h != NULL && l->path[i] != NULL && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 &&
+            strncmp(lm->l_name, "/proc/self/fd/", 14) == 0) {
+            char *name = strdup(l->path[i]);
+            if (name != NULL)
+                lm->l_name = name;
+        }
+    }
+    exec_libs_done(l);
+    free(l);
+}
+
 /* lmid < 0: dlopen, else dlmopen in that namespace */
 static __attribute__((noinline)) void *open_from_mount(long lmid, const char *file, int mode)
 {
     int fd;
-    char asked[PATH_MAX], byfd[32];
+    char asked[PATH_MAX], byfd[PATH_MAX];
     if (!library_in_mount(file, &fd, asked, sizeof asked) || fd < 0)
         /* the loader fails on the name as the kernel sees it, and says so in dlerror() */
         return lmid < 0 ? REAL(dlopen)(file, mode) : REAL(dlmopen)(lmid, file, mode);
-    snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", fd);
+    /* loaded before: the loader knows it by the name put back in its link map */
+    void *again = lmid < 0 ? REAL(dlopen)(asked, mode | RTLD_NOLOAD)
+                           : REAL(dlmopen)(lmid, asked, mode | RTLD_NOLOAD);
+    if (again != NULL || (mode & RTLD_NOLOAD)) {
+        close(fd);
+        return again;
+    }
+    name_of_fd(fd, byfd, sizeof byfd);
+    if (!(mode & RTLD_NOLOAD))
+        load_dependencies(lmid, fd, asked, mode);
     void *handle = lmid < 0 ? REAL(dlopen)(byfd, mode) : REAL(dlmopen)(lmid, byfd, mode);
     return loaded(handle, fd, asked);
 }

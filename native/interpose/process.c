@@ -7,6 +7,8 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "exec_plan.h"
+#include "exec_libs.h"
 #include <paths.h>
 #include <spawn.h>
 #include "spawn_plan.h"
@@ -23,6 +25,7 @@ static int nsaved;
 
 void process_init(void)
 {
+    exec_libs_adopt();      /* before the environment is saved: those are this image's */
     int n = 0;
     for (char **e = environ; e && *e; e++)
         n += strncmp(*e, "LDPFUSE_", 8) == 0 || strncmp(*e, "LD_PRELOAD=", 11) == 0;
@@ -130,6 +133,35 @@ static void adopt_fds(void)
     }
 }
 
+/* Whether envp describes other mounts than ours: another mount table, or the same mount
+ * points served by other file systems or another server (a nested ldpfuse-run at the
+ * same mount point). Only the variables that say what is served are compared: a program
+ * that drops them (env -i) gets ours back. */
+static int serves_what(const char *e)
+{
+    return strncmp(e, "LDPFUSE_MOUNTPOINTS=", 20) == 0 || strncmp(e, "LDPFUSE_FS_", 11) == 0 ||
+           strncmp(e, "LDPFUSE_SOCKET=", 15) == 0 || strncmp(e, "LDPFUSE_MODE=", 13) == 0 ||
+           strncmp(e, "LDPFUSE_FIFO_DIR=", 17) == 0;
+}
+
+static int launcher_changed(char *const envp[])
+{
+    int theirs = 0, same = 0, ours = 0;
+    for (int i = 0; i < nsaved; i++)
+        ours += serves_what(saved_env[i]);
+    for (char *const *e = envp; e && *e; e++) {
+        if (!serves_what(*e))
+            continue;
+        theirs++;
+        for (int i = 0; i < nsaved; i++)
+            if (strcmp(*e, saved_env[i]) == 0) {
+                same++;
+                break;
+            }
+    }
+    return theirs > 0 && ours > 0 && (same != theirs || theirs != ours);
+}
+
 size_t exec_env_room(char *const envp[])
 {
     size_t n = 0;
@@ -143,14 +175,7 @@ char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf
 {
     /* A nested ldpfuse-run hands its command a mount table of its own: that one wins,
      * and our fds (indexed by our table) are not passed on. */
-    const char *ours = NULL, *theirs = NULL;
-    for (int i = 0; i < nsaved; i++)
-        if (strncmp(saved_env[i], "LDPFUSE_MOUNTPOINTS=", 20) == 0)
-            ours = saved_env[i];
-    for (char *const *e = envp; e && *e; e++)
-        if (strncmp(*e, "LDPFUSE_MOUNTPOINTS=", 20) == 0)
-            theirs = *e;
-    int nested = theirs && ours && strcmp(theirs, ours) != 0;
+    int nested = launcher_changed(envp);
     char *fds = nested ? NULL : inherited_fds();    /* freed by the exec (or leaked once) */
     int k = 0;
     for (char *const *e = envp; e && *e; e++) {
@@ -192,10 +217,11 @@ static int exec_fd(int fd, char *const argv[], char *const envp[])
 }
 
 /* A cached file is a page cache other processes (the shared server) hold open for
- * writing, and the kernel will not exec a file open for writing (ETXTBSY): exec a copy. */
-static int exec_copy(int fd, char *const argv[], char *const envp[])
+ * writing, and the kernel will not exec a file open for writing (ETXTBSY): a copy is
+ * exec'd. Returns the copy's fd (close-on-exec), or -1 with errno ETXTBSY. */
+static int exec_copy_of(int fd)
 {
-    int copy = memfd_create("ldpfuse-exec", 0);
+    int copy = memfd_create("ldpfuse-exec", MFD_CLOEXEC);
     if (copy < 0) {
         errno = ETXTBSY;
         return -1;
@@ -210,11 +236,54 @@ static int exec_copy(int fd, char *const argv[], char *const envp[])
             break;
         off += n;
     }
+    return copy;
+}
+
+static int exec_copy(int fd, char *const argv[], char *const envp[])
+{
+    int copy = exec_copy_of(fd);
+    if (copy < 0)
+        return -1;
     int r = exec_fd(copy, argv, envp);
     int e = errno;
     REAL(close)(copy);
     errno = e;
     return r;
+}
+
+/* The libraries in a mount the program (fd, its path) needs at its start, passed across
+ * the exec (exec_libs.c): env with what the new image needs to load them, or NULL when
+ * there are none. */
+static TLS struct exec_libs *pending_libs;   /* this thread's exec, until it returns */
+static char **libraries_env(int fd, const char *program, char **env)
+{
+    struct exec_libs *l = malloc(sizeof *l);
+    if (l == NULL)
+        return NULL;
+    char **out = NULL;
+    if (exec_libs_find(l, fd, program, env) > 0)
+        out = exec_libs_env(l, env);
+    if (out == NULL) {
+        exec_libs_done(l);
+        free(l);
+        return NULL;
+    }
+    pending_libs = l;
+    return out;
+}
+
+static void libraries_done(char **env)
+{
+    if (env == NULL)
+        return;
+    int e = errno;
+    free(env);
+    if (pending_libs) {
+        exec_libs_done(pending_libs);
+        free(pending_libs);
+        pending_libs = NULL;
+    }
+    errno = e;
 }
 
 int execve(const char *path, char *const argv[], char *const envp[])
@@ -231,25 +300,33 @@ int execve(const char *path, char *const argv[], char *const envp[])
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(0);
     int r;
-    if (vfs_lookup(AT_FDCWD, &path, &vp)) {
-        /* a program stored in the mount: exec the kernel fd that stands for it (a script
-         * is run by the kernel as /dev/fd/N, so the fd must survive the exec) */
-        int fd = vfs_open(&vp, O_RDONLY, 0);
-        struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
-        if (v && v->kind == VF_FILE && v->pc && pcache_fill(v, 0, 0, 1) < 0) {
-            close(fd);
-            fd = -1;
-        }
-        if (fd < 0) {
-            r = -1;
-        } else {
-            r = exec_fd(fd, argv, env);
+    const char *inside = path;
+    if (vfs_lookup(AT_FDCWD, &inside, &vp)) {
+        /* a program stored in the mount: run what the kernel would (exec_plan.c), a
+         * binary by the kernel fd that stands for it, a script's interpreter by path */
+        struct exec_plan plan;
+        r = exec_plan_make(&plan, path, argv);
+        if (r == 0 && plan.fd >= 0) {
+            char **with_libs = libraries_env(plan.fd, plan.program, env);
+            char **use = with_libs ? with_libs : env;
+            r = exec_fd(plan.fd, plan.argv, use);
             if (r < 0 && errno == ETXTBSY)
-                r = exec_copy(fd, argv, env);
-            int e = errno;
-            close(fd);
-            errno = e;
+                r = exec_copy(plan.fd, plan.argv, use);
+            libraries_done(with_libs);
+        } else if (r == 0) {
+            r = escape_check_exec(plan.path, plan.argv);
+            if (r == 0)
+                r = REAL(execve)(plan.path, plan.argv, env);
         }
+        exec_plan_done(&plan);
+    } else if (UNLIKELY(exec_libs_path_in_mount(env))) {
+        /* LD_LIBRARY_PATH into a mount: the program's libraries may be there */
+        int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
+        char **with_libs = fd >= 0 ? libraries_env(fd, path, env) : NULL;
+        if (fd >= 0)
+            REAL(close)(fd);
+        r = REAL(execve)(path, argv, with_libs ? with_libs : env);
+        libraries_done(with_libs);
     } else {
         r = REAL(execve)(path, argv, env);
     }
@@ -393,33 +470,112 @@ int fexecve(int fd, char *const argv[], char *const envp[])
     return r;
 }
 
-/* posix_spawn's child runs glibc's private execve: give it our environment. */
+/* posix_spawn's child runs glibc's private execve: give it our environment. A program
+ * in a mount is found here (posix_spawnp's search of PATH entries in a mount) and handed
+ * to the real posix_spawn as the kernel can run it (exec_plan.c): a binary as
+ * /proc/self/fd/N of its close-on-exec fd (the kernel opens it before it closes the
+ * child's close-on-exec fds), a script as its interpreter with the script's path. */
 typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
                         const posix_spawnattr_t *, char *const[], char *const[]);
+
+/* posix_spawnp's search, for PATH entries in a mount: the first executable regular file
+ * named file in a PATH directory, copied to found, if it is in a mount; NULL when the
+ * first one is outside every mount (or there is none): glibc's own search finds it. */
+static const char *search_path_in_mount(const char *file, char *found, size_t size)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL)
+        path = "/bin:/usr/bin";
+    for (const char *p = path;; ) {
+        const char *e = strchr(p, ':');
+        size_t dl = e ? (size_t)(e - p) : strlen(p);
+        if (dl + 2 + strlen(file) <= size) {
+            snprintf(found, size, "%.*s%s%s", (int)dl, p, dl ? "/" : "", file);
+            struct vpath vp;
+            const char *inside = found;
+            struct stat st;
+            int mine = vfs_lookup(AT_FDCWD, &inside, &vp);
+            if (stat(found, &st) == 0 && S_ISREG(st.st_mode) && access(found, X_OK) == 0)
+                return mine ? found : NULL;
+        }
+        if (!e)
+            return NULL;
+        p = e + 1;
+    }
+}
 
 static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char *path,
                         const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
                         char *const argv[], char *const envp[])
 {
+    static spawn_fn by_path;    /* the real posix_spawn, for what is found here */
     if (*slot == NULL)
         real_resolve(name, (void **)slot);
     if (ldp_nmounts == 0 || ldp_guard)
         return (*slot)(pid, path, fa, attr, argv, envp);
-    if (path && strchr(path, '/') && escape_check_exec(path, argv) < 0)
-        return errno;
-    struct spawn_plan plan;     /* file actions that open mount paths: done here */
-    int planned = spawn_plan_make(&plan, fa);
-    if (planned < 0)
-        return errno;
+    if (by_path == NULL)
+        real_resolve("posix_spawn", (void **)&by_path);
+    spawn_fn spawn = *slot;
+    char found[PATH_MAX];
+    if (path && *path && strchr(path, '/') == NULL && strcmp(name, "posix_spawnp") == 0 &&
+        search_path_in_mount(path, found, sizeof found) != NULL) {
+        path = found;
+        spawn = by_path;
+    }
+    struct exec_plan plan = { .fd = -1 };
+    int planned_exec = 0;
+    struct vpath vp;
+    const char *inside = path;
+    if (path && strchr(path, '/') && vfs_lookup(AT_FDCWD, &inside, &vp)) {
+        if (exec_plan_make(&plan, path, argv) < 0) {
+            int e = errno;
+            exec_plan_done(&plan);
+            return e;
+        }
+        planned_exec = 1;
+        spawn = by_path;
+        argv = plan.argv;
+        path = plan.path;
+    }
+    if (path && strchr(path, '/') && plan.fd < 0 && escape_check_exec(path, argv) < 0) {
+        int e = errno;
+        exec_plan_done(&plan);
+        return e;
+    }
+    struct spawn_plan fplan;    /* file actions that open mount paths: done here */
+    int planned = spawn_plan_make(&fplan, fa);
+    if (planned < 0) {
+        int e = errno;
+        exec_plan_done(&plan);
+        return e;
+    }
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(fa != NULL);
-    int r = (*slot)(pid, path, planned ? &plan.fa : fa, attr, argv,
-                    planned ? spawn_plan_env(&plan, env) : env);
+    const posix_spawn_file_actions_t *use_fa = planned ? &fplan.fa : fa;
+    char **use_env = planned ? spawn_plan_env(&fplan, env) : env;
+    char byfd[64];
+    int r;
+    if (plan.fd >= 0) {
+        snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", plan.fd);
+        r = spawn(pid, byfd, use_fa, attr, argv, use_env);
+        if (r == ETXTBSY) {
+            int copy = exec_copy_of(plan.fd);
+            if (copy >= 0) {
+                snprintf(byfd, sizeof byfd, "/proc/self/fd/%d", copy);
+                r = spawn(pid, byfd, use_fa, attr, argv, use_env);
+                REAL(close)(copy);
+            }
+        }
+    } else {
+        r = spawn(pid, path, use_fa, attr, argv, use_env);
+    }
     if (planned)
-        spawn_plan_done(&plan);
+        spawn_plan_done(&fplan);
     if (env != envp)
         free(env);
+    if (planned_exec)
+        exec_plan_done(&plan);
     return r;
 }
 
@@ -436,4 +592,3 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
     static spawn_fn real;
     return spawn_common("posix_spawnp", &real, pid, file, fa, attr, argv, envp);
 }
-

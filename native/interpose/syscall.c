@@ -9,12 +9,14 @@
  * and for getcwd the length of the name (the libc function returns the buffer).
  * A raw `syscall` instruction never comes here (see limitations.md).
  *
- * The wrappers are this library's own definitions, found in it by dlsym: a program may
- * define the function itself (GNU patch's gnulib renameat2 calls syscall(SYS_renameat2)),
- * and a call by name would reach the program's, which calls syscall() again.
+ * The wrappers called are this library's own definitions: the library is linked with
+ * -Bsymbolic-functions, so a call by name binds to them even when the program defines the
+ * function itself (GNU patch's gnulib renameat2 calls syscall(SYS_renameat2), and its
+ * own function would call syscall() again). Nothing is looked up at the first call: an
+ * allocator (jemalloc, tcmalloc) may call syscall() from inside its first malloc, holding
+ * its init lock, and a dlopen there would call malloc and wait on that lock for ever.
  */
 #include "../ldpfuse.h"
-#include <dlfcn.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <string.h>
@@ -26,27 +28,6 @@
 #ifndef OPEN_HOW_SIZE_VER0
 #define OPEN_HOW_SIZE_VER0 24      /* the first struct open_how: flags, mode, resolve */
 #endif
-
-static void *ours_resolve(const char *name, void **slot)
-{
-    static void *self;
-    if (self == NULL) {
-        Dl_info info;
-        if (dladdr((void *)ours_resolve, &info) == 0 ||
-            (self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) == NULL)
-            return real_resolve(name, slot);    /* cannot happen: we are loaded */
-    }
-    void *p = dlsym(self, name);
-    if (p == NULL)
-        return real_resolve(name, slot);
-    __atomic_store_n(slot, p, __ATOMIC_RELEASE);
-    return p;
-}
-/* OURS(stat): this library's stat, never the program's */
-#define OURS(fn) ({ \
-    static void *ours_##fn; \
-    void *p_ = __atomic_load_n(&ours_##fn, __ATOMIC_ACQUIRE); \
-    (__typeof__(&fn))(p_ ? p_ : ours_resolve(#fn, &ours_##fn)); })
 
 /* openat2 in a mount: the open_how's flags and mode, checked as the kernel checks them.
  * Of the resolve flags only RESOLVE_NO_SYMLINKS has a meaning here (as O_NOFOLLOW on the
@@ -71,14 +52,14 @@ static long openat2_call(int dirfd, const char *path, const struct open_how *how
     }
     if (how->resolve & RESOLVE_NO_SYMLINKS)
         flags |= O_NOFOLLOW;
-    return OURS(openat)(dirfd, path, (int)flags, (mode_t)mode);
+    return openat(dirfd, path, (int)flags, (mode_t)mode);
 }
 
 static long getcwd_call(char *buf, size_t size)
 {
     if (buf == NULL || !ldp_cwd_virtual)
         return REAL(syscall)(SYS_getcwd, buf, size);
-    return OURS(getcwd)(buf, size) ? (long)strlen(buf) + 1 : -1;
+    return getcwd(buf, size) ? (long)strlen(buf) + 1 : -1;
 }
 
 #define ROW(nr, call) case nr: return (long)(call);
@@ -95,86 +76,86 @@ long syscall(long nr, ...)
 #define V(i) ((void *)a##i)
     switch (nr) {
     /* names and attributes by path */
-    ROW(SYS_open, OURS(open)(P(0), I(1), (mode_t)a2))
-    ROW(SYS_openat, OURS(openat)(I(0), P(1), I(2), (mode_t)a3))
+    ROW(SYS_open, open(P(0), I(1), (mode_t)a2))
+    ROW(SYS_openat, openat(I(0), P(1), I(2), (mode_t)a3))
     ROW(SYS_openat2, openat2_call(I(0), P(1), V(2), (size_t)a3))
-    ROW(SYS_creat, OURS(creat)(P(0), (mode_t)a1))
-    ROW(SYS_stat, OURS(stat)(P(0), V(1)))
-    ROW(SYS_lstat, OURS(lstat)(P(0), V(1)))
-    ROW(SYS_newfstatat, OURS(fstatat)(I(0), P(1), V(2), I(3)))
-    ROW(SYS_statx, OURS(statx)(I(0), P(1), I(2), (unsigned)a3, V(4)))
-    ROW(SYS_access, OURS(access)(P(0), I(1)))
-    ROW(SYS_faccessat, OURS(faccessat)(I(0), P(1), I(2), 0))
-    ROW(SYS_faccessat2, OURS(faccessat)(I(0), P(1), I(2), I(3)))
-    ROW(SYS_statfs, OURS(statfs)(P(0), V(1)))
-    ROW(SYS_mkdir, OURS(mkdir)(P(0), (mode_t)a1))
-    ROW(SYS_mkdirat, OURS(mkdirat)(I(0), P(1), (mode_t)a2))
-    ROW(SYS_mknod, OURS(mknod)(P(0), (mode_t)a1, (dev_t)a2))
-    ROW(SYS_mknodat, OURS(mknodat)(I(0), P(1), (mode_t)a2, (dev_t)a3))
-    ROW(SYS_rmdir, OURS(rmdir)(P(0)))
-    ROW(SYS_unlink, OURS(unlink)(P(0)))
-    ROW(SYS_unlinkat, OURS(unlinkat)(I(0), P(1), I(2)))
-    ROW(SYS_rename, OURS(rename)(P(0), P(1)))
-    ROW(SYS_renameat, OURS(renameat)(I(0), P(1), I(2), P(3)))
-    ROW(SYS_renameat2, OURS(renameat2)(I(0), P(1), I(2), P(3), (unsigned)a4))
-    ROW(SYS_link, OURS(link)(P(0), P(1)))
-    ROW(SYS_linkat, OURS(linkat)(I(0), P(1), I(2), P(3), I(4)))
-    ROW(SYS_symlink, OURS(symlink)(P(0), P(1)))
-    ROW(SYS_symlinkat, OURS(symlinkat)(P(0), I(1), P(2)))
-    ROW(SYS_readlink, OURS(readlink)(P(0), V(1), (size_t)a2))
-    ROW(SYS_readlinkat, OURS(readlinkat)(I(0), P(1), V(2), (size_t)a3))
-    ROW(SYS_chmod, OURS(chmod)(P(0), (mode_t)a1))
-    ROW(SYS_fchmodat, OURS(fchmodat)(I(0), P(1), (mode_t)a2, 0))
-    ROW(SYS_chown, OURS(chown)(P(0), (uid_t)a1, (gid_t)a2))
-    ROW(SYS_lchown, OURS(lchown)(P(0), (uid_t)a1, (gid_t)a2))
-    ROW(SYS_fchownat, OURS(fchownat)(I(0), P(1), (uid_t)a2, (gid_t)a3, I(4)))
-    ROW(SYS_truncate, OURS(truncate)(P(0), (off_t)a1))
-    ROW(SYS_utime, OURS(utime)(P(0), V(1)))
-    ROW(SYS_utimes, OURS(utimes)(P(0), V(1)))
-    ROW(SYS_futimesat, OURS(futimesat)(I(0), P(1), V(2)))
-    ROW(SYS_utimensat, OURS(utimensat)(I(0), P(1), V(2), I(3)))
-    ROW(SYS_getxattr, OURS(getxattr)(P(0), P(1), V(2), (size_t)a3))
-    ROW(SYS_lgetxattr, OURS(lgetxattr)(P(0), P(1), V(2), (size_t)a3))
-    ROW(SYS_setxattr, OURS(setxattr)(P(0), P(1), V(2), (size_t)a3, I(4)))
-    ROW(SYS_lsetxattr, OURS(lsetxattr)(P(0), P(1), V(2), (size_t)a3, I(4)))
-    ROW(SYS_listxattr, OURS(listxattr)(P(0), V(1), (size_t)a2))
-    ROW(SYS_llistxattr, OURS(llistxattr)(P(0), V(1), (size_t)a2))
-    ROW(SYS_removexattr, OURS(removexattr)(P(0), P(1)))
-    ROW(SYS_lremovexattr, OURS(lremovexattr)(P(0), P(1)))
-    ROW(SYS_chdir, OURS(chdir)(P(0)))
+    ROW(SYS_creat, creat(P(0), (mode_t)a1))
+    ROW(SYS_stat, stat(P(0), V(1)))
+    ROW(SYS_lstat, lstat(P(0), V(1)))
+    ROW(SYS_newfstatat, fstatat(I(0), P(1), V(2), I(3)))
+    ROW(SYS_statx, statx(I(0), P(1), I(2), (unsigned)a3, V(4)))
+    ROW(SYS_access, access(P(0), I(1)))
+    ROW(SYS_faccessat, faccessat(I(0), P(1), I(2), 0))
+    ROW(SYS_faccessat2, faccessat(I(0), P(1), I(2), I(3)))
+    ROW(SYS_statfs, statfs(P(0), V(1)))
+    ROW(SYS_mkdir, mkdir(P(0), (mode_t)a1))
+    ROW(SYS_mkdirat, mkdirat(I(0), P(1), (mode_t)a2))
+    ROW(SYS_mknod, mknod(P(0), (mode_t)a1, (dev_t)a2))
+    ROW(SYS_mknodat, mknodat(I(0), P(1), (mode_t)a2, (dev_t)a3))
+    ROW(SYS_rmdir, rmdir(P(0)))
+    ROW(SYS_unlink, unlink(P(0)))
+    ROW(SYS_unlinkat, unlinkat(I(0), P(1), I(2)))
+    ROW(SYS_rename, rename(P(0), P(1)))
+    ROW(SYS_renameat, renameat(I(0), P(1), I(2), P(3)))
+    ROW(SYS_renameat2, renameat2(I(0), P(1), I(2), P(3), (unsigned)a4))
+    ROW(SYS_link, link(P(0), P(1)))
+    ROW(SYS_linkat, linkat(I(0), P(1), I(2), P(3), I(4)))
+    ROW(SYS_symlink, symlink(P(0), P(1)))
+    ROW(SYS_symlinkat, symlinkat(P(0), I(1), P(2)))
+    ROW(SYS_readlink, readlink(P(0), V(1), (size_t)a2))
+    ROW(SYS_readlinkat, readlinkat(I(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_chmod, chmod(P(0), (mode_t)a1))
+    ROW(SYS_fchmodat, fchmodat(I(0), P(1), (mode_t)a2, 0))
+    ROW(SYS_chown, chown(P(0), (uid_t)a1, (gid_t)a2))
+    ROW(SYS_lchown, lchown(P(0), (uid_t)a1, (gid_t)a2))
+    ROW(SYS_fchownat, fchownat(I(0), P(1), (uid_t)a2, (gid_t)a3, I(4)))
+    ROW(SYS_truncate, truncate(P(0), (off_t)a1))
+    ROW(SYS_utime, utime(P(0), V(1)))
+    ROW(SYS_utimes, utimes(P(0), V(1)))
+    ROW(SYS_futimesat, futimesat(I(0), P(1), V(2)))
+    ROW(SYS_utimensat, utimensat(I(0), P(1), V(2), I(3)))
+    ROW(SYS_getxattr, getxattr(P(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_lgetxattr, lgetxattr(P(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_setxattr, setxattr(P(0), P(1), V(2), (size_t)a3, I(4)))
+    ROW(SYS_lsetxattr, lsetxattr(P(0), P(1), V(2), (size_t)a3, I(4)))
+    ROW(SYS_listxattr, listxattr(P(0), V(1), (size_t)a2))
+    ROW(SYS_llistxattr, llistxattr(P(0), V(1), (size_t)a2))
+    ROW(SYS_removexattr, removexattr(P(0), P(1)))
+    ROW(SYS_lremovexattr, lremovexattr(P(0), P(1)))
+    ROW(SYS_chdir, chdir(P(0)))
     ROW(SYS_getcwd, getcwd_call(V(0), (size_t)a1))
-    ROW(SYS_execve, OURS(execve)(P(0), V(1), V(2)))
-    ROW(SYS_inotify_add_watch, OURS(inotify_add_watch)(I(0), P(1), (uint32_t)a2))
+    ROW(SYS_execve, execve(P(0), V(1), V(2)))
+    ROW(SYS_inotify_add_watch, inotify_add_watch(I(0), P(1), (uint32_t)a2))
     /* fds that may be virtual: a cached file fills its pages, a close releases it */
-    ROW(SYS_close, OURS(close)(I(0)))
-    ROW(SYS_close_range, OURS(close_range)((unsigned)a0, (unsigned)a1, I(2)))
-    ROW(SYS_dup, OURS(dup)(I(0)))
-    ROW(SYS_dup2, OURS(dup2)(I(0), I(1)))
-    ROW(SYS_dup3, OURS(dup3)(I(0), I(1), I(2)))
-    ROW(SYS_fcntl, OURS(fcntl)(I(0), I(1), a2))
-    ROW(SYS_fstat, OURS(fstat)(I(0), V(1)))
-    ROW(SYS_fstatfs, OURS(fstatfs)(I(0), V(1)))
-    ROW(SYS_fchdir, OURS(fchdir)(I(0)))
-    ROW(SYS_fchmod, OURS(fchmod)(I(0), (mode_t)a1))
-    ROW(SYS_fchown, OURS(fchown)(I(0), (uid_t)a1, (gid_t)a2))
-    ROW(SYS_ftruncate, OURS(ftruncate)(I(0), (off_t)a1))
-    ROW(SYS_fsync, OURS(fsync)(I(0)))
-    ROW(SYS_fdatasync, OURS(fdatasync)(I(0)))
-    ROW(SYS_fallocate, OURS(fallocate)(I(0), I(1), (off_t)a2, (off_t)a3))
-    ROW(SYS_fgetxattr, OURS(fgetxattr)(I(0), P(1), V(2), (size_t)a3))
-    ROW(SYS_fsetxattr, OURS(fsetxattr)(I(0), P(1), V(2), (size_t)a3, I(4)))
-    ROW(SYS_flistxattr, OURS(flistxattr)(I(0), V(1), (size_t)a2))
-    ROW(SYS_fremovexattr, OURS(fremovexattr)(I(0), P(1)))
-    ROW(SYS_read, OURS(read)(I(0), V(1), (size_t)a2))
-    ROW(SYS_write, OURS(write)(I(0), V(1), (size_t)a2))
-    ROW(SYS_pread64, OURS(pread)(I(0), V(1), (size_t)a2, (off_t)a3))
-    ROW(SYS_pwrite64, OURS(pwrite)(I(0), V(1), (size_t)a2, (off_t)a3))
-    ROW(SYS_readv, OURS(readv)(I(0), V(1), I(2)))
-    ROW(SYS_writev, OURS(writev)(I(0), V(1), I(2)))
-    ROW(SYS_lseek, OURS(lseek)(I(0), (off_t)a1, I(2)))
-    ROW(SYS_sendfile, OURS(sendfile)(I(0), I(1), V(2), (size_t)a3))
-    ROW(SYS_copy_file_range, OURS(copy_file_range)(I(0), V(1), I(2), V(3), (size_t)a4, (unsigned)a5))
-    ROW(SYS_mmap, OURS(mmap)(V(0), (size_t)a1, I(2), I(3), I(4), (off_t)a5))
+    ROW(SYS_close, close(I(0)))
+    ROW(SYS_close_range, close_range((unsigned)a0, (unsigned)a1, I(2)))
+    ROW(SYS_dup, dup(I(0)))
+    ROW(SYS_dup2, dup2(I(0), I(1)))
+    ROW(SYS_dup3, dup3(I(0), I(1), I(2)))
+    ROW(SYS_fcntl, fcntl(I(0), I(1), a2))
+    ROW(SYS_fstat, fstat(I(0), V(1)))
+    ROW(SYS_fstatfs, fstatfs(I(0), V(1)))
+    ROW(SYS_fchdir, fchdir(I(0)))
+    ROW(SYS_fchmod, fchmod(I(0), (mode_t)a1))
+    ROW(SYS_fchown, fchown(I(0), (uid_t)a1, (gid_t)a2))
+    ROW(SYS_ftruncate, ftruncate(I(0), (off_t)a1))
+    ROW(SYS_fsync, fsync(I(0)))
+    ROW(SYS_fdatasync, fdatasync(I(0)))
+    ROW(SYS_fallocate, fallocate(I(0), I(1), (off_t)a2, (off_t)a3))
+    ROW(SYS_fgetxattr, fgetxattr(I(0), P(1), V(2), (size_t)a3))
+    ROW(SYS_fsetxattr, fsetxattr(I(0), P(1), V(2), (size_t)a3, I(4)))
+    ROW(SYS_flistxattr, flistxattr(I(0), V(1), (size_t)a2))
+    ROW(SYS_fremovexattr, fremovexattr(I(0), P(1)))
+    ROW(SYS_read, read(I(0), V(1), (size_t)a2))
+    ROW(SYS_write, write(I(0), V(1), (size_t)a2))
+    ROW(SYS_pread64, pread(I(0), V(1), (size_t)a2, (off_t)a3))
+    ROW(SYS_pwrite64, pwrite(I(0), V(1), (size_t)a2, (off_t)a3))
+    ROW(SYS_readv, readv(I(0), V(1), I(2)))
+    ROW(SYS_writev, writev(I(0), V(1), I(2)))
+    ROW(SYS_lseek, lseek(I(0), (off_t)a1, I(2)))
+    ROW(SYS_sendfile, sendfile(I(0), I(1), V(2), (size_t)a3))
+    ROW(SYS_copy_file_range, copy_file_range(I(0), V(1), I(2), V(3), (size_t)a4, (unsigned)a5))
+    ROW(SYS_mmap, mmap(V(0), (size_t)a1, I(2), I(3), I(4), (off_t)a5))
     default:
         return REAL(syscall)(nr, a0, a1, a2, a3, a4, a5);
     }

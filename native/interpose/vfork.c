@@ -26,6 +26,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "exec_libs.h"
 #include <paths.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,14 +268,17 @@ static int exec_check_in_copy(const char *path, char *out, size_t size)
 
 /* execve in a vfork child: no allocation (it would stay in the parent's heap). A path
  * that may lead into a mount is checked in a copy (so that a PATH search goes on past
- * a missing name as natively), and a program stored in a mount is exec'ed by /bin/sh,
- * a fresh image that opens it in full. */
+ * a missing name as natively), and a program stored in a mount, or one whose libraries
+ * may be in one, is exec'ed by /bin/sh, a fresh image that opens it in full. */
 int ldp_vfork_child_execve(const char *path, char *const argv[], char *const envp[])
 {
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = alloca(sizeof *env * exec_env_room(envp));
     exec_env_into(envp, env, cwdbuf, realbuf);
-    if (path == NULL || path[0] == '\0' || !may_lead_into_a_mount(path)) {
+    /* LD_LIBRARY_PATH into a mount: the program's libraries may be there, which only an
+     * execve outside a vfork child can hand over (exec_libs.c): through the shell too */
+    int libraries = exec_libs_path_in_mount(env);
+    if (path == NULL || path[0] == '\0' || (!libraries && !may_lead_into_a_mount(path))) {
         if (path && strchr(path, '/') && escape_check_exec(path, argv) < 0)
             return -1;  /* a static or set-ID program: named (stack only), refused under --strict */
         return REAL(execve)(path, argv, env);
@@ -285,7 +289,7 @@ int ldp_vfork_child_execve(const char *path, char *const argv[], char *const env
         errno = e;
         return -1;
     }
-    if (found[0] == 'R') {
+    if (found[0] == 'R' && !libraries) {
         if (escape_check_exec(found + 1, argv) < 0)
             return -1;
         return REAL(execve)(found + 1, argv, env);
