@@ -9,6 +9,7 @@ used again to log exceptions.
 Kept small: it is imported in every process that touches a mount.
 """
 import os
+import threading
 import sys
 
 from .fs_loader import (MODULE_PREFIX, MOUNT_FLAGS, SCRIPT_PREFIX, check_instance, load_class,
@@ -47,12 +48,15 @@ def log_exception(op, path, exc_type, exc, tb):
     """A method raised something other than an OSError: the caller gets EIO, the log
     gets the traceback with the operation and path.
 
-    A KeyboardInterrupt is the program's (Ctrl-C arrived while the file system's Python
-    code ran in a Python program): it is handed back to the program by re-raising the
-    signal, so the program's own handler runs as soon as the call returns (fusepy
-    swallows it). In ldpfuse's own interpreter it can only be raised by the file system
-    itself, and is logged like any other exception."""
-    if exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and _host_owns:
+    A KeyboardInterrupt on the main thread of a Python program is the program's (Ctrl-C
+    arrived while the file system's Python code ran): it is handed back to the program
+    by re-raising the signal, so the program's own handler runs as soon as the call
+    returns (fusepy swallows it). Anywhere else (ldpfuse's own interpreter, another
+    thread: Python delivers signals to the main thread only, the launcher that serves
+    the command) it is the file system's own, and is logged like any other exception:
+    nothing a method raises ends the program or the launcher (its mount would go)."""
+    if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt) and _host_owns
+            and threading.current_thread() is threading.main_thread() and not _in_launcher()):
         log_line(f"ldpfuse[{os.getpid()}]: KeyboardInterrupt during {op}({path!r}): "
                  f"the call fails with EIO and the program gets the interrupt")
         try:
@@ -64,6 +68,12 @@ def log_exception(op, path, exc_type, exc, tb):
 
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     log_line(f"ldpfuse[{os.getpid()}]: {op}({path!r}) raised, the caller gets EIO:\n{text}")
+
+
+def _in_launcher():
+    """This interpreter is ldpfuse-run's, serving the command's calls (shared mode, or
+    the embedded mode's server for processes that cannot run Python)."""
+    return "ldpfuse_py.cli" in sys.modules
 
 
 class _InterruptOnRelease:

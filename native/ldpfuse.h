@@ -210,6 +210,11 @@ int pcache_sync_untracked(struct vfile *v);
 ssize_t direct_read(struct vfile *v, int fd, void *buf, size_t len, off_t off);
 void pcache_fork(int phase);
 void pcache_fork_child(void);     /* in a forked child, before pcache_fork(1) */
+/* vfs/cache_turn.c: the order of one cache's fills and writes between threads and processes */
+uint64_t cache_turn_key(int mfd);
+void cache_turn_take(uint64_t key);
+void cache_turn_give(uint64_t key);
+void cache_turn_fork_child(void);
 int vfs_access(const struct vpath *vp, int mode, int flags);
 int vfs_mkdir(const struct vpath *vp, mode_t mode);
 int vfs_mknod(const struct vpath *vp, mode_t mode, dev_t dev);

@@ -24,6 +24,8 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 #include <utime.h>
+#include <stdarg.h>
+#include <wchar.h>
 
 #define REAL_SYM(name, ret, params) extern ret (*real_##name) params;
 #include "real_symbols.h"

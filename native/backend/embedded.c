@@ -199,6 +199,76 @@ static int wrong_type(PyObject *op, const char *path, PyObject *got, const char 
     return -EIO;
 }
 
+/* ---- results: what a method's answer becomes (docs/operations.md, "Results")
+ *
+ * Every int a method returns goes through int_result: a negative one is -errno and must be
+ * an errno (1..4095), a non-negative one must fit what the operation answers (a status,
+ * a count, a handle). Anything else is EIO and one log line naming the method: the
+ * program never sees an errno the kernel could not give, and a huge negative int is never
+ * taken for success. */
+
+/* r (an int) -> 0 with *v set (0 <= *v <= hi), or -errno. */
+static int int_result(PyObject *op, const char *path, PyObject *r, unsigned long long hi,
+                      unsigned long long *v)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(r, &overflow);
+    if (overflow > 0 && hi > (unsigned long long)LLONG_MAX) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(r);
+        if (!PyErr_Occurred()) {
+            *v = u;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        log_msg(0, "%s(%s) returned an int out of range: EIO", opname(op), path);
+        return -EIO;
+    }
+    if (x < 0) {
+        if (x >= -4095)
+            return (int)x;
+        log_msg(0, "%s(%s) returned %lld, not -errno (1..4095): EIO", opname(op), path, x);
+        return -EIO;
+    }
+    if ((unsigned long long)x > hi) {
+        log_msg(0, "%s(%s) returned %lld, more than %llu: EIO", opname(op), path, x, hi);
+        return -EIO;
+    }
+    *v = (unsigned long long)x;
+    return 0;
+}
+
+/* r (an int) is only -errno here: anything else is the wrong type. */
+static int errno_result(PyObject *op, const char *path, PyObject *r, const char *want)
+{
+    unsigned long long v;
+    int e = int_result(op, path, r, ULLONG_MAX, &v);
+    return e < 0 ? e : wrong_type(op, path, r, want);
+}
+
+/* A name a listing may hold (readdir, listxattr): not empty, no NUL, and for readdir no
+ * '/' (kernel FUSE answers EIO for such an entry). */
+static int bad_name(PyObject *op, const char *path, const char *s, size_t len, int dir)
+{
+    const char *why = len == 0 ? "an empty name" : memchr(s, '\0', len) ? "a name with a NUL byte"
+                    : dir && memchr(s, '/', len) ? "a name with '/'" : NULL;
+    if (why == NULL)
+        return 0;
+    log_msg(0, "%s(%s) returned %s: EIO", opname(op), path, why);
+    return -EIO;
+}
+
+/* A listing must be a list, tuple or other iterable of names; a str, bytes or dict is
+ * iterable too, but never what a method meant. */
+static int not_a_listing(PyObject *op, const char *path, PyObject *r)
+{
+    if (PyUnicode_Check(r) || PyBytes_Check(r) || PyByteArray_Check(r) || PyDict_Check(r))
+        return wrong_type(op, path, r, "a list of names");
+    return 0;
+}
+
 /* ops(op, path, *extra) -> new reference, or NULL with the exception set */
 static PyObject *method_of(struct mnt *m, PyObject *op)
 {
@@ -235,20 +305,18 @@ static PyObject *call(int mnt, PyObject *op, const char *path, PyObject *const *
     return r;
 }
 
-/* A status result: None or an int >= 0 is success, a negative int is -errno. */
+/* A status result: None or an int >= 0 is success, a negative int is -errno; anything else
+ * is EIO. */
 static int status_of(PyObject *op, const char *path, PyObject *r)
 {
     if (r == NULL)
         return fail(op, path);
     int ret = 0;
-    if (PyLong_Check(r)) {
-        long v = PyLong_AsLong(r);
-        if (v == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            v = 0;
-        }
-        ret = v < 0 ? (v < -4095 ? -EIO : (int)v) : (v > INT_MAX ? INT_MAX : (int)v);
-    }
+    unsigned long long v;
+    if (PyLong_Check(r))
+        ret = int_result(op, path, r, INT_MAX, &v);
+    else if (r != Py_None)
+        ret = wrong_type(op, path, r, "None or an int status");
     Py_DECREF(r);
     return ret;
 }
@@ -436,8 +504,8 @@ static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat
         ret = fail(s_getattr, path);
     else if (PyDict_Check(r))
         ret = dict_to_stat(mnt, path, r, st);
-    else if (PyLong_Check(r) && PyLong_AsLong(r) < 0)
-        ret = (int)PyLong_AsLong(r);
+    else if (PyLong_Check(r))
+        ret = errno_result(s_getattr, path, r, "a dict of st_* keys");
     else
         ret = wrong_type(s_getattr, path, r, "a dict of st_* keys");
     Py_XDECREF(r);
@@ -462,9 +530,9 @@ static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *b
     if (r == NULL)
         return fail(op, path);
     if (PyLong_Check(r)) {
-        long v = PyLong_AsLong(r);
+        ssize_t e = errno_result(op, path, r, "bytes");
         Py_DECREF(r);
-        return v < 0 ? v : -EIO;
+        return e;
     }
     if (PyUnicode_Check(r) && op == s_readlink) {
         PyObject *b = PyUnicode_EncodeFSDefault(r);
@@ -601,8 +669,10 @@ static int open_result_of(PyObject *op, const char *path, PyObject *r, struct op
     if (PyObject_TypeCheck(r, (PyTypeObject *)fileinfo_type)) {
         /* a FileInfo: its handle, and how its data is to be cached */
         PyObject *fh = PyObject_GetAttr(r, k_fh);
+        unsigned long long v;
         if (fh && PyLong_Check(fh)) {
-            res->fh = PyLong_AsUnsignedLongLongMask(fh);
+            ret = int_result(op, path, fh, ULLONG_MAX, &v);
+            res->fh = v;
             res->open_flags = open_flags_of(r);
         } else {
             ret = wrong_type(op, path, r, "a FileInfo with an int fh");
@@ -610,17 +680,20 @@ static int open_result_of(PyObject *op, const char *path, PyObject *r, struct op
         Py_XDECREF(fh);
         PyErr_Clear();
     } else if (PyLong_Check(r)) {
-        long long v = PyLong_AsLongLong(r);
-        if (v < 0)
-            ret = v < -4095 ? -EIO : (int)v;
-        else
-            res->fh = (uint64_t)v;
+        unsigned long long v;
+        if ((ret = int_result(op, path, r, ULLONG_MAX, &v)) == 0)
+            res->fh = v;
     } else if (PyObject_TypeCheck(r, (PyTypeObject *)passthrough_type)) {
         PyObject *fd = PyObject_GetAttr(r, k_fd), *fh = PyObject_GetAttr(r, k_fh);
+        unsigned long long v = 0, h = 0;
         if (fd && PyLong_Check(fd)) {
-            res->passthrough_fd = (int)PyLong_AsLong(fd);
-            if (fh && PyLong_Check(fh))
-                res->fh = PyLong_AsUnsignedLongLongMask(fh);
+            ret = int_result(op, path, fd, INT_MAX, &v);
+            if (ret == 0 && fh && PyLong_Check(fh))
+                ret = int_result(op, path, fh, ULLONG_MAX, &h);
+            if (ret == 0) {
+                res->passthrough_fd = (int)v;
+                res->fh = h;
+            }
         } else {
             ret = wrong_type(op, path, r, "Passthrough with an int fd");
         }
@@ -665,8 +738,9 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
     if (ret == 0 && n == 2 && res->passthrough_fd < 0 && res->fh == 0) {
         /* raw_fi style: the FS put its handle into fi.fh and returned 0 */
         PyObject *fh = PyObject_GetAttr(extra[1], k_fh);
-        if (fh && PyLong_Check(fh))
-            res->fh = PyLong_AsUnsignedLongLongMask(fh);
+        unsigned long long v;
+        if (fh && PyLong_Check(fh) && (ret = int_result(s_create, path, fh, ULLONG_MAX, &v)) == 0)
+            res->fh = v;
         Py_XDECREF(fh);
         PyErr_Clear();
     }
@@ -706,8 +780,11 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
     if (r == NULL) {
         ret = fail(s_write, path);
     } else if (PyLong_Check(r)) {
-        long long v = PyLong_AsLongLong(r);
-        ret = v < 0 ? (v < -4095 ? -EIO : (ssize_t)v) : (v > (long long)size ? (ssize_t)size : (ssize_t)v);
+        unsigned long long v;
+        /* more than was given is a count nobody wrote: cut to size, as before */
+        ret = int_result(s_write, path, r, ULLONG_MAX, &v);
+        if (ret == 0)
+            ret = v > size ? (ssize_t)size : (ssize_t)v;
         Py_DECREF(r);
     } else {
         ret = wrong_type(s_write, path, r, "an int (bytes written)");
@@ -801,8 +878,8 @@ static int be_statfs(int mnt, const char *path, struct statvfs *sv)
         else sv->f_namemax = 255;
         if (sv->f_frsize == 0)
             sv->f_frsize = sv->f_bsize;
-    } else if (PyLong_Check(r) && PyLong_AsLong(r) < 0) {
-        ret = (int)PyLong_AsLong(r);
+    } else if (PyLong_Check(r)) {
+        ret = errno_result(s_statfs, path, r, "a dict of f_* keys");
     } else {
         ret = wrong_type(s_statfs, path, r, "a dict of f_* keys");
     }
@@ -837,11 +914,9 @@ static int be_opendir(int mnt, const char *path, uint64_t *fh)
         ret = fail(s_opendir, path);
     } else {
         if (PyLong_Check(r)) {
-            long long v = PyLong_AsLongLong(r);
-            if (v < 0)
-                ret = v < -4095 ? -EIO : (int)v;
-            else
-                *fh = (uint64_t)v;
+            unsigned long long v;
+            if ((ret = int_result(s_opendir, path, r, ULLONG_MAX, &v)) == 0)
+                *fh = v;
         } else if (r != Py_None) {
             ret = wrong_type(s_opendir, path, r, "an int handle");
         }
@@ -878,6 +953,8 @@ static int add_entry(int mnt, PyObject *op, const char *path, PyObject *item, st
     if (s == NULL) {
         PyErr_Clear();
         ret = wrong_type(op, path, name ? name : item, "str entry names");
+    } else if ((ret = bad_name(op, path, s, (size_t)len, 1)) < 0) {
+        ;
     } else {
         long long ino = 0, mode = 0;
         if (attrs && PyDict_Check(attrs)) {
@@ -906,8 +983,9 @@ static int be_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
     if (r == NULL) {
         ret = fail(s_readdir, path);
     } else if (PyLong_Check(r)) {
-        long v = PyLong_AsLong(r);
-        ret = v < 0 ? (int)v : wrong_type(s_readdir, path, r, "a list of names");
+        ret = errno_result(s_readdir, path, r, "a list of names");
+        Py_DECREF(r);
+    } else if ((ret = not_a_listing(s_readdir, path, r)) < 0) {
         Py_DECREF(r);
     } else if (PyList_Check(r) || PyTuple_Check(r)) {
         PyObject *fast = PySequence_Fast(r, "");
@@ -1001,6 +1079,11 @@ static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
     ssize_t ret = 0;
     if (r == NULL) {
         ret = fail(s_listxattr, path);
+    } else if (PyLong_Check(r)) {
+        ret = errno_result(s_listxattr, path, r, "a list of names");
+        Py_DECREF(r);
+    } else if ((ret = not_a_listing(s_listxattr, path, r)) < 0) {
+        Py_DECREF(r);
     } else {
         PyObject *it = PyObject_GetIter(r);
         if (it == NULL) {
@@ -1009,23 +1092,30 @@ static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
         } else {
             size_t total = 0;
             PyObject *item;
-            while ((item = PyIter_Next(it)) != NULL) {
-                PyObject *enc = PyUnicode_Check(item) ? PyUnicode_EncodeFSDefault(item) : (Py_INCREF(item), item);
+            while (ret == 0 && (item = PyIter_Next(it)) != NULL) {
+                PyObject *enc = PyUnicode_Check(item) ? PyUnicode_EncodeFSDefault(item)
+                              : PyBytes_Check(item) ? (Py_INCREF(item), item) : NULL;
                 char *s;
                 Py_ssize_t len;
-                if (enc && PyBytes_Check(enc) && PyBytes_AsStringAndSize(enc, &s, &len) == 0) {
-                    if (size > 0 && total + (size_t)len + 1 <= size)
-                        memcpy(list + total, s, (size_t)len + 1);
-                    total += (size_t)len + 1;
+                if (enc && PyBytes_AsStringAndSize(enc, &s, &len) == 0) {
+                    if ((ret = bad_name(s_listxattr, path, s, (size_t)len, 0)) == 0) {
+                        if (size > 0 && total + (size_t)len + 1 <= size)
+                            memcpy(list + total, s, (size_t)len + 1);
+                        total += (size_t)len + 1;
+                    }
                 } else {
                     PyErr_Clear();
+                    ret = wrong_type(s_listxattr, path, item, "str attribute names");
                 }
                 Py_XDECREF(enc);
                 Py_DECREF(item);
             }
+            if (ret == 0 && PyErr_Occurred())
+                ret = fail(s_listxattr, path);
             PyErr_Clear();
             Py_DECREF(it);
-            ret = (size > 0 && total > size) ? -ERANGE : (ssize_t)total;
+            if (ret == 0)
+                ret = (size > 0 && total > size) ? -ERANGE : (ssize_t)total;
         }
         Py_DECREF(r);
     }

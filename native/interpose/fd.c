@@ -48,8 +48,9 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
         fflush(stdout);         /* what it holds is the old file's */
     if (vn)
         vfs_flush(newfd, vn);   /* dup2 closes newfd: that is a close() */
-    if (newfd == 0 && vo && vo->kind == VF_FILE && vo->pc)
-        pcache_fill(vo, 0, 0, 1);   /* stdin: glibc's stdio reads it past every wrapper */
+    if (newfd == 0 && vo && vo->kind == VF_FILE && vo->pc && (vo->flags & O_ACCMODE) != O_WRONLY)
+        pcache_fill(vo, 0, 0, 1);   /* stdin: glibc's stdio reads it past every wrapper (touch
+                                     * moves its write-only fd there: nothing reads it) */
     int r = use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
     if (r < 0)
         return r;

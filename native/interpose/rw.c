@@ -334,24 +334,6 @@ int ftruncate64(int fd, off64_t len)
     return cached_ftruncate(v, len);
 }
 
-/* fallocate on a cached file: the FS has no such call; growing the file is a truncate. */
-int fallocate(int fd, int mode, off_t off, off_t len)
-{
-    struct vfile *v = cached(fd);
-    if (LIKELY(v == NULL))
-        return REAL(fallocate)(fd, mode, off, len);
-    if (mode & ~FALLOC_FL_KEEP_SIZE) {
-        errno = EOPNOTSUPP;
-        return -1;
-    }
-    struct stat k;
-    if (REAL(fstat)(fd, &k) < 0)
-        return -1;
-    if ((mode & FALLOC_FL_KEEP_SIZE) || off + len <= k.st_size)
-        return 0;
-    return cached_ftruncate(v, off + len);
-}
-
 /* ---- copies between fds: a cached source is filled for the span copied (at most
  * COPY_CHUNK per call: the caller loops on a short count); a cached destination is
  * written through, so the copy goes through a buffer. */

@@ -1,12 +1,20 @@
 /* stdio on virtual files. The FILE is glibc's own over the virtual fd (a cache memfd or the
  * lower file), so every stdio function works unchanged; only opening and closing need us
  * (glibc's fopen/fclose open and close internally, past every wrapper). glibc's stdio
- * reads and writes past the read/write wrappers too: a cached file is filled whole when a
- * stream is opened on it, and what stdio writes reaches the FS at fflush-by-close, fsync
- * and exit (vfs/pagecache.c: pcache_sync_untracked). */
+ * reads and writes past the read/write wrappers too: a stream that only reads is filled
+ * by range as it reads (stdio_read.c); one that may write is filled whole when opened (a
+ * write of part of a page past the wrappers needs the page filled), and what stdio
+ * writes reaches the FS at fflush-by-close, fsync and exit (vfs/pagecache.c:
+ * pcache_sync_untracked). */
 #include "../ldpfuse.h"
 #include <stdio_ext.h>
 #include <string.h>
+
+/* Does a stream of this mode ever write? ("r" does not: stdio_read.c fills it by range) */
+static int stream_writes(const char *mode)
+{
+    return mode[0] != 'r' || strchr(mode, '+') != NULL;
+}
 
 static int mode_flags(const char *mode, int *flags)
 {
@@ -79,7 +87,7 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
         }
         return f;
     }
-    if (v && v->kind == VF_FILE && v->pc && pcache_fill(v, 0, 0, 1) < 0) {
+    if (v && v->kind == VF_FILE && v->pc && stream_writes(mode) && pcache_fill(v, 0, 0, 1) < 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -104,7 +112,7 @@ FILE *fdopen(int fd, const char *mode)
         return REAL(fdopen)(fd, mode);
     if (v->direct_io)
         return direct_stream(fd, mode);
-    if (pcache_fill(v, 0, 0, 1) < 0)
+    if (stream_writes(mode) && pcache_fill(v, 0, 0, 1) < 0)
         return NULL;
     return REAL(fdopen)(fd, mode);
 }

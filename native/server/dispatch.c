@@ -186,7 +186,7 @@ void do_op(struct client *cl)
         r = rq->has_fh ? (handle_names(mnt, rq->fh, path) ? 0 : -ESTALE) : try_open_for_writing(mnt, path);
         int fresh;
         uint64_t id;
-        if (r == 0 && (r = scache_open(mnt, path, (off_t)rq->a, &fresh, &id)) >= 0) {
+        if (r == 0 && (r = scache_open(mnt, path, (off_t)rq->a, fhp, &fresh, &id)) >= 0) {
             pass_fd = (int)r;
             r = hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &fh);
             if (r == 0)

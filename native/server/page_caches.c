@@ -3,6 +3,12 @@
  * every client. Clients fill and write them themselves (vfs/pagecache.c); the server only
  * hands them out, after the caller's own open of the file succeeded, and keeps each alive
  * while a client holds it.
+ *
+ * A new cache is sized by the file system's getattr, asked here when the cache is made,
+ * never by the size the client saw: that was looked up earlier (an attribute cache, an
+ * O_CREAT open that found the file another process had just made), and a memfd made
+ * shorter than the file hides what other processes wrote (sqlite's WAL recovery reads
+ * frames up to fstat's size, then writes over the ones it did not see).
  */
 #include "server.h"
 #include <stdio.h>
@@ -15,6 +21,7 @@ struct scache {
     char *path;
 };
 static uint64_t scache_ids;
+static uint64_t scache_drops;   /* caches dropped so far: a size looked up before one may be old */
 static struct scache *scaches;
 static pthread_mutex_t scache_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -40,23 +47,37 @@ static void scache_drop(struct scache **p)
 {
     struct scache *s = *p;
     *p = s->next;
+    scache_drops++;
     close(s->mfd);
     free(s->path);
     free(s);
 }
 
-/* An fd of the file's memfd (a new open file description) for a client; -errno. */
-int scache_open(int mnt, const char *path, off_t size, int *fresh, uint64_t *id)
+/* An fd of the file's memfd (a new open file description) for a client; -errno. fh is the
+ * caller's open of the file (NULL: none), size what the client saw, used only if the file
+ * system's getattr fails. */
+int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id)
 {
     pthread_mutex_lock(&scache_lock);
     struct scache **p = scache_find(mnt, path), *s = *p;
     *fresh = 0;
-    if (s == NULL) {
+    while (s == NULL) {
+        /* the file's size now, asked without the lock (a method may take long); if a cache
+         * of any file was dropped meanwhile, this one may have been written and let go of
+         * in between: ask again */
+        uint64_t drops = scache_drops;
+        pthread_mutex_unlock(&scache_lock);
+        struct stat st;
+        off_t now = fs_ops->getattr(mnt, path, fh, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : size;
+        pthread_mutex_lock(&scache_lock);
+        p = scache_find(mnt, path);
+        if ((s = *p) != NULL || drops != scache_drops)
+            continue;
         char name[250];
         snprintf(name, sizeof name, "ldpfuse:%.240s", path);
         int mfd = memfd_create(name, MFD_CLOEXEC);
         s = mfd >= 0 ? calloc(1, sizeof *s) : NULL;
-        if (s == NULL || (s->path = strdup(path)) == NULL || ftruncate(mfd, size) < 0) {
+        if (s == NULL || (s->path = strdup(path)) == NULL || ftruncate(mfd, now) < 0) {
             int e = errno ? errno : ENOMEM;
             if (mfd >= 0)
                 close(mfd);

@@ -288,9 +288,10 @@ int client_setup(struct client *cl)
     if ((cl->proc = proc_get(cl->pid)) == NULL)
         return -1;
     if (watch_ep >= 0) {
-        /* the FS thread's clients under their fd << 1; a thread_safe class's once, under
-         * its region's futex word, tagged (serve.c, watch_thread) */
-        struct epoll_event ev = { .events = EPOLLRDHUP, .data.u64 = (uint64_t)fd << 1 };
+        /* the FS thread's clients under their fd << 1; a thread_safe class's under its
+         * region's futex word, tagged (serve.c, watch_thread); each once: the watcher never
+         * names the fd again, which client_gone() may have closed and a new client reused */
+        struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT, .data.u64 = (uint64_t)fd << 1 };
         if (!serialise)
             ev = (struct epoll_event){ .events = EPOLLRDHUP | EPOLLONESHOT,
                                        .data.u64 = (uintptr_t)&cl->region->state | 1 };

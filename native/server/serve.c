@@ -213,10 +213,11 @@ void fs_client_add(struct client *cl)
 
 /* The clients' sockets, watched for hang-ups so that a client that has gone (a short
  * process's exit) is let go of soon, not at its server thread's next 100 ms look. For
- * the FS thread a hang-up is a hint (fs_hangup), it checks each socket. A thread_safe
- * class's connection is watched once (EPOLLONESHOT) under the address of its region's
- * futex word (tagged with bit 0; the FS thread's clients under their fd << 1), which the
- * watcher wakes: a stale address (the region gone since) makes
+ * the FS thread a hang-up is a hint (fs_hangup), it checks each socket. Each connection
+ * is watched once (EPOLLONESHOT: the watcher never names an fd, which the FS thread may
+ * have closed and a new connection reused); a thread_safe class's under the address of
+ * its region's futex word (tagged with bit 0; the FS thread's clients under their
+ * fd << 1), which the watcher wakes: a stale address (the region gone since) makes
  * that wake fail (EFAULT) or wake a thread that then finds nothing to do, never more. */
 static int fs_hangup;
 
@@ -242,9 +243,8 @@ static void *watch_thread(void *arg)
                         NULL, NULL, 0);
                 continue;
             }
+            /* EPOLLONESHOT: nothing to take out (by number: client_gone may have closed it) */
             poke = 1;
-            int fd = (int)(ev[i].data.u64 >> 1);
-            epoll_ctl(watch_ep, EPOLL_CTL_DEL, fd, NULL);
             hangup = 1;
         }
         if (hangup)

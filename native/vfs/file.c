@@ -496,7 +496,7 @@ void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
         free(v);
         return;
     }
-    if (kind == VF_FILE && fd == 0)
+    if (kind == VF_FILE && fd == 0 && (flags & O_ACCMODE) != O_WRONLY)
         pcache_fill(v, 0, 0, 1);    /* stdin: glibc's stdio reads it past every wrapper */
     if (kind == VF_WRITER)
         __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);

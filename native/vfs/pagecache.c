@@ -16,8 +16,8 @@
  * bytes to the FS first, at the right offset, and keep in the memfd only what the FS took:
  * errors (ENOSPC) reach the program at write(), and nothing waits for close.
  *
- * Locks: `table_lock` guards the table and reference counts; each entry's lock (a mutex
- * and an OFD lock on the memfd, entry_lock) orders fills, writes and every change of the
+ * Locks: `table_lock` guards the table and reference counts; each entry's lock (the file's
+ * turn, cache_turn.c, and a mutex: entry_lock) orders fills, writes and every change of the
  * memfd's size or holes (a fill must never put old bytes over a newer write). A truncation
  * (ftruncate, O_TRUNC, truncate(path)) calls the FS's truncate() inside that lock too, so
  * that a fill or write of another holder falls wholly before or after it.
@@ -39,6 +39,7 @@ struct pcache {
     int mnt;
     char *path;                 /* under table_lock (rename) */
     int mfd;                    /* our own O_RDWR description of the memfd */
+    uint64_t turn;              /* its key in the lock file of turns (cache_turn.c) */
     int unlinked;
     int size_unknown;           /* the FS said st_size 0: read until it gives nothing */
     int mapped;                 /* mapped shared and writable: stores bypass write() */
@@ -89,34 +90,21 @@ static void table_leave(void)
     guard_leave();
 }
 
-/* An entry's lock: a mutex between this process's threads, and an OFD lock on a byte no
- * program locks (2^62) of the memfd between the processes that share it (the shared
- * server's clients, a parent and its children). */
-#define LOCK_BYTE (1LL << 62)
-
-static void ofd_lock(struct pcache *pc, short type)
-{
-    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = LOCK_BYTE, .l_len = 1 };
-    while (REAL(fcntl)(pc->mfd, F_OFD_SETLKW, &fl) < 0 && errno == EINTR)
-        ;
-}
-
+/* An entry's lock: the file's turn between processes and threads (vfs/cache_turn.c: never
+ * a lock on the memfd, where the program's own locks are), taken as the caller's thread
+ * stands, then a mutex for this process's view of the entry. */
 static void entry_lock(struct pcache *pc)
 {
+    cache_turn_take(pc->turn);
     guard_enter();
     pthread_mutex_lock(&pc->lock);
-    int e = errno;
-    ofd_lock(pc, F_WRLCK);
-    errno = e;
 }
 
 static void entry_unlock(struct pcache *pc)
 {
-    int e = errno;
-    ofd_lock(pc, F_UNLCK);
-    errno = e;
     pthread_mutex_unlock(&pc->lock);
     guard_leave();
+    cache_turn_give(pc->turn);
 }
 
 /* The memfd as our own fills and writes left it (under the entry's lock). */
@@ -208,6 +196,7 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     pc->refs = 1;
     pc->mnt = mnt;
     pc->mfd = mfd;
+    pc->turn = cache_turn_key(mfd);
     pthread_mutex_init(&pc->lock, NULL);
     pc->next = table;
     table = pc;
@@ -1019,10 +1008,10 @@ void pcache_fork(int phase)
 }
 
 /* In a forked child: the parent's references to the server's caches are the parent's,
- * and the OFD lock must tell the two processes apart, so each entry gets a description of
- * its own. */
+ * and the child's turns are taken through descriptions of its own. */
 void pcache_fork_child(void)
 {
+    cache_turn_fork_child();
     /* the FS handles of open files are the parent's to release (FUSE releases when the
      * last process lets go); the child may still use them */
     for (int fd = 0; fd <= fdtable_max(); fd++) {
@@ -1033,12 +1022,5 @@ void pcache_fork_child(void)
     for (struct pcache *pc = table; pc; pc = pc->next) {
         pc->backend_ref = 0;
         pthread_mutex_init(&pc->lock, NULL);
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", pc->mfd);
-        int fd = REAL(open)(proc, O_RDWR | O_CLOEXEC);
-        if (fd >= 0) {
-            REAL(dup3)(fd, pc->mfd, O_CLOEXEC);
-            REAL(close)(fd);
-        }
     }
 }

@@ -1,0 +1,288 @@
+/*
+ * stdio reads of a cached file, as lazy as read(). glibc's FILE reads its fd with internal
+ * calls no wrapper sees, so the range a stdio read function is about to read is put into
+ * the page cache (vfs/pagecache.c) before glibc reads it from the memfd:
+ *
+ *   fread(n), fgets(n), fgetc, getc, __uflow (getc's macro when the buffer is empty)
+ *       the fd's offset onward, for what is asked plus one refill of the stream's buffer
+ *   getline, getdelim
+ *       from the fd's offset until the delimiter, or the end
+ *   the scanf family, the wide-character readers, getw
+ *       the whole file (what they read cannot be told in advance; they are rare on files)
+ *
+ * Only streams that cannot write are filled this way (stdio.c opens them without filling):
+ * a stream that writes may write part of a page past the wrappers, which needs the page
+ * filled first, so it is filled whole when opened. The stream's lock is held from the
+ * fill to the read, so another thread of the program cannot move the offset between.
+ */
+#include "../ldpfuse.h"
+#include <stdarg.h>
+#include <string.h>
+#include <wchar.h>
+
+#undef getc
+#undef fread_unlocked
+#undef fgetc
+#undef getline
+#undef getc_unlocked
+#undef fgetc_unlocked
+#undef getwc
+#undef getwc_unlocked
+
+#define REFILL_MIN (64u << 10)      /* at least one stream buffer (glibc: st_blksize, 4 KiB) */
+#define SCAN_CHUNK (64u << 10)
+
+enum { TO_END = -2, NO_DELIM = -1 };
+
+static struct vfile *stream_cached(FILE *f)
+{
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
+        return NULL;
+    int fd = f->_fileno;
+    struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
+    if (v == NULL || v->kind != VF_FILE || v->pc == NULL || v->direct_io || (v->flags & O_ACCMODE) == O_WRONLY)
+        return NULL;
+    return v;
+}
+
+/* Is the delimiter in the cache's bytes [from, to)? Sets *found to where it ends. */
+static int delim_in(int fd, off_t from, off_t to, int delim, off_t *found)
+{
+    char buf[4096];
+    while (from < to) {
+        size_t n = (size_t)(to - from) < sizeof buf ? (size_t)(to - from) : sizeof buf;
+        ssize_t got = REAL(pread)(fd, buf, n, from);
+        if (got <= 0)
+            return 0;
+        char *p = memchr(buf, delim, (size_t)got);
+        if (p) {
+            *found = from + (p - buf) + 1;
+            return 1;
+        }
+        from += got;
+    }
+    return 0;
+}
+
+/* Before a read of f that needs `want` more bytes than its buffer holds (delim >= 0: up to
+ * that byte; TO_END: all). Returns 0, or -1 with errno (the read then fails as a read()
+ * would). */
+static int stream_fill(FILE *f, struct vfile *v, size_t want, int delim)
+{
+    int fd = f->_fileno;
+    if (delim == TO_END) {
+        /* from the offset to the end, through the fill's own quick look (a call per
+         * character must not take the cache's lock each time) */
+        struct stat k;
+        int e = errno;
+        off_t pos = REAL(lseek)(fd, 0, SEEK_CUR);
+        errno = e;
+        if (pos < 0 || REAL(fstat)(fd, &k) < 0)
+            return pcache_fill(v, 0, 0, 1);
+        return pos < k.st_size ? pcache_fill(v, pos, (size_t)(k.st_size - pos), 0) : 0;
+    }
+    size_t have = f->_IO_read_ptr && f->_IO_read_end > f->_IO_read_ptr ? (size_t)(f->_IO_read_end - f->_IO_read_ptr) : 0;
+    if (delim == NO_DELIM && have >= want)
+        return 0;
+    if (delim >= 0 && have && memchr(f->_IO_read_ptr, delim, have))
+        return 0;
+    int e = errno;
+    off_t pos = REAL(lseek)(fd, 0, SEEK_CUR);
+    errno = e;
+    if (pos < 0)
+        return 0;       /* not seekable: glibc's read gives the error */
+    size_t bufsize = f->_IO_buf_base && f->_IO_buf_end > f->_IO_buf_base ? (size_t)(f->_IO_buf_end - f->_IO_buf_base) : 0;
+    size_t refill = bufsize > REFILL_MIN ? bufsize : REFILL_MIN;
+    if (delim == NO_DELIM)
+        return pcache_fill(v, pos, (want > have ? want - have : 0) + refill, 0);
+    /* a line: fill and look, window by window, until the delimiter or the end */
+    off_t from = pos;
+    for (size_t win = REFILL_MIN;; win = win < (64u << 20) ? win * 2 : win) {
+        if (pcache_fill(v, from, win, 0) < 0)
+            return -1;
+        struct stat k;
+        off_t size = REAL(fstat)(fd, &k) == 0 ? k.st_size : from;
+        off_t to = from + (off_t)win < size ? from + (off_t)win : size;
+        off_t end;
+        if (delim_in(fd, from, to, delim, &end))
+            return pcache_fill(v, end, refill, 0);     /* and the refill that reads it */
+        if (to >= size)
+            return 0;
+        from = to;
+    }
+}
+
+/* The wrapper's body: fill (holding the stream's lock unless unlocked), then the real call. */
+#define LOCKED_READ(f, want, delim, call, fail_value) do { \
+        struct vfile *v_ = stream_cached(f); \
+        if (LIKELY(v_ == NULL)) \
+            return call; \
+        flockfile(f); \
+        if (stream_fill(f, v_, want, delim) < 0) { \
+            f->_flags |= _IO_ERR_SEEN; \
+            funlockfile(f); \
+            return fail_value; \
+        } \
+        __typeof__(call) r_ = call; \
+        funlockfile(f); \
+        return r_; \
+    } while (0)
+
+#define UNLOCKED_READ(f, want, delim, call, fail_value) do { \
+        struct vfile *v_ = stream_cached(f); \
+        if (LIKELY(v_ == NULL)) \
+            return call; \
+        if (stream_fill(f, v_, want, delim) < 0) { \
+            f->_flags |= _IO_ERR_SEEN; \
+            return fail_value; \
+        } \
+        return call; \
+    } while (0)
+
+size_t fread(void *p, size_t size, size_t n, FILE *f)
+{
+    LOCKED_READ(f, size * n, NO_DELIM, REAL(fread)(p, size, n, f), 0);
+}
+
+size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f)
+{
+    UNLOCKED_READ(f, size * n, NO_DELIM, REAL(fread_unlocked)(p, size, n, f), 0);
+}
+
+char *fgets(char *s, int n, FILE *f)
+{
+    LOCKED_READ(f, n > 0 ? (size_t)n : 0, NO_DELIM, REAL(fgets)(s, n, f), NULL);
+}
+
+char *fgets_unlocked(char *s, int n, FILE *f)
+{
+    UNLOCKED_READ(f, n > 0 ? (size_t)n : 0, NO_DELIM, REAL(fgets_unlocked)(s, n, f), NULL);
+}
+
+ssize_t getline(char **line, size_t *n, FILE *f)
+{
+    LOCKED_READ(f, 0, '\n', REAL(getline)(line, n, f), -1);
+}
+
+ssize_t getdelim(char **line, size_t *n, int delim, FILE *f)
+{
+    LOCKED_READ(f, 0, delim & 0xff, REAL(getdelim)(line, n, delim, f), -1);
+}
+
+ssize_t __getdelim(char **line, size_t *n, int delim, FILE *f)
+{
+    LOCKED_READ(f, 0, delim & 0xff, REAL(__getdelim)(line, n, delim, f), -1);
+}
+
+int fgetc(FILE *f)
+{
+    LOCKED_READ(f, 1, NO_DELIM, REAL(fgetc)(f), EOF);
+}
+
+int getc(FILE *f)
+{
+    LOCKED_READ(f, 1, NO_DELIM, REAL(getc)(f), EOF);
+}
+
+int _IO_getc(FILE *f)
+{
+    LOCKED_READ(f, 1, NO_DELIM, REAL(_IO_getc)(f), EOF);
+}
+
+int fgetc_unlocked(FILE *f)
+{
+    UNLOCKED_READ(f, 1, NO_DELIM, REAL(fgetc_unlocked)(f), EOF);
+}
+
+int getc_unlocked(FILE *f)
+{
+    UNLOCKED_READ(f, 1, NO_DELIM, REAL(getc_unlocked)(f), EOF);
+}
+
+int __uflow(FILE *f)
+{
+    UNLOCKED_READ(f, 1, NO_DELIM, REAL(__uflow)(f), EOF);
+}
+
+int __underflow(FILE *f)
+{
+    UNLOCKED_READ(f, 1, NO_DELIM, REAL(__underflow)(f), EOF);
+}
+
+int getw(FILE *f)
+{
+    LOCKED_READ(f, 0, TO_END, REAL(getw)(f), EOF);
+}
+
+/* <stdio.h> renames fscanf and vfscanf to their __isoc99_ versions: the old names are
+ * defined under their own symbols here. */
+int plain_vfscanf(FILE *f, const char *fmt, va_list ap) __asm__("vfscanf");
+int plain_fscanf(FILE *f, const char *fmt, ...) __asm__("fscanf");
+
+int plain_vfscanf(FILE *f, const char *fmt, va_list ap)
+{
+    LOCKED_READ(f, 0, TO_END, REAL(vfscanf)(f, fmt, ap), EOF);
+}
+
+int __isoc99_vfscanf(FILE *f, const char *fmt, va_list ap)
+{
+    LOCKED_READ(f, 0, TO_END, REAL(__isoc99_vfscanf)(f, fmt, ap), EOF);
+}
+
+int plain_fscanf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = plain_vfscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int __isoc99_fscanf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = __isoc99_vfscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+wint_t fgetwc(FILE *f)
+{
+    LOCKED_READ(f, 0, TO_END, REAL(fgetwc)(f), WEOF);
+}
+
+wint_t getwc(FILE *f)
+{
+    LOCKED_READ(f, 0, TO_END, REAL(getwc)(f), WEOF);
+}
+
+wint_t fgetwc_unlocked(FILE *f)
+{
+    UNLOCKED_READ(f, 0, TO_END, REAL(fgetwc_unlocked)(f), WEOF);
+}
+
+wint_t getwc_unlocked(FILE *f)
+{
+    UNLOCKED_READ(f, 0, TO_END, REAL(getwc_unlocked)(f), WEOF);
+}
+
+wchar_t *fgetws(wchar_t *s, int n, FILE *f)
+{
+    LOCKED_READ(f, 0, TO_END, REAL(fgetws)(s, n, f), NULL);
+}
+
+wchar_t *fgetws_unlocked(wchar_t *s, int n, FILE *f)
+{
+    UNLOCKED_READ(f, 0, TO_END, REAL(fgetws_unlocked)(s, n, f), NULL);
+}
+
+wint_t __wuflow(FILE *f)
+{
+    UNLOCKED_READ(f, 0, TO_END, REAL(__wuflow)(f), WEOF);
+}
+
+wint_t __wunderflow(FILE *f)
+{
+    UNLOCKED_READ(f, 0, TO_END, REAL(__wunderflow)(f), WEOF);
+}
