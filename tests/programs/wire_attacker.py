@@ -21,6 +21,7 @@ import errno
 import mmap
 import os
 import random
+import select
 import socket
 import struct
 import sys
@@ -229,14 +230,18 @@ class Conn:
             self._set_u32(OFF_CLIENT_WAITS, 0)
             if self._u32(OFF_STATE) == CHAN_RESP:
                 break
-            try:
-                peek = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-                if peek == b"":
-                    raise Gone("closed")
-            except (BlockingIOError, InterruptedError):
-                pass
-            except ConnectionResetError:
-                raise Gone("reset")
+            # the server still lives? (a socket with a timeout waits for readability
+            # before any recv, MSG_DONTWAIT or not: ask poll, with none)
+            p = select.poll()
+            p.register(self.sock, select.POLLIN | select.POLLRDHUP)
+            if p.poll(0):
+                try:
+                    if self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                        raise Gone("closed")
+                except ConnectionResetError:
+                    raise Gone("reset")
+                except (BlockingIOError, InterruptedError):
+                    pass
             if time.monotonic() > deadline:
                 raise TimeoutError("no answer")
         ln, has_fd, result, fh = RESP.unpack_from(self.region, OFF_RS)
