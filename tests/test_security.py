@@ -11,6 +11,10 @@ programs; `LDPFUSE_ATTACK_LEGACY=1` makes wire_attacker.py speak that protocol).
 a hole that is still open are marked xfail(strict=True) with the bug's exact place.
 
 Root is needed to run the attacker as another user (setpriv), as tests/test_credentials.py.
+
+To see the attacks succeed against the server before issue 22, run this file with an
+install of 7b0617e and LDPFUSE_ATTACK_LEGACY=1 (that server knows no -o allow_other: it
+served every uid; its protocol has no hello).
 """
 
 import os
@@ -37,6 +41,10 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the attacker runs as another user (setpriv): needs root"),
     pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed"),
 ]
+
+
+LEGACY = os.environ.get("LDPFUSE_ATTACK_LEGACY") == "1"
+ALLOW_OTHER = () if LEGACY else ("-o", "allow_other")
 
 
 def attacker(*args, uid=None):
@@ -157,7 +165,7 @@ int main(void) {{
 
 # ---- 1. anyone on the machine used a running command's file system
 
-@pytest.mark.parametrize("options", [(), ("-o", "allow_other")], ids=["default", "allow_other"])
+@pytest.mark.parametrize("options", [(), ALLOW_OTHER], ids=["default", "allow_other"])
 def test_an_outsider_finds_the_socket_but_is_refused(tmp, options):
     """The socket's name is in /proc/net/unix for anyone to read. A process of another user
     that is not part of the command is refused at connect (EACCES) unless allow_other, and
@@ -226,13 +234,13 @@ def test_forged_handles_are_refused_and_the_server_keeps_serving(tmp, fs):
     is served), and root's file is unchanged."""
     m = tmp / "mnt"
     if fs == "memory":
-        spec, fs_args, options, setup = MEMORY, (), ("-o", "allow_other"), secret_setup(m)
+        spec, fs_args, options, setup = MEMORY, (), ALLOW_OTHER, secret_setup(m)
     else:
         lower = tmp / "lower"
         lower.mkdir()
         os.chmod(lower, 0o755)
         spec, fs_args = LOOPBACK, (lower,)
-        options = ("-o", "allow_other", "-o", "passthrough=no")
+        options = ALLOW_OTHER + ("-o", "passthrough=no")
         setup = secret_setup(m)
     holder = (f"{sys.executable} -c 'import sys; f = open(\"{m}/secret\"); print(f.read(), end=\"\", flush=True); "
               f"sys.stdin.readline(); f.seek(0); print(f.read(), end=\"\", flush=True)'")
@@ -255,7 +263,7 @@ def test_a_handle_is_used_only_as_it_was_opened(tmp):
     wrong access mode, a file handle as a directory's, another mount's: refused."""
     m = tmp / "mnt"
     r = run_cmd(m, MEMORY, f"{secret_setup(m)}; {sh_attacker('own-handle', '/open/mine', '/public', uid=NOBODY)}; "
-                f"cat {m}/public", options=("-o", "allow_other"))
+                f"cat {m}/public", options=ALLOW_OTHER)
     got = probes(r.stdout)
     assert got["write-through-readonly"] == "EBADF", r.stdout + r.stderr
     assert got["read-through-writeonly"] == "EBADF"
@@ -270,7 +278,7 @@ def test_a_handle_is_used_only_as_it_was_opened(tmp):
 def test_a_read_only_handle_does_not_truncate(tmp):
     m = tmp / "mnt"
     r = run_cmd(m, MEMORY, f"{secret_setup(m)}; {sh_attacker('own-handle', '/open/mine', '/public', uid=NOBODY)}; "
-                f"cat {m}/public", options=("-o", "allow_other"))
+                f"cat {m}/public", options=ALLOW_OTHER)
     got = probes(r.stdout)
     assert got["truncate-through-readonly"] in ("EBADF", "EINVAL"), r.stdout + r.stderr
     assert r.stdout.endswith("anyone\n")
@@ -287,7 +295,7 @@ def test_a_handle_reaches_its_own_file_whatever_path_the_request_names(tmp):
     m = tmp / "mnt"
     r = run_cmd(m, BY_PATH, f"echo 'root data' > {m}/theirs && chmod 644 {m}/theirs; "
                 f"{sh_attacker('own-handle', '/mine', '/theirs', uid=NOBODY)}; cat {m}/theirs",
-                options=("-o", "allow_other"))
+                options=ALLOW_OTHER)
     got = probes(r.stdout)
     assert got.get("write-other-path") in ("EBADF", "EINVAL", "OK"), r.stdout + r.stderr
     assert r.stdout.endswith("root data\n"), r.stdout + r.stderr
@@ -306,7 +314,7 @@ def test_the_page_cache_of_a_file_one_may_not_open_is_refused(tmp):
     script = (f"{secret_setup(m)}; mkfifo {tmp}/hold; ({holder} < {tmp}/hold &) ; exec 3>{tmp}/hold; sleep 1; "
               f"{sh_attacker('cache', '/secret', '/open/mine', uid=NOBODY)}; echo >&3; exec 3>&-; wait; sleep 1; "
               f"cat {m}/secret")
-    r = run_cmd(m, MEMORY, script, options=("-o", "allow_other"))
+    r = run_cmd(m, MEMORY, script, options=ALLOW_OTHER)
     lines = r.stdout.splitlines()
     got = probes("\n".join(line for line in lines if line.startswith("cache")))
     assert got == {"cache-open": "EACCES", "cache-open-forged-fh": "EBADF", "cache-open-other-path": "ESTALE",
@@ -328,7 +336,7 @@ def test_a_reader_cannot_change_what_others_read_from_the_page_cache(tmp):
     script = (f"{secret_setup(m)}; echo 'public data' > {m}/public; mkfifo {tmp}/hold; ({reader} < {tmp}/hold &); "
               f"exec 3>{tmp}/hold; sleep 1; (echo; sleep 2) | {sh_attacker('cache-readonly', '/public', uid=NOBODY)}; "
               f"echo >&3; exec 3>&-; sleep 1; cat {m}/public")
-    r = run_cmd(m, MEMORY, script, options=("-o", "allow_other"))
+    r = run_cmd(m, MEMORY, script, options=ALLOW_OTHER)
     lines = r.stdout.splitlines()
     assert [line for line in lines if not line.startswith(("cache", "done"))] == ["public data"] * 3, \
         r.stdout + r.stderr
@@ -417,7 +425,7 @@ def test_one_user_cannot_take_every_connection(tmp):
               f"({sh_attacker('connections', 200, uid=NOBODY)} < {tmp}/hold &); exec 3>{tmp}/hold; "
               f"sleep 8; cat {m}/v; echo >&3; exec 3>&-; sleep 2; "
               f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups cat {m}/v")
-    r = run_cmd(m, MEMORY, script, options=("-o", "allow_other"), env=base_env(LDPFUSE_MAX_CONNECTIONS="32"))
+    r = run_cmd(m, MEMORY, script, options=ALLOW_OTHER, env=base_env(LDPFUSE_MAX_CONNECTIONS="32"))
     lines = r.stdout.splitlines()
     assert "conns OK 32" in lines, r.stdout + r.stderr
     assert any(re.fullmatch(r"conns refused EMFILE \d+", line) for line in lines), r.stdout
@@ -439,7 +447,7 @@ def test_the_table_of_change_counters_cannot_be_written(tmp):
              f"    bad += os.stat(p).st_size != i or len(open(p).read()) != i\n"
              f"print(\"coherent\", bad)'")
     r = run_cmd(m, MEMORY, f"{secret_setup(m)}; {check}; {sh_attacker('table', uid=NOBODY)}; {check}",
-                options=("-o", "allow_other"))
+                options=ALLOW_OTHER)
     got = probes(r.stdout.replace("coherent 0\n", ""))
     assert got == {"mode": "rdonly", "write": "EBADF", "map-shared-write": "EACCES", "reopen-write": "EPERM",
                    "reopen-map-write": "EPERM", "reopen-truncate": "EPERM", "reopen-grow": "EPERM",
