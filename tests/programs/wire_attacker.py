@@ -392,6 +392,16 @@ def attack_own_handle(args):
     probe("other-mount", lambda: errname(c.call(W_READ, mine, a=10, b=0, fh=rw, mnt=1).result))
 
 
+def attack_other_path(args):
+    """Line 3 again: one's own read-write handle, with another file's path in the request."""
+    mine, theirs = args[0], args[1]
+    c = connect()
+    rw = opened(c, mine, os.O_RDWR | os.O_CREAT)
+    probe("read-other-path", lambda: (lambda a: a.data.decode(errors="replace").strip() or errname(a.result))(
+        c.call(W_READ, theirs, a=100, b=0, fh=rw)))
+    probe("write-other-path", lambda: errname(c.call(W_WRITE, theirs, data=b"attacker\n", b=0, fh=rw).result))
+
+
 def attack_cache(args):
     """Line 4: the page cache of a file one may not open; another's cache closed."""
     path = args[0]
