@@ -101,7 +101,9 @@ RULES = {
            t chown-root chown 0 own; t chown-self chown 65534 own3; t chown-root-file chown 65534 root;
            t chmod-sgid chmod 2755 own4; t stat-sgid stat -c %a own4;
            t chmod-sgid-mine chmod 2755 own3; t stat-sgid-mine stat -c %a own3;
-           t chmod-dir-sgid chmod 2755 owndir; t stat-dir-sgid stat -c %a owndir"""),
+           t chmod-dir-sgid chmod 2755 owndir; t stat-dir-sgid stat -c %a owndir;
+           t chown-none-root $PY -c 'import os; os.chown("root", -1, -1)'; t chown-same-root chown 0 root;
+           t chgrp-same-root chgrp 0 root; t chgrp-same-own4 chgrp 4242 own4"""),
     # times: "now" by the owner or a writer; given times by the owner only; truncate needs write
     "times_and_truncate": (
         "mk own 644 65534:65534; mk r666 666 0:0; mk r644 644 0:0; mk r664 664 0:4242",
@@ -111,10 +113,11 @@ RULES = {
            t trunc-reader truncate -s 0 r644; t trunc-group truncate -s 0 r664; t otrunc-reader sh -c ': > r644'"""),
     # a directory moved to another parent needs write on itself (its ".." changes)
     "rename_directory": (
-        "md a 777 0:0; md b 777 0:0; md a/rootdir 755 0:0; md a/rootdir2 755 0:0; md a/mydir 755 65534:65534; "
+        "md a 777 0:0; md b 777 0:0; md ro 755 0:0; mk ro/x 644 65534:65534; md a/rootdir 755 0:0; md a/rootdir2 755 0:0; md a/mydir 755 65534:65534; "
         "md a/opendir 777 0:0; mk a/rootfile 644 0:0; md a/sealed 555 65534:65534",
         """t root-dir-away mv a/rootdir b/; t root-dir-here mv a/rootdir2 a/renamed; t my-dir-away mv a/mydir b/;
-           t open-dir-away mv a/opendir b/; t root-file-away mv a/rootfile b/; t sealed-away mv a/sealed b/"""),
+           t open-dir-away mv a/opendir b/; t root-file-away mv a/rootfile b/; t sealed-away mv a/sealed b/;
+           t into-readonly mv b/rootfile ro/; t out-of-readonly mv ro/x a/ ; t mydir-into-readonly mv b/mydir ro/"""),
     # user.* xattrs need read (get, list) or write (set, remove); trusted.* root only;
     # user.* only on regular files and directories
     "xattrs": (
