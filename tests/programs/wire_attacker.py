@@ -319,6 +319,23 @@ def attack_outsider(args):
     probe("mkdir", create)
 
 
+def attack_wrong_secret(args):
+    """Line 1 again: connection after connection with a wrong secret (each one dropped)."""
+    name, n = args[0], int(args[1])
+    outcome = {}
+    for _ in range(n):
+        try:
+            Conn(name, None, timeout=10).call(W_GETATTR, "/")
+            key = "served"
+        except Refused as e:
+            key = f"refused-{e}"
+        except (Gone, ConnectionError):
+            key = "dropped"
+        outcome[key] = outcome.get(key, 0) + 1
+    for k, v in sorted(outcome.items()):
+        print(k, v, flush=True)
+
+
 def attack_paths(args):
     """Line 2: names that leave the mount's root, and malformed names."""
     outside_read, outside_new = args[0], args[1]     # e.g. /../x/secret, /../x/new
