@@ -127,6 +127,13 @@ RULES = {
            t $f-set $PY $X set $f user.b; t $f-remove $PY $X remove $f user.a;
            t $f-trusted-get $PY $X get $f trusted.x; t $f-trusted-set $PY $X set $f trusted.x; done
            t fifo-set $PY $X set fifo user.c; t fifo-get $PY $X get fifo user.c"""),
+    # device nodes are root's to make (CAP_MKNOD); FIFOs, sockets and symlinks anyone's who
+    # may write the directory
+    "special_files": (
+        "md open 777 0:0; md shut 755 0:0",
+        """for d in open shut; do t $d-chr mknod $d/c c 1 3; t $d-blk mknod $d/b b 7 0; t $d-fifo mkfifo $d/p;
+           t $d-sock $PY -c "import socket; socket.socket(socket.AF_UNIX).bind('$d/s')";
+           t $d-symlink ln -s target $d/l; t $d-readlink readlink $d/l; done"""),
     # hard links to a file one may neither read nor write (fs.protected_hardlinks)
     "hard_links": (
         "md open 777 0:0; mk r600 600 0:0; mk r644 644 0:0; mk r666 666 0:0; mk own 600 65534:65534",

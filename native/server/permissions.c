@@ -9,9 +9,10 @@
  *  - read / write / execute on the file by owner, group (the caller's gid or one of its
  *    supplementary groups) or other bits; root passes read and write always, and execute
  *    where any x bit is set or on a directory;
- *  - making or removing a name needs write and search on its directory; in a sticky
- *    directory only the owner of the name or of the directory (or root) removes or
- *    renames it; moving a directory to another parent needs write on it (its "..");
+ *  - making or removing a name needs write and search on its directory (a device node,
+ *    root's rights too: CAP_MKNOD); in a sticky directory only the owner of the name or
+ *    of the directory (or root) removes or renames it; moving a directory to another
+ *    parent needs write on it (its "..");
  *  - chmod by the owner or root (a set-group-ID bit dropped for one not in the file's
  *    group); chown: the owner may change the group to one of its groups, only root may
  *    change the owner; a hard link only to one's own file, or (fs.protected_hardlinks)
@@ -234,7 +235,12 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
             return r == -ENOENT ? 0 : r;
         return may(cl, &st, MAY_READ);
     case W_MKNOD: case W_MKDIR: case W_SYMLINK:
-        return dir_writable(cl, mnt, path, &dst);
+        if ((r = dir_writable(cl, mnt, path, &dst)) < 0)
+            return r;
+        /* device nodes are root's to make (the kernel's vfs_mknod: CAP_MKNOD) */
+        if (op == W_MKNOD && cl->as_uid != 0 && (S_ISCHR((mode_t)a) || S_ISBLK((mode_t)a)))
+            return -EPERM;
+        return 0;
     case W_LINK:
         if ((r = lookup(cl, mnt, path2, &st)) < 0)
             return r;
