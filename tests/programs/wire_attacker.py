@@ -419,6 +419,22 @@ def attack_other_path(args):
     probe("write-other-path", lambda: errname(c.call(W_WRITE, theirs, data=b"attacker\n", b=0, fh=rw).result))
 
 
+def attack_release_race(args):
+    """Line 3 again: a release of one's own handle, on another connection, while a read
+    through it is still in the file system."""
+    import threading
+    c1, c2 = connect(), connect()
+    fh = opened(c1, "/f", os.O_RDONLY)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(read=c1.call(W_READ, "/f", a=100, b=0, fh=fh)))
+    t.start()
+    time.sleep(0.5)
+    probe("release", lambda: errname(c2.call(W_RELEASE, "/f", fh=fh).result))
+    t.join()
+    ans = out["read"]
+    print("read", ans.data.decode() if ans.result >= 0 else errname(ans.result), flush=True)
+
+
 def attack_cache(args):
     """Line 4: the page cache of a file one may not open; another's cache closed."""
     path = args[0]
