@@ -4,11 +4,13 @@
  * Run as the command of ldpfuse-run (it reads LDPFUSE_SOCKET from the environment):
  *   gcc -O2 -pthread -I native/backend -o bench/out/roundtrip bench/roundtrip.c
  *   ldpfuse-run --mountpoint /tmp/m examples/memory.py:Memory -- bench/out/roundtrip [N] [THREADS]
- * Each thread opens a channel of its own (backend/channel.h) and sends N W_CACHE_CLOSE
- * requests for a name that has no page cache: the server answers them itself, without
- * calling the class, so what is timed is the transport (write the request, wake or be
- * seen by the server, its answer, wake or be seen by the client). Prints the median
- * round trip of batches of 1000, in microseconds.
+ * Each thread opens a channel of its own (backend/channel.h), proving it belongs to the
+ * command with the run's secret (LDPFUSE_SECRET, as backend/channel.c does), and sends N
+ * W_CACHE_CLOSE requests that name no page cache: the server's checks answer them
+ * (EBADF) without calling the class, so what is timed is the transport and the checks
+ * every request passes (write the request, wake or be seen by the server, its answer,
+ * wake or be seen by the client). Prints the median round trip of batches of 1000, in
+ * microseconds.
  */
 #define _GNU_SOURCE
 #include "channel.h"
@@ -42,13 +44,13 @@ static void wait_answer(struct chan_region *r)
     }
 }
 
-/* A channel as backend/channel.c makes one: the connection's first request goes on the
- * socket right after connect, and is answered in the region the server's first message
- * brings (with the table of change counters, a second fd, closed here). */
+/* A channel as backend/channel.c makes one: the hello with the run's secret and the
+ * connection's first request go on the socket right after connect, and the request is
+ * answered in the region the server's first message brings. */
 static struct chan_region *connect_channel(int *sock)
 {
-    const char *name = getenv("LDPFUSE_SOCKET");
-    if (!name)
+    const char *name = getenv("LDPFUSE_SOCKET"), *secret = getenv("LDPFUSE_SECRET");
+    if (!name || !secret || strlen(secret) != 2 * WIRE_SECRET_LEN)
         return NULL;
     struct sockaddr_un a = { .sun_family = AF_UNIX };
     size_t nl = strlen(name);
@@ -57,9 +59,13 @@ static struct chan_region *connect_channel(int *sock)
     if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)) < 0)
         return NULL;
     struct {
+        struct wire_hello hello;
         struct wire_req rq;
         char path[sizeof path - 1];
-    } first = { .rq = { .op = W_CACHE_CLOSE, .len = sizeof path - 1, .path_len = sizeof path - 1 } };
+    } first = { .hello = { .magic = WIRE_HELLO_MAGIC },
+                .rq = { .op = W_CACHE_CLOSE, .len = sizeof path - 1, .path_len = sizeof path - 1 } };
+    for (int i = 0; i < WIRE_SECRET_LEN; i++)
+        sscanf(secret + 2 * i, "%2hhx", &first.hello.secret[i]);
     memcpy(first.path, path, sizeof first.path);
     if (send(fd, &first, sizeof first, MSG_NOSIGNAL) != (ssize_t)sizeof first)
         return NULL;
@@ -69,13 +75,11 @@ static struct chan_region *connect_channel(int *sock)
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
     if (recvmsg(fd, &mh, MSG_WAITALL) != sizeof hello || CMSG_FIRSTHDR(&mh) == NULL)
         return NULL;
-    int fds[2] = { -1, -1 };
+    int mfd = -1;
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    memcpy(fds, CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0) >= sizeof fds ? sizeof fds : sizeof(int));
-    void *p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-    close(fds[0]);
-    if (fds[1] >= 0)
-        close(fds[1]);
+    memcpy(&mfd, CMSG_DATA(c), sizeof mfd);
+    void *p = mmap(NULL, CHAN_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    close(mfd);
     *sock = fd;
     if (p == MAP_FAILED)
         return NULL;

@@ -1,7 +1,7 @@
 """ldpfuse-run: run a command with a Python file system mounted, no kernel involved.
 
     ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
-                [--log-level LEVEL] [--log-file FILE] [--trace] [--watch-escapes | --strict]
+                [--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict]
                 FS [FS_ARG...] -- COMMAND [ARG...]
     ldpfuse-run [options] -m MODULE [ARG...] -- COMMAND [ARG...]
 
@@ -32,6 +32,9 @@ class UsageError(Exception):
 
 def die(msg, status=2):
     print(f"{PROG}: {msg}", file=sys.stderr)
+    from . import run_dir
+
+    run_dir.remove()
     sys.exit(status)
 
 
@@ -39,7 +42,7 @@ def parser():
     p = argparse.ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
-              "[--log-level LEVEL] [--log-file FILE] [--trace] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
+              "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
               "       %(prog)s [options] -m MODULE [ARG...] -- COMMAND [ARG...]",
         description="Run COMMAND (and every process it starts) with the file system FS mounted "
                     "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
@@ -58,6 +61,9 @@ def parser():
     p.add_argument("--trace", action="store_true",
                    help="log one line per file system operation: pid, operation, path, "
                         "arguments, result or errno name, microseconds")
+    p.add_argument("--stats", action="store_true",
+                   help="at the end, a table per operation: calls, time in the file system's server "
+                        "and in transport (p50, p99)")
     p.add_argument("--watch-escapes", action="store_true",
                    help="catch file system calls made outside libc (inline system calls, ld.so, "
                         "liburing) with Syscall User Dispatch: those on mount paths are served "
@@ -226,6 +232,9 @@ def die_now(msg, status=2):
     sys.stdout.flush()
     sys.__stderr__.write(f"{PROG}: {msg}\n")
     sys.__stderr__.flush()
+    from . import run_dir
+
+    run_dir.remove()
     os._exit(status)
 
 
@@ -260,6 +269,9 @@ def run_script(args, own_env, cmd):
         mountpoint = args.mountpoint or call.mountpoint
         if not mountpoint:
             die_now(f"{shown}: FUSE() was given no mount point and there is no --mountpoint")
+        # FUSE(..., allow_other=True): the script's own access options, unless -o said
+        if not any(var in own_env for var in ACCESS_FLAGS.values()):
+            own_env.update(access_options_of(call.options))
         timeout = call.options.get("attr_timeout")
         if timeout is not None and "LDPFUSE_ATTR_TIMEOUT" not in own_env:
             own_env["LDPFUSE_ATTR_TIMEOUT"] = str(float(timeout))
@@ -514,6 +526,18 @@ def access_options(args):
     return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
 
 
+def access_options_of(options):
+    """The environment of a fusepy FUSE() call's access options (allow_other=True, ...)."""
+    from .fuse_compat import _true
+
+    chosen = {k: _true(options[k]) for k in ACCESS_FLAGS if k in options}
+    if chosen.get("allow_other") and chosen.get("allow_root"):
+        die_now("FUSE(): allow_other and allow_root exclude each other")
+    if chosen.get("allow_other") and "default_permissions" not in chosen:
+        chosen["default_permissions"] = True
+    return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
+
+
 def check_log_file(path):
     """--log-file must be writable now: a log that cannot be written drops every line."""
     try:
@@ -555,6 +579,10 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         env["LDPFUSE_TRACE"] = "1"
     else:
         env.pop("LDPFUSE_TRACE", None)
+    if args.stats:
+        env["LDPFUSE_STATS"] = os.environ["LDPFUSE_STATS"] = "1"    # the launcher reports (stats.py)
+    else:
+        env.pop("LDPFUSE_STATS", None)
     if args.log_level:
         env["LDPFUSE_LOG_LEVEL"] = args.log_level.lower()
     if args.log_file:
@@ -563,8 +591,11 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         argv_exec = resolve_command(cmd, [m["point"] for m in mounts])
     except FileNotFoundError:
         die(f"command not found: {cmd[0]}", 127)
-    from . import escapes
+    from . import escapes, run_dir
 
+    env.pop("LDPFUSE_RUN_DIR", None)    # an enclosing launcher's
+    if (args.mode or "shared") == "shared" or not script:
+        run_dir.make(env, "LDPFUSE_ALLOW_OTHER" in own_env)     # removed at exit (exit_as)
     record = escapes.configure(args, env)
     if record:
         reason = unreachable_reason(argv_exec[0])

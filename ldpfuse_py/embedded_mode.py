@@ -54,8 +54,10 @@ def _make_fifo_dir(env):
     but not listable: every user's processes of the command make FIFOs in it, none removes
     another's, and a process ignores a FIFO that neither it, root, this user nor the file's
     owner in the FS made."""
-    # /tmp as the shared server's own, not TMPDIR: that may be in a mount
-    path = f"/tmp/ldpfuse-fifos-{os.getpid()}-{os.urandom(6).hex()}"
+    # in the command's private directory (run_dir.py), else /tmp (not TMPDIR: that may be
+    # in a mount)
+    base = env.get("LDPFUSE_RUN_DIR") or "/tmp"
+    path = f"{base}/fifos-{os.urandom(8).hex()}"
     try:
         os.mkdir(path, 0o700)
         os.chmod(path, 0o1733)

@@ -26,8 +26,12 @@ def configure(args, env):
     env["LDPFUSE_ESCAPES"] = mode
     if mode != "strict":
         return None
-    fd, path = tempfile.mkstemp(prefix="ldpfuse-escapes-")
-    os.fchmod(fd, 0o666)    # processes of the command that run as another user record too
+    # in the command's private directory (run_dir.py), 0600: nobody outside the command can
+    # write a fake escape into it; with allow_other the command's other users may append
+    # (0622: only the command's processes can reach the directory)
+    fd, path = tempfile.mkstemp(prefix="ldpfuse-escapes-", dir=env.get("LDPFUSE_RUN_DIR"))
+    if env.get("LDPFUSE_ALLOW_OTHER") and env.get("LDPFUSE_RUN_DIR"):
+        os.fchmod(fd, 0o622)
     os.close(fd)
     env["LDPFUSE_ESCAPES_LOG"] = path
     return path

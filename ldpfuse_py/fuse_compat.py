@@ -76,7 +76,8 @@ OPTIONS = (("foreground", "-f"), ("debug", "-d"), ("nothreads", "-s"))
 
 # FUSE() options and what becomes of them here. Honoured: see FusepyOps and the
 # launcher (attr_timeout). Everything else is accepted and ignored.
-HONOURED = {"raw_fi", "encoding", "ro", "nothreads", "attr_timeout", "use_ino"}
+HONOURED = {"raw_fi", "encoding", "ro", "nothreads", "attr_timeout", "use_ino",
+            "allow_other", "allow_root", "default_permissions"}    # docs/security.md
 
 
 def _debug(msg: str) -> None:
@@ -132,8 +133,9 @@ class FUSE:
     system is unmounted (the command has ended), and the script's code after it runs
     then (see :mod:`ldpfuse_py.fusepy_script`). fusepy's options are accepted:
     ``raw_fi``, ``ro``, ``nothreads`` (every operation on the thread that called
-    ``FUSE()``), ``encoding``, ``attr_timeout`` and ``use_ino`` are honoured; the others
-    (``foreground``, ``allow_other``, ``fsname``, ...) mean nothing without a kernel
+    ``FUSE()``), ``encoding``, ``attr_timeout``, ``use_ino`` and the access options
+    ``allow_other``, ``allow_root``, ``default_permissions`` (docs/security.md) are
+    honoured; the others (``foreground``, ``fsname``, ...) mean nothing without a kernel
     mount and are ignored (logged at debug level).
     """
 

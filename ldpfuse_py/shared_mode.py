@@ -208,6 +208,10 @@ def _wait_all(pid, status, stop, served):
 def exit_as(status):
     """End with the command's status: the same exit code, or death by the same signal
     (a shell then reports 128 + the signal's number, 137 for SIGKILL)."""
+    from . import run_dir, stats
+
+    stats.report()
+    run_dir.remove()
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:

@@ -65,7 +65,7 @@ extern int ldp_nmounts;
 /* The longest absolute path resolved for a mount. The kernel limits the string a program
  * passes to PATH_MAX, not the path it resolves to: a relative path of PATH_MAX - 1 bytes
  * from a working directory in a mount is longer, and must still reach the FS whole. */
-#define VPATH_MAX (PATH_MAX + 1024)
+#define VPATH_MAX (PATH_MAX + 1024)     /* = WIRE_PATH_MAX (backend/wire.h) */
 
 /* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
 struct vpath {

@@ -149,7 +149,7 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
     if mode:  # the test's own choice wins over the suite-wide one
         argv += ["--mode", mode]
     for key, value in (options or {}).items():
-        argv += ["-o", f"{key}={value}"]
+        argv += ["-o", key if value is None else f"{key}={value}"]     # None: a flag (allow_other)
     if log_level:
         argv += ["--log-level", log_level]
     if log_file:

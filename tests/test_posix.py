@@ -263,8 +263,9 @@ stat -c '%n %a' d e
                     reason="writing as another user needs root and setpriv")
 def test_a_write_by_another_user_clears_set_id_bits_in_the_memory_example(ws):
     """Data written by someone other than root clears the set-ID bits (root's own write
-    keeps them). Another user's process loads the FS only in the shared mode."""
-    native, _ = ws.compare_sh(SETID_ON_WRITE, fs=MEMORY, mode="shared")
+    keeps them). Another user's process loads the FS only in the shared mode, and is
+    served with -o allow_other."""
+    native, _ = ws.compare_sh(SETID_ON_WRITE, fs=MEMORY, mode="shared", options={"allow_other": None})
     assert native.stdout == "d 777\ne 6777\n"
 
 

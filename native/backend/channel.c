@@ -54,8 +54,11 @@ struct channel {
     struct chan_region *r;      /* NULL until the first request (channel_send) */
     int refused;                /* the server refused this process: the errno it said */
     int hello_flags;            /* what the connection's hello asked (HELLO_WANT_COHERENCE) */
+    uint64_t hello_busy_since;  /* the server's hello: since when its FS thread was in a request */
     struct chan_spin spin;
     int answered;               /* a request has been answered on it */
+    int posted;                 /* a request was posted (channel_post): its answer is unread */
+    uint32_t last_us;           /* --stats: the round trip of its last request */
 };
 
 struct thread_channels {
@@ -125,6 +128,17 @@ static void key_make(void)
     pthread_key_create(&thread_key, thread_ends);
 }
 
+/* --stats: the round trip of c's last request (us), told with the next one. */
+uint32_t channel_last_us(const struct channel *c)
+{
+    return c->last_us;
+}
+
+void channel_note_us(struct channel *c, uint32_t us)
+{
+    c->last_us = us;
+}
+
 /* Why the server refused this process (an errno), after CHAN_REFUSED. */
 int channel_refused(struct channel *c)
 {
@@ -146,7 +160,7 @@ int channel_memfd_ok(int fd, off_t size)
 /* The region comes first on the socket: a header with the memfd riding along; or a refusal
  * (the header's result is -errno: this process may not use the file system, server/peers.c).
  * NULL, with *refused the errno if refused. */
-static struct chan_region *region_receive(int sock, int *refused)
+static struct chan_region *region_receive(int sock, int *refused, uint64_t *busy_since)
 {
     struct wire_resp hello;
     int mfd = -1;
@@ -175,6 +189,8 @@ static struct chan_region *region_receive(int sock, int *refused)
         }
     if (r == sizeof hello && hello.result < 0 && hello.result > -4096)
         *refused = (int)-hello.result;
+    if (r == sizeof hello)
+        *busy_since = hello.fh;
     if (mfd < 0)
         return NULL;
     void *p = MAP_FAILED;
@@ -342,9 +358,15 @@ double channel_op_timeout(void)
  * wait (*since: when it was first seen so, 0 while it was not)? A request behind a stuck
  * FS thread gives up then, not at its own op_timeout; one that finishes meanwhile makes
  * the wait a normal one. Read only by a wait that has slept: a round trip pays nothing. */
-static int fs_thread_stuck_for_long(uint64_t *since, uint64_t now)
+static int fs_thread_stuck_for_long(const struct channel *c, uint64_t *since, uint64_t now)
 {
-    if (!coh_fs_stuck(shared_coherence())) {
+    struct coherence *t = shared_coherence();
+    /* no table yet (a process's first answer brings it): the hello said since when the FS
+     * thread was in the request it was in then */
+    int stuck = t ? coh_fs_stuck(t)
+                  : c && c->hello_busy_since && op_timeout() && now > c->hello_busy_since &&
+                        now - c->hello_busy_since >= op_timeout();
+    if (!stuck) {
         *since = 0;
         return 0;
     }
@@ -381,7 +403,7 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
                 deadline = now + limit;
             if (limit && now >= deadline)
                 return timed_out();
-            if (limit && fs_thread_stuck_for_long(&stuck_since, now))
+            if (limit && fs_thread_stuck_for_long(NULL, &stuck_since, now))
                 return CHAN_STUCK;
             struct pollfd p = { .fd = fd, .events = POLLOUT };
             struct timespec slice = { 0, CHAN_SLICE_MS * 1000000L };
@@ -399,6 +421,16 @@ static int sock_write_all(int fd, const struct iovec *iov_in, int n)
  * its way, brings the region the answer comes in. */
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
 {
+    if (c->posted) {
+        /* a posted request's answer first (long there, as a rule): one at a time */
+        struct wire_resp rs;
+        int fd = -1, w;
+        c->posted = 0;
+        if ((w = channel_wait(c, &rs, &fd, 0)) < 0)
+            return w;
+        if (fd >= 0)
+            REAL(close)(fd);
+    }
     if (c->r == NULL) {
         pthread_once(&secret_once, secret_read);
         if (secret_state < 0)
@@ -427,7 +459,7 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
         int w = sock_write_all(c->sock, v, n + 2);
         /* a refused process may find the server gone before its request went: the refusal
          * waits on the socket all the same */
-        if ((c->r = region_receive(c->sock, &c->refused)) == NULL)
+        if ((c->r = region_receive(c->sock, &c->refused, &c->hello_busy_since)) == NULL)
             return c->refused ? CHAN_REFUSED : -1;
         if (w < 0)
             return -1;
@@ -451,6 +483,28 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
     int w = rq->len > CHAN_BUF ? sock_write_all(c->sock, body, n) : 0;
     if ((w == CHAN_TIMED_OUT || w == CHAN_STUCK) && !chan_settle(&r->state, CHAN_REQ, CHAN_GAVE_UP))
         return -1;      /* answered without its whole body: the protocol is broken */
+    return w;
+}
+
+/* Post a request whose answer nobody waits for (a notice: W_WRITTEN, a release): the
+ * caller goes on at once; the channel's next request (posted or not) first takes the
+ * answer (channel_send), so one is in flight at most and they are answered in order. A
+ * channel with no region yet sends it as a request like any other. 0, or < 0 as
+ * channel_send. */
+int channel_post(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n)
+{
+    if (c->r == NULL) {
+        struct wire_resp rs;
+        int fd = -1, w = channel_send(c, rq, body, n);
+        if (w == 0)
+            w = channel_wait(c, &rs, &fd, 0);
+        if (fd >= 0)
+            REAL(close)(fd);
+        return w;
+    }
+    int w = channel_send(c, rq, body, n);
+    if (w == 0)
+        c->posted = 1;
     return w;
 }
 
@@ -512,7 +566,7 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
         else if (now >= deadline && (st = chan_load(&r->state)) != CHAN_RESP &&
                  chan_settle(&r->state, st, CHAN_GAVE_UP))
             return timed_out();
-        if (fs_thread_stuck_for_long(&stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
+        if (fs_thread_stuck_for_long(c, &stuck_since, now) && (st = chan_load(&r->state)) != CHAN_RESP &&
             chan_settle(&r->state, st, CHAN_GAVE_UP))
             return CHAN_STUCK;
     }

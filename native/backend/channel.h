@@ -201,11 +201,14 @@ struct channel;
 struct iovec;
 struct channel *channel_begin(void);
 int channel_send(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
+int channel_post(struct channel *c, const struct wire_req *rq, const struct iovec *body, int n);
 int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_exec);
 #define CHAN_TIMED_OUT (-2)     /* channel_send/channel_wait: op_timeout passed, given up */
 #define CHAN_STUCK (-3)         /* given up sooner: the FS thread is stuck (coherence.h, fs) */
 #define CHAN_REFUSED (-4)       /* the server refused this process (channel_refused: why) */
 int channel_refused(struct channel *c);
+uint32_t channel_last_us(const struct channel *c);   /* --stats */
+void channel_note_us(struct channel *c, uint32_t us);
 double channel_op_timeout(void);
 int channel_memfd_ok(int fd, off_t size);
 int channel_data(struct channel *c, const struct wire_resp *rs, void *dst, size_t take);

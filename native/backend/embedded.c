@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "backend.h"
+#include "../run_dir.h"
 #include "fifo_dir.h"
 #include <dirent.h>
 #include <fcntl.h>
@@ -719,7 +720,7 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
 /* O_APPEND: the FS's size is the end. The VFS core holds the file's lock between this
  * process's threads; other processes running their own instance of the FS (a loopback
  * over one lower directory) are kept out by an OFD lock on one byte, chosen by the path,
- * of a lock file of this user. */
+ * of a lock file of this user in the command's private directory. */
 static int append_lock_fd = -1;
 static pthread_mutex_t append_lock_init = PTHREAD_MUTEX_INITIALIZER;
 
@@ -728,9 +729,19 @@ static int append_lock(const char *path, int type)
     if (__atomic_load_n(&append_lock_fd, __ATOMIC_ACQUIRE) < 0) {
         pthread_mutex_lock(&append_lock_init);
         if (append_lock_fd < 0) {
-            char name[64];
-            snprintf(name, sizeof name, "/tmp/.ldpfuse-append-%u", (unsigned)geteuid());
-            int fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+            /* in the command's private directory (run_dir.h): a lock file of a fixed name
+             * in /tmp could be another user's, who would hold our appends up */
+            char name[PATH_MAX];
+            int fd = -1;
+            struct stat st;
+            if (run_dir_get(name, sizeof name - 32) == 0) {
+                snprintf(name + strlen(name), 32, "/append-%u", (unsigned)geteuid());
+                fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+            }
+            if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+                close(fd);
+                fd = -1;
+            }
             int high = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 600) : -1;
             if (fd >= 0)
                 close(fd);
@@ -1340,6 +1351,7 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args);
 PyObject *ldp_serve_stop(PyObject *self, PyObject *args);
 PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
 PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args);
+PyObject *ldp_server_stats(PyObject *self, PyObject *args);
 PyObject *ldp_forward_signals(PyObject *self, PyObject *args);     /* signal_forward.c */
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
@@ -1354,6 +1366,8 @@ static PyMethodDef methods[] = {
       "Answer the requests of a class that is not thread_safe on this thread until serve_stop()." },
     { "serve_stop", ldp_serve_stop, METH_NOARGS, "End serve_loop()." },
     { "serve_cleanup", ldp_serve_cleanup, METH_NOARGS, "Remove what the server made on disk (FIFOs)." },
+    { "server_stats", ldp_server_stats, METH_NOARGS,
+      "--stats: per operation (op, count, server ns total, p50, p99, transport count, total, p50, p99)." },
     { "fs_thread_stuck", ldp_fs_thread_stuck, METH_NOARGS,
       "Has a call timed out behind the FS thread, which has finished no request since?" },
     { "forward_signals", ldp_forward_signals, METH_VARARGS,

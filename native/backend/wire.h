@@ -91,6 +91,8 @@ struct wire_hello {
  * asks for more is answered with at most this much. */
 #define WIRE_XATTR_MAX 65536    /* XATTR_SIZE_MAX, XATTR_LIST_MAX */
 #define WIRE_NAME_MAX 255       /* NAME_MAX: one component of a path, an xattr's name */
+#define WIRE_PATH_MAX 5120      /* a mount path (VPATH_MAX, ldpfuse.h): a relative name of up to
+                                   PATH_MAX - 1 bytes from a deep directory resolves past PATH_MAX */
 
 struct wire_req {
     uint32_t len;           /* bytes after this header */
@@ -101,7 +103,9 @@ struct wire_req {
     uint8_t has_fh;
     uint8_t pad[3];
     uint32_t path_len, path2_len, data_len;
-    uint32_t uid, gid, pid;     /* the caller's euid/egid now (pid: unused, the server has it) */
+    uint32_t uid, gid;          /* the caller's euid/egid now */
+    uint32_t prev_us;           /* --stats: the round trip of this channel's previous request as
+                                   its caller saw it, in us (0: none, or not counted) */
 };
 
 struct wire_resp {

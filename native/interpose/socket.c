@@ -2,9 +2,11 @@
  * so the name in the mount is a node of type S_IFSOCK made with the FS's mknod (what stat,
  * ls and unlink see), and the socket itself is bound to a stand-in path outside the mount,
  * named by a hash of the mount point and the path: every process that connects to the name
- * in the mount reaches the same stand-in. The stand-ins live in /tmp/ldpfuse-sockets-UID
- * (mode 0700), so only processes of the same user can connect. */
+ * in the mount reaches the same stand-in. The stand-ins live in the command's private
+ * directory (run_dir.h: made by the launcher for the run, never a fixed name another user
+ * could make first), so only the command's processes can connect. */
 #include "../ldpfuse.h"
+#include "../run_dir.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,13 +40,15 @@ static int stand_in(const struct sockaddr *addr, socklen_t len, struct vpath *vp
         h = (h ^ (unsigned char)*c) * 1099511628211ULL;
     memset(out, 0, sizeof *out);
     out->sun_family = AF_UNIX;
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/ldpfuse-sockets-%u", (unsigned)getuid());
+    char dir[PATH_MAX];
     int saved = errno;
-    REAL(mkdir)(dir, 0700);
+    if (run_dir_get(dir, sizeof dir) < 0) {
+        errno = saved;
+        return 0;       /* nowhere private to put it: the name stays the program's */
+    }
     errno = saved;
-    snprintf(out->sun_path, sizeof out->sun_path, "%s/%016llx", dir, (unsigned long long)h);
-    return 1;
+    int w = snprintf(out->sun_path, sizeof out->sun_path, "%s/s-%016llx", dir, (unsigned long long)h);
+    return w > 0 && (size_t)w < sizeof out->sun_path;
 }
 
 int bind(int fd, const struct sockaddr *addr, socklen_t len)

@@ -1,11 +1,12 @@
 /*
  * FIFOs in the mount: the kernel gives a FIFO inode of a FUSE mount a pipe of its own and
  * never calls the FS's open; here each one is a real FIFO in a private directory (mkdtemp,
- * 0711, the launcher's), with the FS's owner and mode, that the client opens itself
- * (blocking it, not the server).
+ * 0711, the launcher's, inside the command's private directory: run_dir.h), with the FS's
+ * owner and mode, that the client opens itself (blocking it, not the server).
  */
 #include "server.h"
 #include "../backend/fifo_dir.h"
+#include "../run_dir.h"
 #include <stdio.h>
 
 struct sfifo {
@@ -16,7 +17,7 @@ struct sfifo {
 };
 static struct sfifo *sfifos;
 static pthread_mutex_t sfifo_lock = PTHREAD_MUTEX_INITIALIZER;
-static char fifo_dir[64];
+static char fifo_dir[PATH_MAX];
 
 int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char *out, size_t outsz)
 {
@@ -39,7 +40,14 @@ int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char
             break;
     if (f == NULL) {
         if (fifo_dir[0] == '\0') {
-            strcpy(fifo_dir, "/tmp/ldpfuse-fifos-XXXXXX");
+            /* in the command's private directory (run_dir.h), searchable by the command's
+             * other users (each FIFO has the owner and mode the FS gives it) */
+            if (run_dir_get(fifo_dir, sizeof fifo_dir - 16) < 0) {
+                r = -errno;
+                fifo_dir[0] = '\0';
+                goto out;
+            }
+            strcat(fifo_dir, "/fifos-XXXXXX");
             if (mkdtemp(fifo_dir) == NULL || chmod(fifo_dir, 0711) < 0) {
                 r = -errno;
                 fifo_dir[0] = '\0';

@@ -279,25 +279,34 @@ void handles_renamed(int mnt, const char *from, const char *to)
     pthread_mutex_unlock(&handles_lock);
 }
 
-/* Release what processes that have ended still held (on a thread that may call the FS). */
+/* Release what processes that have ended still held (on a thread that may call the FS).
+ * Whether a process lives is read from /proc without the lock held. */
 void orphans_sweep(void)
 {
-    for (;;) {
+    pid_t cand[64];
+    int n = 0;
+    pthread_mutex_lock(&handles_lock);
+    for (struct proc *p = procs; p && n < 64; p = p->next)
+        if (p->conns == 0)
+            cand[n++] = p->pid;
+    pthread_mutex_unlock(&handles_lock);
+    for (int i = 0; i < n; i++) {
+        if (pid_alive(cand[i]))
+            continue;
         struct handle *list = NULL;
         uid_t uid = 0;
         gid_t gid = 0;
         pthread_mutex_lock(&handles_lock);
         for (struct proc *p = procs; p; p = p->next)
-            if (p->conns == 0 && !pid_alive(p->pid)) {
+            if (p->pid == cand[i] && p->conns == 0) {   /* no new connection came meanwhile */
                 uid = p->uid;
                 gid = p->gid;
                 list = proc_drop(p);
                 break;
             }
         pthread_mutex_unlock(&handles_lock);
-        if (list == NULL)
-            return;
-        become(uid, gid, 0, NULL);
+        if (list)
+            become(uid, gid, 0, NULL);
         while (list) {
             struct handle *h = list;
             list = h->next;

@@ -58,6 +58,7 @@ int peers_init(void)
     policy.allow_other = env_flag("LDPFUSE_ALLOW_OTHER");
     policy.allow_root = env_flag("LDPFUSE_ALLOW_ROOT");
     policy.default_permissions = env_flag("LDPFUSE_DEFAULT_PERMISSIONS");
+    stats_enabled = env_flag("LDPFUSE_STATS");
     const char *s = getenv("LDPFUSE_SECRET");
     if (s == NULL || strlen(s) != 2 * WIRE_SECRET_LEN)
         return -1;
@@ -165,10 +166,11 @@ void spares_fill(void)
 }
 
 /* The server's first message: a struct wire_resp whose result is CHAN_SIZE, with the
- * region's memfd riding along; or a refusal (result -errno, no fd). */
-static int hello_send(int fd, int mfd, int64_t result)
+ * region's memfd riding along (its fh: since when the FS thread is in the request it is
+ * in, 0 if none); or a refusal (result -errno, no fd). */
+static int hello_send(int fd, int mfd, int64_t result, uint64_t busy_since)
 {
-    struct wire_resp hello = { .has_fd = mfd >= 0, .result = result };
+    struct wire_resp hello = { .has_fd = mfd >= 0, .result = result, .fh = busy_since };
     struct iovec iov = { &hello, sizeof hello };
     char cbuf[CMSG_SPACE(sizeof(int))];
     memset(cbuf, 0, sizeof cbuf);
@@ -195,7 +197,11 @@ static int region_give(struct client *cl)
     if (sp.mfd < 0)
         return -1;
     cl->region = sp.p;
-    int r = hello_send(cl->fd, sp.mfd, CHAN_SIZE);
+    /* since when the FS thread is in its request (0: idle, or thread_safe): a new process
+     * has no table yet to tell a stuck FS thread by (coherence.h), and waits behind it */
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    uint64_t busy = t && coh_get(&t->fs.one_thread) ? coh_get(&t->fs.busy_since) : 0;
+    int r = hello_send(cl->fd, sp.mfd, CHAN_SIZE, busy);
     close(sp.mfd);
     if (r < 0) {
         munmap(sp.p, CHAN_SIZE);
@@ -207,7 +213,7 @@ static int region_give(struct client *cl)
 /* A refused peer hears why (the call it makes fails with that errno), and goes. */
 static void refuse(int fd, int err, const struct ucred *who, const char *why)
 {
-    hello_send(fd, -1, -err);
+    hello_send(fd, -1, -err, 0);
     close(fd);
     static int logged;
     if (who && !__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))

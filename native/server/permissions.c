@@ -75,7 +75,7 @@ static int search(const struct client *cl, int mnt, const char *path)
 {
     if (cl->as_uid == 0)
         return 0;       /* root searches every directory; the FS says what does not exist */
-    char dir[PATH_MAX];
+    char dir[WIRE_PATH_MAX];
     size_t len = strlen(path);
     for (size_t i = 0; i < len; i++) {
         if (path[i] != '/')
@@ -107,7 +107,7 @@ static int lookup(const struct client *cl, int mnt, const char *path, struct sta
 /* Write and search on the directory of path (making or removing its name). */
 static int dir_writable(const struct client *cl, int mnt, const char *path, struct stat *dst)
 {
-    char dir[PATH_MAX];
+    char dir[WIRE_PATH_MAX];
     int r = lookup(cl, mnt, parent_of(path, dir), dst);
     if (r < 0)
         return r;
@@ -257,7 +257,7 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
             return r;
         if (attr(mnt, path2, &to) == 0 && (r = sticky_ok(cl, &tdir, &to)) < 0)
             return r;
-        char d1[PATH_MAX], d2[PATH_MAX];
+        char d1[WIRE_PATH_MAX], d2[WIRE_PATH_MAX];
         if (S_ISDIR(st.st_mode) && strcmp(parent_of(path, d1), parent_of(path2, d2)) != 0)
             return may(cl, &st, MAY_WRITE);     /* its ".." changes */
         return 0;

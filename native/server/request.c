@@ -9,9 +9,9 @@
  *    WIRE_FIRST_MAX): nothing is read from a client that has not sent it whole, so a slow
  *    or stopped client never holds a serving thread;
  *  - names are mount paths as the kernel would pass them: absolute, normalised (no `.`,
- *    `..` or empty component: nothing above the mount's root), no NUL, at most PATH_MAX
- *    bytes and NAME_MAX a component; a symlink's target and an xattr's name only have no
- *    NUL and their limits;
+ *    `..` or empty component: nothing above the mount's root), no NUL, shorter than
+ *    WIRE_PATH_MAX bytes and NAME_MAX a component; a symlink's target and an xattr's
+ *    name only have no NUL and their limits;
  *  - sizes asked for are capped (a read at the region's size, xattrs at 64 KiB), offsets
  *    and lengths are not negative, modes and ids are ones that exist;
  *  - a handle (fh) is a token this process was given or inherited (handles.c), of the kind
@@ -27,6 +27,7 @@
  * client waits for it.
  */
 #include "server.h"
+#include "../stats.h"
 #include <poll.h>
 #include <stdio.h>
 #include <sys/uio.h>
@@ -38,7 +39,7 @@ static int check_path(const char *p, size_t len)
 {
     if (len == 0 || p[0] != '/' || memchr(p, '\0', len))
         return -EINVAL;
-    if (len >= PATH_MAX)
+    if (len >= WIRE_PATH_MAX)
         return -ENAMETOOLONG;
     if (len == 1)
         return 0;           /* the root */
@@ -202,6 +203,10 @@ static int request_check(struct client *cl, struct wire_req *rq)
             return -EBADF;
         if ((rq->op == W_WRITE || rq->op == W_APPEND) && acc == O_RDONLY)
             return -EBADF;
+        /* ftruncate needs a handle open for writing (EINVAL, as the kernel's); an
+         * O_RDONLY | O_TRUNC open truncates through its own */
+        if (rq->op == W_TRUNCATE && acc == O_RDONLY && !(cl->h.flags & O_TRUNC))
+            return -EINVAL;
     }
     /* who asks */
     request_identity(cl, rq);
@@ -230,9 +235,7 @@ int first_ready(struct client *cl)
     if (head.rq.len == 0)
         return 1;
     /* the body too: peeked whole, so reading it cannot wait */
-    static __thread char *peek;
-    if (peek == NULL && (peek = malloc(sizeof head + WIRE_FIRST_MAX)) == NULL)
-        return 0;
+    char peek[sizeof head + WIRE_FIRST_MAX];
     n = recv(cl->fd, peek, sizeof head + head.rq.len, MSG_PEEK | MSG_DONTWAIT);
     return n == (ssize_t)(sizeof head + head.rq.len) ? 1 : n == 0 ? -1 : 0;
 }
@@ -254,8 +257,10 @@ static int read_first(struct client *cl, struct wire_req *rq, char **body)
         recv(cl->fd, rq, sizeof *rq, MSG_DONTWAIT) != (ssize_t)sizeof *rq)
         return -1;
     if (hello.magic != WIRE_HELLO_MAGIC || !secret_ok(hello.secret)) {
-        server_logf("refused pid %d (uid %u): it does not hold the run's secret", (int)cl->pid,
-                    (unsigned)cl->uid);
+        static int logged;      /* once: a flood of them must not fill the log */
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+            server_logf("refused pid %d (uid %u): it does not hold the run's secret (logged once)",
+                        (int)cl->pid, (unsigned)cl->uid);
         return -1;
     }
     cl->authed = 1;
@@ -400,6 +405,63 @@ static int send_fds(int sock, const int *fds, int n)
     return w == 1 ? 0 : -1;
 }
 
+/* ---- --stats: per operation, the time a request spent in the server (its checks, the
+ * class's method, the conversions) and in transport (what its caller saw, told with the
+ * caller's next request on the channel, less the server's part) */
+
+int stats_enabled;
+static struct op_stats in_server[W_OP_MAX + 1], in_transport[W_OP_MAX + 1];
+static const char *const op_names[W_OP_MAX + 1] = {
+    [W_GETATTR] = "getattr", [W_READLINK] = "readlink", [W_MKNOD] = "mknod", [W_MKDIR] = "mkdir",
+    [W_UNLINK] = "unlink", [W_RMDIR] = "rmdir", [W_SYMLINK] = "symlink", [W_RENAME] = "rename",
+    [W_LINK] = "link", [W_CHMOD] = "chmod", [W_CHOWN] = "chown", [W_TRUNCATE] = "truncate",
+    [W_OPEN] = "open", [W_CREATE] = "create", [W_READ] = "read", [W_WRITE] = "write",
+    [W_STATFS] = "statfs", [W_FLUSH] = "flush", [W_RELEASE] = "release", [W_FSYNC] = "fsync",
+    [W_OPENDIR] = "opendir", [W_READDIR] = "readdir", [W_RELEASEDIR] = "releasedir",
+    [W_ACCESS] = "access", [W_UTIMENS] = "utimens", [W_SETXATTR] = "setxattr",
+    [W_GETXATTR] = "getxattr", [W_LISTXATTR] = "listxattr", [W_REMOVEXATTR] = "removexattr",
+    [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "(page cache open)",
+    [W_CACHE_CLOSE] = "(page cache close)", [W_FIFO] = "(FIFO)", [W_COHERENCE] = "(change table)",
+    [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "lookup + open/create", [W_WRITTEN] = "(written notice)",
+};
+
+static void stats_request(struct client *cl, unsigned op, uint64_t server_ns, uint32_t prev_us)
+{
+    if (op > W_OP_MAX)
+        return;
+    stats_add(&in_server[op], server_ns);
+    uint64_t seen = (uint64_t)prev_us * 1000;
+    if (prev_us && cl->stats_prev_op && seen > cl->stats_prev_ns)
+        stats_add(&in_transport[cl->stats_prev_op], seen - cl->stats_prev_ns);
+    cl->stats_prev_op = op;
+    cl->stats_prev_ns = server_ns;
+}
+
+/* The table for the launcher: (operation's name, count, server total, p50, p99, transport
+ * count, total, p50, p99) for each operation called, times in ns. */
+PyObject *ldp_server_stats(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    PyObject *list = PyList_New(0);
+    for (unsigned op = 1; list && op <= W_OP_MAX; op++) {
+        const struct op_stats *s = &in_server[op], *t = &in_transport[op];
+        if (__atomic_load_n(&s->count, __ATOMIC_RELAXED) == 0)
+            continue;
+        PyObject *row = Py_BuildValue("(sKKKKKKKK)", op_names[op] ? op_names[op] : "?", (unsigned long long)s->count, (unsigned long long)s->total_ns,
+                                      (unsigned long long)stats_quantile(s, 0.5), (unsigned long long)stats_quantile(s, 0.99),
+                                      (unsigned long long)t->count, (unsigned long long)t->total_ns,
+                                      (unsigned long long)stats_quantile(t, 0.5), (unsigned long long)stats_quantile(t, 0.99));
+        if (row == NULL || PyList_Append(list, row) < 0) {
+            Py_XDECREF(row);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(row);
+    }
+    return list;
+}
+
 /* ---- one request */
 
 /* A client whose last answer's data the sender still pushes sent another request: a
@@ -443,11 +505,15 @@ int serve_request(struct client *cl)
     body_split(cl, &rq, body);
     cl->rq = &rq;
     cl->body = body;
+    uint64_t t0 = stats_enabled ? chan_now_ns() : 0;
     int bad = request_check(cl, &rq);
     if (bad == 0)
         become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
-    if (bad == 0 && policy.default_permissions)
+    if (bad == 0 && policy.default_permissions) {
+        srv_current = cl;       /* the class's getattr may ask fuse_get_context() */
         bad = perm_check(cl, rq.op, rq.mnt, cl->path, cl->path2, rq.a, rq.b);
+        srv_current = NULL;
+    }
     if (bad == 0) {
         do_op(cl);
     } else {
@@ -458,6 +524,8 @@ int serve_request(struct client *cl)
         cl->pass_fd = -1;
         cl->added = 0;
     }
+    if (t0)
+        stats_request(cl, rq.op, chan_now_ns() - t0, rq.prev_us);
     int ret = 0;
     struct wire_resp rs = { .len = (uint32_t)cl->out_len, .result = cl->r, .fh = cl->fh };
     /* the fds before the answer: the client that sees the answer finds them waiting and

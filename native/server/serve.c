@@ -49,6 +49,7 @@ static uint64_t spin_budget(void)
 /* A thread_safe class: one thread per client connection while it lasts, so a call that
  * blocks holds up only its caller. It waits on its channel's futex, in slices, checking
  * between them that the client still lives. */
+#define FIRST_PART_MS 10000
 static void serve_client(struct client *cl)
 {
     struct chan_region *rg = cl->region;
@@ -58,11 +59,22 @@ static void serve_client(struct client *cl)
         return;
     }
     /* the first request comes on the socket: wait for it as long as the client lives (a
-     * client stopped between connect and send must not meet SO_RCVTIMEO) */
-    struct pollfd first = { .fd = cl->fd, .events = POLLIN | POLLRDHUP };
-    while (cl->first && poll(&first, 1, -1) < 0 && errno == EINTR)
-        ;
-    if (cl->first && serve_request(cl) < 0) {
+     * client stopped between connect and send is not dropped), and read it only once it
+     * is there whole (request.c, first_ready); one that sent a part and no more for
+     * FIRST_PART_MS is dropped */
+    int ready = 0;
+    for (int waited = 0; cl->first && (ready = first_ready(cl)) == 0;) {
+        char byte;
+        if (recv(cl->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+            if (++waited > FIRST_PART_MS)
+                break;
+            nanosleep(&(struct timespec){ 0, 1000000 }, NULL);   /* the rest is on its way */
+            continue;
+        }
+        struct pollfd first = { .fd = cl->fd, .events = POLLIN | POLLRDHUP };
+        poll(&first, 1, -1);
+    }
+    if (cl->first && (ready <= 0 || serve_request(cl) < 0)) {
         client_gone(cl);
         return;
     }

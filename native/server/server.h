@@ -100,6 +100,8 @@ struct client {
     int authed;             /* it proved it holds the run's secret */
     int want_coherence;     /* its first answer brings the table of change counters */
     int sending;            /* the sender still pushes its last answer's data (request.c) */
+    unsigned stats_prev_op; /* --stats: its previous request, and its time in the server */
+    uint64_t stats_prev_ns;
     struct uid_quota *quota;    /* its uid's count of connections */
     struct proc *proc;
     uid_t uid;              /* SO_PEERCRED at connect: what the kernel vouches for */
@@ -142,6 +144,7 @@ int peers_init(void);
 int first_ready(struct client *cl);
 int serve_request(struct client *cl);
 void sender_forget(struct client *cl);
+extern int stats_enabled;          /* --stats (LDPFUSE_STATS) */
 
 /* handles.c */
 struct proc *proc_get(pid_t pid);

@@ -8,6 +8,7 @@
  *  - directories and O_PATH opens: an O_PATH fd standing in, with the table saying what it is.
  */
 #include "../ldpfuse.h"
+#include "../run_dir.h"
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fs.h>
@@ -73,14 +74,15 @@ static struct vfile *vfile_new(int kind, const struct vpath *vp, int flags, uint
 }
 
 /* What stands for a virtual directory in the kernel: a real, empty, read-only directory
- * of ours (/tmp/.ldpfuse-empty-UID, made once), so that read() on it fails with EISDIR and
- * getdents finds nothing, as for an empty directory. O_PATH opens and, failing that
- * directory, an O_PATH fd on "/" stand in: there read() fails with EBADF. */
+ * of ours ("empty-UID" in the command's private directory, run_dir.h, made once), so that
+ * read() on it fails with EISDIR and getdents finds nothing, as for an empty directory.
+ * O_PATH opens and, failing that directory, an O_PATH fd on "/" stand in: there read()
+ * fails with EBADF. */
 static int placeholder_fd(int flags)
 {
-    if (!(flags & O_PATH)) {
-        char dir[64];
-        snprintf(dir, sizeof dir, "/tmp/.ldpfuse-empty-%u", (unsigned)geteuid());
+    char dir[PATH_MAX];
+    if (!(flags & O_PATH) && run_dir_get(dir, sizeof dir - 32) == 0) {
+        snprintf(dir + strlen(dir), 32, "/empty-%u", (unsigned)geteuid());
         for (int attempt = 0; attempt < 2; attempt++) {
             int fd = REAL(open)(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | (flags & O_CLOEXEC));
             if (fd >= 0) {

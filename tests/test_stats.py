@@ -1,0 +1,65 @@
+"""--stats (issue 24): at the end, a table per operation of the calls that reached the file
+system, their time in the server and in transport, medians and 99th percentiles."""
+
+import re
+import subprocess
+
+import pytest
+
+from conftest import LOOPBACK, base_env, ldpfuse_run_argv
+
+
+def run(tmp_path, *flags, cmd, mode="shared"):
+    lower = tmp_path / "lower"
+    lower.mkdir(exist_ok=True)
+    for i in range(7):
+        (lower / f"f{i}").write_text(f"{i}\n")
+    argv = ldpfuse_run_argv() + ["--mode", mode, *flags, "--mountpoint", str(tmp_path / "mnt"),
+                                 LOOPBACK, str(lower), "-o", "passthrough=no", "--", "sh", "-c", cmd]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")
+
+
+def rows(stderr):
+    """operation -> (calls, [the other columns]) from the table."""
+    lines = stderr.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ldpfuse-run --stats:"))
+    assert lines[start + 1].split()[:2] == ["operation", "calls"], lines[start + 1]
+    out = {}
+    for line in lines[start + 2:]:
+        m = re.match(r"(.+?)\s{2,}(\d+)\s+(.*)$", line)
+        if m:
+            out[m.group(1).strip()] = (int(m.group(2)), m.group(3).split())
+    return out
+
+
+def micros(cell, unit):
+    return float(cell) * (1000 if unit == "ms" else 1)
+
+
+def test_stats_counts_each_operation_and_splits_server_from_transport(tmp_path):
+    m = tmp_path / "mnt"
+    r = run(tmp_path, "--stats", cmd=f"for i in 0 1 2 3 4 5 6; do cat {m}/f$i; done")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "".join(f"{i}\n" for i in range(7))
+    table = rows(r.stderr)
+    # each cat is a fresh process: one lookup + open, one read of its file (then EOF from
+    # the page cache), one release
+    assert table["lookup + open/create"][0] == 7, r.stderr
+    assert table["read"][0] == 7 and table["release"][0] == 7, r.stderr
+    for name, (calls, cells) in table.items():
+        total, p50, p50u, p99, p99u = cells[0], cells[2], cells[3], cells[4], cells[5]
+        assert cells[1] == "ms" and micros(p50, p50u) <= micros(p99, p99u), (name, cells)
+    # a release follows a read on the same channel in the same process: its transport is known
+    assert table["read"][1][6] != "-", r.stderr
+
+
+def test_without_stats_there_is_no_table(tmp_path):
+    r = run(tmp_path, cmd=f"cat {tmp_path}/mnt/f0")
+    assert r.returncode == 0 and r.stdout == "0\n"
+    assert "--stats" not in r.stderr
+
+
+def test_stats_in_the_embedded_mode_says_what_it_can_count(tmp_path):
+    r = run(tmp_path, "--stats", cmd=f"cat {tmp_path}/mnt/f0", mode="embedded")
+    assert r.returncode == 0 and r.stdout == "0\n", r.stderr
+    assert "ldpfuse-run --stats:" in r.stderr
