@@ -209,12 +209,10 @@ def socket_of(run):
     pytest.fail("the server's socket is not in /proc/net/unix")
 
 
-@pytest.mark.xfail(strict=True, reason="native/server/request.c, read_first: every connection without the run's "
-                   "secret writes a line to the log (peers.c's refuse() logs once): with -o allow_other any local "
-                   "user can connect and fill the launcher's --log-file (or stderr) without bound")
 def test_an_outsider_cannot_flood_the_log(tmp):
     """300 connections with a wrong secret from uid 65534 outside the command (allow_other
-    lets its uid connect): each is dropped, and the log does not grow by a line each."""
+    lets its uid connect): each is dropped, and the log does not grow by a line each (it
+    did before dbacf37)."""
     m = tmp / "mnt"
     log = tmp / "fs.log"
     run = Running(m, MEMORY, f"echo ready; read go; ls {m}", options=ALLOW_OTHER + ("--log-file", str(log)))
@@ -304,11 +302,9 @@ def test_a_handle_is_used_only_as_it_was_opened(tmp):
     assert got["other-mount"] == "EINVAL"
 
 
-@pytest.mark.xfail(strict=True, reason="native/server/request.c, request_check: a W_TRUNCATE that names a "
-                   "handle is not checked against the handle's access mode (only W_READ and W_WRITE/W_APPEND "
-                   "are), and permissions.c skips every request with a handle: uid 65534's O_RDONLY open of "
-                   "root's 0644 file truncates it to 0 bytes (ftruncate on an O_RDONLY fd is EINVAL natively)")
 def test_a_read_only_handle_does_not_truncate(tmp):
+    """ftruncate through a handle opened read-only is EINVAL, as the kernel's (it truncated
+    root's 0644 file for uid 65534 before dbacf37)."""
     m = tmp / "mnt"
     r = run_cmd(m, MEMORY, f"{secret_setup(m)}; {sh_attacker('own-handle', '/open/mine', '/public', uid=NOBODY)}; "
                 f"cat {m}/public", options=ALLOW_OTHER)
@@ -505,14 +501,11 @@ def test_the_table_of_change_counters_cannot_be_written(tmp):
 VICTIM_UID, SQUATTER_UID = 40123, 40124
 
 
-@pytest.mark.xfail(strict=False, reason="issue 22 line 8, being fixed by the lead (a private per-run directory, "
-                   "LDPFUSE_RUN_DIR): native/interpose/socket.c, stand_in, binds the stand-in of a socket in the "
-                   "mount in /tmp/ldpfuse-sockets-UID whoever made that directory (mkdir's EEXIST is ignored, its "
-                   "owner and mode never checked)")
 def test_a_directory_another_user_made_first_is_not_used_for_sockets(tmp):
     """uid 40124 makes /tmp/ldpfuse-sockets-40123 (mode 0777) before uid 40123 binds a socket
     in the mount: the stand-in must not be put there (the squatter could replace it and
-    read what the victim's peers send); the socket still works."""
+    read what the victim's peers send; it was, before the run's private directory of
+    bb9f95d); the socket still works."""
     squat = f"/tmp/ldpfuse-sockets-{VICTIM_UID}"
     shutil.rmtree(squat, ignore_errors=True)
     os.mkdir(squat)

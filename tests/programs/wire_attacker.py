@@ -190,7 +190,7 @@ class Conn:
         pl, p2l, dl = lengths or (len(path), len(path2), len(data))
         rq = REQ.pack(pl + p2l + dl, op, mnt, a, b, c, fh or 0, fh is not None, pl, p2l, dl,
                       os.geteuid() if uid is None else uid, os.getegid() if gid is None else gid,
-                      os.getpid())
+                      0)     # prev_us (--stats)
         return rq, path + path2 + data
 
     def call(self, op, path=b"/", path2=b"", data=b"", *, raw=None, read_data=True, **kw):
