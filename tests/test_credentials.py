@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import LOOPBACK, NOBODY, as_nobody, base_env, ldpfuse_run_argv
+from conftest import LOOPBACK, MEMORY, NOBODY, as_nobody, base_env, ldpfuse_run_argv
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
 
@@ -192,3 +192,42 @@ def test_embedded_mode_serves_another_user_from_the_launcher_and_says_once_per_p
     assert len(lines) == 2, lines    # ls and cat: one line each, however many calls they made
     for line in lines:
         assert "served by the launcher" in line and f"(uid {NOBODY}) cannot read {lib}" in line, line
+
+
+def test_without_allow_other_another_user_of_the_command_is_refused(shared_tmp):
+    """Kernel FUSE's rule (issue 22): only the launcher's user is served unless -o allow_other.
+    A process of the command that runs as uid 65534 gets EACCES for every call on the mount,
+    and nothing is made; the log says why, once per process."""
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, MEMORY, options=(), cmd=["sh", "-c", f"""
+        echo root > {m}/f && chmod 644 {m}/f
+        {shlex.join(as_nobody('sh', '-c', f'cat {m}/f || echo refused; ls {m} || echo refused; '
+                                           f'echo x > {m}/g || echo refused'))}
+        cat {m}/f; ls {m}
+    """])
+    assert r.stdout == "refused\nrefused\nrefused\nroot\nf\n", r.stderr
+    assert r.stderr.count("Permission denied") == 3, r.stderr
+    assert "serves only the launcher's user unless -o allow_other" in r.stderr
+
+
+def test_without_allow_other_a_root_process_that_becomes_another_user_is_refused(shared_tmp):
+    """A process that connected as root and then dropped to uid 65534 is judged by who it is
+    now: without allow_other, refused (EACCES); -o allow_root serves root only, not it."""
+    m = shared_tmp / "mnt"
+    prog = f"""
+import os
+open("{m}/f", "w").write("root\\n")
+os.chmod("{m}/f", 0o644)
+print(open("{m}/f").read(), end="")
+os.setgroups([])
+os.setgid({NOBODY})
+os.setuid({NOBODY})
+try:
+    open("{m}/f").read()
+    print("served")
+except PermissionError:
+    print("refused")
+"""
+    for options in ((), ("-o", "allow_root")):
+        r = ldp(shared_tmp, MEMORY, options=options, cmd=[sys.executable, "-c", prog])
+        assert r.stdout == "root\nrefused\n", (options, r.stderr)

@@ -9,12 +9,16 @@
  *  - read / write / execute on the file by owner, group (the caller's gid or one of its
  *    supplementary groups) or other bits; root passes read and write always, and execute
  *    where any x bit is set or on a directory;
- *  - making or removing a name needs write and search on its directory; in a sticky
- *    directory only the owner of the name or of the directory (or root) removes or
- *    renames it; moving a directory to another parent needs write on it (its "..");
- *  - chmod by the owner or root; chown: the owner may change the group to one of its
- *    groups, only root may change the owner; utimens to "now" by the owner or a writer,
- *    to given times by the owner only; user.* xattrs need read or write on the file,
+ *  - making or removing a name needs write and search on its directory (a device node,
+ *    root's rights too: CAP_MKNOD); in a sticky directory only the owner of the name or
+ *    of the directory (or root) removes or renames it; moving a directory to another
+ *    parent needs write on it (its "..");
+ *  - chmod by the owner or root (a set-group-ID bit dropped for one not in the file's
+ *    group); chown: the owner may change the group to one of its groups, only root may
+ *    change the owner; a hard link only to one's own file, or (fs.protected_hardlinks)
+ *    to a regular file one may read and write that is not set-ID; utimens to "now" by
+ *    the owner or a writer, to given times by the owner only; user.* xattrs need read or
+ *    write on the file,
  *    trusted.* and security.* root.
  *
  * Requests that name a handle (read, write, release, readdir, ...) are not checked: the
@@ -164,6 +168,30 @@ static int openable(const struct client *cl, int mnt, const char *path, int flag
     return may(cl, &st, open_mask(flags));
 }
 
+/* fs.protected_hardlinks (as the kernel's may_linkat, which applies to every file system):
+ * one links only a file it owns, or a regular file it may read and write that does not
+ * run as someone else (set-user-ID, or set-group-ID and group-executable). */
+static int hardlink_ok(const struct client *cl, const struct stat *st)
+{
+    static int protected = -1;
+    if (__atomic_load_n(&protected, __ATOMIC_RELAXED) < 0) {
+        char buf[16] = "1";
+        int fd = open("/proc/sys/fs/protected_hardlinks", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (read(fd, buf, sizeof buf - 1) <= 0)
+                buf[0] = '1';
+            close(fd);
+        }
+        __atomic_store_n(&protected, buf[0] != '0', __ATOMIC_RELAXED);
+    }
+    if (!protected || is_owner(cl, st))
+        return 0;
+    if (S_ISREG(st->st_mode) && !(st->st_mode & S_ISUID) &&
+        (st->st_mode & (S_ISGID | S_IXGRP)) != (S_ISGID | S_IXGRP) && may(cl, st, MAY_READ | MAY_WRITE) == 0)
+        return 0;
+    return -EPERM;
+}
+
 static int xattr_rule(const struct client *cl, int mnt, const char *path, const char *name, int write)
 {
     struct stat st;
@@ -207,11 +235,18 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
             return r == -ENOENT ? 0 : r;
         return may(cl, &st, MAY_READ);
     case W_MKNOD: case W_MKDIR: case W_SYMLINK:
-        return dir_writable(cl, mnt, path, &dst);
-    case W_LINK:
-        if ((r = search(cl, mnt, path2)) < 0)
+        if ((r = dir_writable(cl, mnt, path, &dst)) < 0)
             return r;
-        return dir_writable(cl, mnt, path, &dst);
+        /* device nodes are root's to make (the kernel's vfs_mknod: CAP_MKNOD) */
+        if (op == W_MKNOD && cl->as_uid != 0 && (S_ISCHR((mode_t)a) || S_ISBLK((mode_t)a)))
+            return -EPERM;
+        return 0;
+    case W_LINK:
+        if ((r = lookup(cl, mnt, path2, &st)) < 0)
+            return r;
+        if ((r = dir_writable(cl, mnt, path, &dst)) < 0)
+            return r;
+        return hardlink_ok(cl, &st);
     case W_UNLINK: case W_RMDIR:
         return removable(cl, mnt, path, &st);
     case W_RENAME: {
@@ -230,7 +265,13 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
     case W_CHMOD:
         if ((r = lookup(cl, mnt, path, &st)) < 0)
             return r;
-        return is_owner(cl, &st) ? 0 : -EPERM;
+        if (!is_owner(cl, &st))
+            return -EPERM;
+        /* the set-group-ID bit is dropped, not refused, when the caller is not in the
+         * file's group (the kernel's setattr_prepare): the class gets the mode without it */
+        if (cl->as_uid != 0 && (a & S_ISGID) && !in_group(cl, st.st_gid) && cl->rq)
+            cl->rq->a &= ~(int64_t)S_ISGID;
+        return 0;
     case W_CHOWN: {
         if ((r = lookup(cl, mnt, path, &st)) < 0)
             return r;
@@ -238,6 +279,8 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
             return 0;
         uid_t uid = (uid_t)a;
         gid_t gid = (gid_t)b;
+        if (uid == (uid_t)-1 && gid == (gid_t)-1)
+            return 0;       /* changes nothing but ctime: anyone may (the kernel's chown_common) */
         if (st.st_uid != cl->as_uid)
             return -EPERM;
         if (uid != (uid_t)-1 && uid != st.st_uid)
