@@ -141,17 +141,9 @@ RULES = {
 }
 
 
-# rules the preload (not the server) gets wrong: the steps fail where noted
-XFAIL = {
-    "exec_needs_x": "native/interpose/process.c, execve: a program in the mount that is not a passthrough "
-                    "file is opened O_RDONLY and run with execveat of its page cache (or a memfd copy, "
-                    "exec_copy), whose mode is not the file's: "
-                    "nobody's exec of a 0644 file succeeds (natively EACCES); the file's execute permission is "
-                    "never asked (an access(X_OK) through the backend would)",
-    "chdir_needs_search": "native/interpose/cwd.c, chdir: a directory of the mount becomes the cwd after "
-                          "getattr says S_ISDIR, without the search (x) permission on it that the kernel's "
-                          "chdir needs: nobody's cd into a 0700 root directory succeeds (natively EACCES)",
-}
+# rules the preload (not the server) checks: exec needs an execute bit and the caller's
+# X_OK (native/interpose/exec_plan.c), chdir the directory's search permission (cwd.c)
+XFAIL = {}    # rules still broken: rule -> the exact place of the bug
 RULES["exec_needs_x"] = (
     "for o in 65534 0; do for g in 65534 4242; do for m in 700 070 007 644 755 711 000; do mk x-$o-$g-$m $m $o:$g; "
     "done; done; done",

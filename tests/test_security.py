@@ -313,11 +313,6 @@ def test_a_read_only_handle_does_not_truncate(tmp):
     assert r.stdout.endswith("anyone\n")
 
 
-@pytest.mark.xfail(strict=True, reason="native/server/dispatch.c, do_op: W_READ, W_WRITE, W_TRUNCATE (with a "
-                   "handle), W_FLUSH, W_FSYNC, W_APPEND and W_IOCTL pass the request's own path to the class "
-                   "with the handle's fh; request.c never checks that path is the handle's (handle_get copies "
-                   "h without its path). A class that finds files by path (fusepy's memory example) lets "
-                   "uid 65534 read and write root's 0600 file through its own handle of another file")
 def test_a_handle_reaches_its_own_file_whatever_path_the_request_names(tmp):
     """fusepy file systems commonly find a file by its path in read and write: the path
     they get for a handle must be the one the handle was opened on."""
@@ -330,11 +325,6 @@ def test_a_handle_reaches_its_own_file_whatever_path_the_request_names(tmp):
     assert r.stdout.endswith("root data\n"), r.stdout + r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="native/server/request.c, request_check, and handles.c, handle_get: a "
-                   "request copies its handle (cl->h) and keeps no reference on it, so for a thread_safe class "
-                   "a W_RELEASE of the same token on another connection (dispatch.c, handle_take then "
-                   "fs_ops->release) runs while a read through it is still in the class; with an fd as fh (the "
-                   "loopback) the read goes on through a number the release closed and another open may reuse")
 def test_a_handle_is_not_released_while_a_call_through_it_runs(tmp):
     m = tmp / "mnt"
     r = run_cmd(m, f"{PROGRAMS / 'release_race_fs.py'}:ReleaseRace", sh_attacker("release-race"))

@@ -37,6 +37,10 @@ int chdir(const char *path)
         errno = ENOTDIR;
         return -1;
     }
+    /* search permission on it, as the kernel's chdir needs: FUSE asks the file system's
+     * access(X_OK) (with -o default_permissions the server checks the mode first) */
+    if (vfs_access(&target, X_OK, 0) < 0)
+        return -1;
     /* the program's view keeps the name it used (as the kernel would after following a
      * link it keeps the target): use the resolved target */
     vfs_fullpath(&target, full, sizeof full);

@@ -106,6 +106,13 @@ int exec_plan_make(struct exec_plan *p, const char *path, char *const argv[])
         }
         if (access(cur, X_OK) < 0)
             return -1;
+        /* a regular file with no execute bit at all is not run, even by root, as FUSE's
+         * exec check has it (the class's access() may say yes to anything) */
+        struct stat st;
+        if (vfs_getattr(&vp, 1, &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & 0111)) {
+            errno = EACCES;
+            return -1;
+        }
         int fd = vfs_open(&vp, O_RDONLY | O_CLOEXEC, 0);
         if (fd < 0)
             return -1;

@@ -189,11 +189,12 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
 }
 
 /* What token names, if it is a live handle of this kind on this mount: a copy of it in *out
- * (its path not included), and a reference on it in *ref that the request holds while the
+ * (its path, the name it was opened by and renamed to since, in path_out if not NULL:
+ * WIRE_PATH_MAX bytes), and a reference on it in *ref that the request holds while the
  * class uses it (handle_put), so that a release on another thread waits for the method to
  * be done with it (handle_quiesce), as the kernel releases a file only once nothing uses
  * it. -EBADF otherwise. */
-int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref)
+int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref, char *path_out)
 {
     int r = -EBADF;
     pthread_mutex_lock(&handles_lock);
@@ -204,6 +205,8 @@ int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct han
         *out = *h;
         out->path = NULL;
         out->next = out->hnext = NULL;
+        if (path_out)
+            snprintf(path_out, WIRE_PATH_MAX, "%s", h->path);
         h->inflight++;
         *ref = h;
         r = 0;

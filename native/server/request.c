@@ -16,7 +16,8 @@
  *    and lengths are not negative, modes and ids are ones that exist;
  *  - a handle (fh) is a token this process was given or inherited (handles.c), of the kind
  *    the operation takes, on this mount, opened for what the operation does (no read
- *    through a handle opened for writing only, nor the other way);
+ *    through a handle opened for writing only, nor the other way); the class gets the
+ *    handle's path, not the one the request names;
  *  - the caller's identity now is one the server may serve (peers.c: the launcher's uid,
  *    others with allow_other, root with allow_root);
  *  - with default_permissions, the caller's rights from getattr (permissions.c).
@@ -195,8 +196,13 @@ static int request_check(struct client *cl, struct wire_req *rq)
     /* the handle */
     if (rule->fh == FH_NONE || (rule->fh == FH_MAY && !rq->has_fh))
         rq->has_fh = 0;
-    else if (!rq->has_fh || handle_get(rule->kind, rq->mnt, rq->fh, &cl->h, &cl->href) < 0)
+    else if (!rq->has_fh || handle_get(rule->kind, rq->mnt, rq->fh, &cl->h, &cl->href, cl->hpath) < 0)
         return -EBADF;
+    /* the class gets the handle's own path, as the kernel gives the open file's: a class
+     * that finds its files by path (fusepy's memory example) must not be led by a request
+     * naming another file to read or write that one through this handle */
+    if (rq->has_fh && rq->op != W_CACHE_OPEN && rq->op != W_CACHE_CLOSE)
+        cl->path = cl->hpath;
     if (rq->has_fh && rule->kind == W_OPEN) {
         int acc = cl->h.flags & O_ACCMODE;
         if (rq->op == W_READ && acc == O_WRONLY)

@@ -121,6 +121,7 @@ struct client {
     char *path, *path2, *data;
     struct handle h;        /* a copy of the handle its fh names (has_fh), path not included */
     struct handle *href;    /* that handle, referenced while the request uses it */
+    char hpath[WIRE_PATH_MAX];  /* its path: what the class gets for the request's */
     /* the answer */
     int64_t r;
     uint64_t fh;
@@ -152,7 +153,7 @@ extern int stats_enabled;          /* --stats (LDPFUSE_STATS) */
 struct proc *proc_get(pid_t pid);
 struct handle *proc_put(struct proc *p);
 struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh);
-int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref);
+int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref, char *path_out);
 void handle_put(struct handle **ref);
 void handle_quiesce(struct handle *h);
 int handle_names(int mnt, uint64_t token, const char *path);
