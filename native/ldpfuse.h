@@ -190,6 +190,7 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);
 struct pcache;
 /* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created or truncated */
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, int *fresh);
+int pcache_held(int mnt, const char *path);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
 int pcache_new_fd(struct pcache *pc, int flags);

@@ -447,6 +447,44 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
     return open_common(W_CREATE, mnt, path, mode, flags, res);
 }
 
+/* The page cache a cached open brought along (W_CREATE_OPEN, WANT_CACHE), kept for the
+ * cache_open that follows it on this thread (vfs/pagecache.c, pcache_open): one round trip
+ * less per first open of a file. One at a time; one left over (an open that failed after)
+ * is let go of when the next comes, or at fork in the child (the parent's). */
+static __thread struct {
+    int fd, fresh, mnt;
+    uint64_t token;
+    char path[VPATH_MAX];
+} brought = { .fd = -1 };
+
+static void brought_drop(int tell_server)
+{
+    if (brought.fd < 0)
+        return;
+    REAL(close)(brought.fd);
+    brought.fd = -1;
+    if (tell_server)
+        post(W_CACHE_CLOSE, brought.mnt, brought.path, 0, &brought.token);
+}
+
+static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t token)
+{
+    brought_drop(1);
+    if (strlen(path) >= sizeof brought.path) {
+        brought.fd = fd;
+        brought.mnt = mnt;
+        brought.token = token;
+        strcpy(brought.path, "/");
+        brought_drop(1);
+        return;
+    }
+    brought.fd = fd;
+    brought.fresh = fresh;
+    brought.mnt = mnt;
+    brought.token = token;
+    strcpy(brought.path, path);
+}
+
 /* open() of a name this process knows nothing about: the server looks it up and opens
  * (or, O_CREAT, creates) it, one round trip instead of a lookup and then an open or a
  * create. A passthrough open's decision is kept as W_OPEN's is. */
@@ -462,11 +500,19 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
-    c.rq.c = (parent_is_dir ? WANT_DIR_OK : 0) | want_lower();
+    c.rq.c = (parent_is_dir ? WANT_DIR_OK : 0) | want_lower() | (pcache_held(mnt, path) ? 0 : WANT_CACHE);
     c.keep_on_exec = !(flags & O_CLOEXEC);
     c.out = &got;
     c.out_cap = sizeof got;
     int64_t r = xact(&c);
+    if (c.fd >= 0 && c.out_len >= sizeof *ans && ans->cache) {
+        /* not a passthrough file: the page cache, for pcache_open to take */
+        if (r >= 0)
+            brought_keep(mnt, path, c.fd, ans->cache == 2, ans->cache_token);
+        else
+            REAL(close)(c.fd);
+        c.fd = -1;
+    }
     res->passthrough_fd = c.fd;
     res->fd_flags_set = 1;
     res->fh = c.fh;
@@ -802,6 +848,13 @@ static int sh_removexattr(int mnt, const char *path, const char *name)
 static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fd, int *fresh,
                          uint64_t *token)
 {
+    if (brought.fd >= 0 && brought.mnt == mnt && strcmp(brought.path, path) == 0) {
+        *fd = brought.fd;       /* the open brought it */
+        *fresh = brought.fresh;
+        *token = brought.token;
+        brought.fd = -1;
+        return 0;
+    }
     CALL(W_CACHE_OPEN, mnt, path);
     c.rq.a = size;
     if (fh) {
@@ -1005,6 +1058,7 @@ static struct backend_ops shared_ops = {
 
 static void atfork_child(void)
 {
+    brought_drop(0);        /* the parent's to take or let go of */
     channel_atfork_child();
     pthread_mutex_init(&decisions_lock, NULL);
     pthread_mutex_init(&listings_lock, NULL);

@@ -60,10 +60,14 @@ enum wire_op {
  * request, whose answer it cannot keep) */
 #define WANT_DIR_OK 1
 #define WANT_LOWER 2
+#define WANT_CACHE 4    /* W_CREATE_OPEN: the client holds no page cache of the file: a cached
+                           open brings the file's page cache with it (one round trip less) */
 struct wire_create_open {
     int32_t outcome;        /* CO_* (backend.h) */
-    int32_t pad;
+    int32_t cache;          /* WANT_CACHE answered: 1, the fd riding along is the file's page
+                               cache (2: a new one), cache_token its handle; 0: none */
     struct stat st;         /* CO_OPENED, CO_EXISTS: what getattr said */
+    uint64_t cache_token;
 };
 /* W_UNLINK and W_RMDIR answer in fh the coherence stamp of the name gone just after, or 0
  * if another change may have come in between. */

@@ -75,6 +75,31 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
     return -ENOMEM;
 }
 
+/* A cached open's page cache, brought along with its answer (the client would ask for it
+ * next): its fd, its token in ans; -1 if there is none (the client then asks). */
+static int cache_along(struct client *cl, int mnt, const char *path, off_t size, struct wire_create_open *ans)
+{
+    int fresh;
+    uint64_t id, token;
+    int fd = scache_open_sized(mnt, path, size, &fresh, &id);
+    if (fd < 0)
+        return -1;
+    uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
+    int file_kind = cl->added_kind;
+    if (hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &token) < 0) {
+        close(fd);
+        cl->added = file;
+        cl->added_kind = file_kind;
+        return -1;
+    }
+    cl->added_cache = token;
+    cl->added = file;
+    cl->added_kind = file_kind;
+    ans->cache = fresh ? 2 : 1;
+    ans->cache_token = token;
+    return fd;
+}
+
 /* May the caller open path for writing (with its own rights, as the file system decides)?
  * The page cache of a file is handed to a truncate only then. */
 static int try_open_for_writing(int mnt, const char *path)
@@ -108,6 +133,7 @@ void do_op(struct client *cl)
     become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
     srv_current = cl;
     cl->added = 0;
+    cl->added_cache = 0;
     /* a name that goes away: the client may keep it as missing (wire.h), from this stamp */
     int goes = rq->op == W_UNLINK || rq->op == W_RMDIR;
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
@@ -363,9 +389,11 @@ void do_op(struct client *cl)
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
+        if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO))
+            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? ans->st.st_size : 0, ans);
         char *lower;
         size_t ll;
-        if (r >= 0 && pass_fd >= 0 && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
+        if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
             (ll = lower_name(pass_fd, &lower)) > 0) {
             char *both = realloc(ans, sizeof *ans + ll);
             if (both) {

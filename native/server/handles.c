@@ -380,6 +380,14 @@ void release_all(struct client *cl, struct handle *handles)
  * the caller. */
 void answer_dropped(struct client *cl)
 {
+    uint64_t cache = cl->added_cache;
+    cl->added_cache = 0;
+    struct handle *c = cache ? handle_take(W_CACHE_OPEN, cl->added_mnt, cache) : NULL;
+    if (c) {
+        srv_current = cl;
+        handle_release(c);
+        srv_current = NULL;
+    }
     uint64_t added = cl->added;
     cl->added = 0;
     /* a release of it by another thread may have taken it meanwhile: then NULL */

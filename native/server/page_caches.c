@@ -56,7 +56,23 @@ static void scache_drop(struct scache **p)
 /* An fd of the file's memfd (a new open file description) for a client; -errno. fh is the
  * caller's open of the file (NULL: none), size what the client saw, used only if the file
  * system's getattr fails. */
+static int scache_get(int mnt, const char *path, off_t size, int size_known, const uint64_t *fh, int *fresh,
+                      uint64_t *id);
+
 int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id)
+{
+    return scache_get(mnt, path, size, 0, fh, fresh, id);
+}
+
+/* The same, for an open whose own lookup has just said the file's size (W_CREATE_OPEN): no
+ * second getattr. */
+int scache_open_sized(int mnt, const char *path, off_t size, int *fresh, uint64_t *id)
+{
+    return scache_get(mnt, path, size, 1, NULL, fresh, id);
+}
+
+static int scache_get(int mnt, const char *path, off_t size, int size_known, const uint64_t *fh, int *fresh,
+                      uint64_t *id)
 {
     pthread_mutex_lock(&scache_lock);
     struct scache **p = scache_find(mnt, path), *s = *p;
@@ -68,7 +84,7 @@ int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *
         uint64_t drops = scache_drops;
         pthread_mutex_unlock(&scache_lock);
         struct stat st;
-        off_t now = fs_ops->getattr(mnt, path, fh, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : size;
+        off_t now = size_known ? size : fs_ops->getattr(mnt, path, fh, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : size;
         pthread_mutex_lock(&scache_lock);
         p = scache_find(mnt, path);
         if ((s = *p) != NULL || drops != scache_drops)

@@ -203,6 +203,15 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     return pc;
 }
 
+/* Does this process hold the page cache of (mnt, path)? */
+int pcache_held(int mnt, const char *path)
+{
+    table_enter();
+    int held = find(mnt, path) != NULL;
+    table_leave();
+    return held;
+}
+
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, int *fresh)
 {
     table_enter();
