@@ -280,6 +280,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t st
 /* What a cached answer about path depends on (path NULL: this process's own changes only);
  * shared.c stamps its open decisions and listings with it too. */
 uint64_t attrcache_stamp(int mnt, const char *path);
+uint64_t attrcache_stamp_from(uint64_t backend_part);
 int attrcache_coherent(void);       /* the backend tells every process of every change */
 void attrcache_invalidate(void);    /* a change no backend tells of: forget everything */
 void attrcache_changed(void);       /* this process changed something through the backend */

@@ -157,6 +157,10 @@ struct backend_ops {
      * always looks up first. */
     int (*create_open)(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
                        struct open_result *res, struct stat *st, int *outcome);
+    /* The stamp (backend stamp part) the last create_open's answer on this thread was
+     * taken at, for a process that had no stamps yet when it asked (its first request):
+     * 0 if none. NULL: the backend has none to give. */
+    uint64_t (*answer_stamp)(void);
     /* truncate(path) of a file whose page cache no process holds, in one call: returns
      * TRUNCATE_CACHED, having done nothing, if a process holds it (the core then truncates
      * through the cache). NULL: the core cannot tell (cache_open tells it) */

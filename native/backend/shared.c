@@ -103,6 +103,7 @@ static int stats_on(void)
 }
 
 static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh);
+static uint64_t sh_stamp(int mnt, const char *path);
 
 static int64_t xact(struct call *c)
 {
@@ -485,6 +486,15 @@ static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t 
     strcpy(brought.path, path);
 }
 
+static __thread uint64_t t_answer_stamp;
+
+static uint64_t sh_answer_stamp(void)
+{
+    uint64_t s = t_answer_stamp;
+    t_answer_stamp = 0;
+    return s;
+}
+
 /* open() of a name this process knows nothing about: the server looks it up and opens
  * (or, O_CREAT, creates) it, one round trip instead of a lookup and then an open or a
  * create. A passthrough open's decision is kept as W_OPEN's is. */
@@ -497,6 +507,7 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     } got = { .ans = { .outcome = CO_ASK } };
     struct wire_create_open *ans = &got.ans;
     uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
+    int had_table = sh_stamp(mnt, path) != 0;
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
@@ -530,6 +541,7 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     }
     *outcome = ans->outcome;
     *st = ans->st;
+    t_answer_stamp = had_table ? 0 : ans->stamp;     /* no table when it asked: the server's */
     if (r >= 0 && ans->outcome == CO_OPENED && res->passthrough_fd >= 0 && c.out_len > sizeof *ans)
         decision_keep(mnt, path, flags, got.lower, c.out_len - sizeof *ans, gen);
     return r < 0 ? (int)r : 0;
@@ -1053,7 +1065,7 @@ static struct backend_ops shared_ops = {
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .create_open = sh_create_open, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .create_open = sh_create_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
 };
 
 static void atfork_child(void)

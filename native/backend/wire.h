@@ -68,6 +68,8 @@ struct wire_create_open {
                                cache (2: a new one), cache_token its handle; 0: none */
     struct stat st;         /* CO_OPENED, CO_EXISTS: what getattr said */
     uint64_t cache_token;
+    uint64_t stamp;         /* coherence_stamp() of the path before the lookup: a process that
+                               had no table yet (its first request) keeps what it learnt */
 };
 /* W_UNLINK and W_RMDIR answer in fh the coherence stamp of the name gone just after, or 0
  * if another change may have come in between. */

@@ -347,6 +347,8 @@ void do_op(struct client *cl)
         int flags = (int)rq->b;
         struct open_result res = { .passthrough_fd = -1 };
         changed_as = 0;
+        struct coherence *ct = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+        ans->stamp = ct ? coherence_stamp(ct, mnt, path) : 0;
         r = fs_ops->getattr(mnt, path, NULL, &ans->st);
         if (r == 0 && ((flags & O_EXCL) || !S_ISREG(ans->st.st_mode))) {
             ans->outcome = CO_EXISTS;

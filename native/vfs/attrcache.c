@@ -91,6 +91,13 @@ uint64_t attrcache_stamp(int mnt, const char *path)
     return __atomic_load_n(&generation, __ATOMIC_ACQUIRE) + backend_stamp(mnt, path);
 }
 
+/* The stamp of a name whose backend part was taken elsewhere (the server's, backend.h
+ * answer_stamp). */
+uint64_t attrcache_stamp_from(uint64_t backend_part)
+{
+    return __atomic_load_n(&generation, __ATOMIC_ACQUIRE) + backend_part;
+}
+
 int attrcache_coherent(void)
 {
     return backend_stamp(0, "/") != 0;

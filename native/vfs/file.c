@@ -292,6 +292,13 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     int r = be->create_open(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY,
                             parent_is_dir, &res, &st, &outcome);
     guard_leave();
+    if (be->answer_stamp) {
+        /* a first request, made before this process had the table of changes: the
+         * server's stamp of the name stands for the one it could not take */
+        uint64_t server = be->answer_stamp();
+        if (server)
+            stamp = attrcache_stamp_from(server);
+    }
     if (outcome == CO_EXISTS || outcome == CO_OPENED)
         vfs_keep_attr(vp, &st, stamp);
     if (outcome == CO_MISSING) {
