@@ -245,6 +245,11 @@ def mounted_objects():
     return [m[0] for m in _MOUNTED]
 
 
+# Operations' methods whose default answers success and does nothing: not called when a
+# class keeps them (embedded.c, struct mnt's defaults)
+NOT_CALLED_WHEN_DEFAULT = ("flush", "release", "releasedir", "opendir", "fsync", "access")
+
+
 def boot(host_owns=0):
     """Build the file system objects; returns [(ops, use_ns, create_takes_fi), ...] in the
     order of LDPFUSE_MOUNTPOINTS."""
@@ -280,7 +285,12 @@ def boot(host_owns=0):
         direct = getattr(type(ops), "__call__", None) is Operations.__call__
         # POSIX ACL xattrs reach the class only if it says it handles them
         posix_acl = bool(getattr(getattr(ops, "operations", ops), "posix_acl", False))
-        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl))
+        # methods the class keeps as Operations has them (they answer success and do
+        # nothing): the C side does not call them, as FUSE's no_open, no_opendir, and
+        # libfuse's unset flush and release cost nothing
+        defaults = tuple(name for name in NOT_CALLED_WHEN_DEFAULT
+                         if direct and getattr(type(ops), name, None) is getattr(Operations, name))
+        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl, defaults))
     _MOUNTED[:] = mounts
     _configure_logging(host_owns)
     if host_owns:

@@ -47,7 +47,11 @@ struct mnt {
     PyObject *methods[NOPS];
     /* the class handles POSIX ACL xattrs itself (Operations.posix_acl, FUSE_POSIX_ACL) */
     int posix_acl;
+    /* 1 << OP_x: the class keeps Operations' own x, which answers success and does nothing
+     * (_runtime.NOT_CALLED_WHEN_DEFAULT): not called, as FUSE's no_open/no_opendir */
+    unsigned defaults;
 };
+#define KEPT_DEFAULT(mnt, op) ((mnts[mnt].defaults >> OP_##op) & 1u)
 
 static struct mnt *mnts;
 static int nmnts;
@@ -890,20 +894,30 @@ static int be_statfs(int mnt, const char *path, struct statvfs *sv)
 
 static int be_flush(int mnt, const char *path, uint64_t fh)
 {
+    if (KEPT_DEFAULT(mnt, flush))
+        return 0;
     return STATUS(mnt, s_flush, path, 1, fh_obj(fh));
 }
 static int be_release(int mnt, const char *path, int flags, uint64_t fh)
 {
     (void)flags;
+    if (KEPT_DEFAULT(mnt, release))
+        return 0;
     return STATUS(mnt, s_release, path, 1, fh_obj(fh));
 }
 static int be_fsync(int mnt, const char *path, int datasync, uint64_t fh)
 {
+    if (KEPT_DEFAULT(mnt, fsync))
+        return 0;
     return STATUS(mnt, s_fsync, path, 2, PyLong_FromLong(datasync), fh_obj(fh));
 }
 
 static int be_opendir(int mnt, const char *path, uint64_t *fh)
 {
+    if (KEPT_DEFAULT(mnt, opendir)) {
+        *fh = 0;
+        return 0;
+    }
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
     struct pyctx g = gil_enter();
@@ -1019,10 +1033,14 @@ static int be_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
 
 static int be_releasedir(int mnt, const char *path, uint64_t fh)
 {
+    if (KEPT_DEFAULT(mnt, releasedir))
+        return 0;
     return STATUS(mnt, s_releasedir, path, 1, fh_obj(fh));
 }
 static int be_access(int mnt, const char *path, int mode)
 {
+    if (KEPT_DEFAULT(mnt, access))
+        return 0;
     return STATUS(mnt, s_access, path, 1, PyLong_FromLong(mode));
 }
 
@@ -1367,6 +1385,12 @@ static int boot(char *err, size_t errsize)
         mnts[i].create_fi = PyObject_IsTrue(PyTuple_GetItem(t, 2));
         mnts[i].direct = PyTuple_Size(t) > 3 && PyObject_IsTrue(PyTuple_GetItem(t, 3));
         mnts[i].posix_acl = PyTuple_Size(t) > 4 && PyObject_IsTrue(PyTuple_GetItem(t, 4));
+        PyObject *defaults = PyTuple_Size(t) > 5 ? PyTuple_GetItem(t, 5) : NULL;
+        for (Py_ssize_t k = 0; defaults && PyTuple_Check(defaults) && k < PyTuple_GET_SIZE(defaults); k++)
+            for (int o = 0; o < NOPS; o++)
+                if (*op_names[o] && PyUnicode_Compare(*op_names[o], PyTuple_GET_ITEM(defaults, k)) == 0)
+                    mnts[i].defaults |= 1u << o;
+        PyErr_Clear();
         PyErr_Clear();
     }
     Py_DECREF(r);
