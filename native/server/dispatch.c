@@ -77,11 +77,13 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
 
 /* A cached open's page cache, brought along with its answer (the client would ask for it
  * next): its fd, its token in ans; -1 if there is none (the client then asks). */
-static int cache_along(struct client *cl, int mnt, const char *path, off_t size, struct wire_create_open *ans)
+static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st,
+                       struct wire_create_open *ans)
 {
     int fresh;
     uint64_t id, token;
-    int fd = scache_open_sized(mnt, path, size, &fresh, &id);
+    /* a file just made: empty, as far as this open knows (the cache's own getattr says) */
+    int fd = st ? scache_open_sized(mnt, path, st, &fresh, &id) : scache_open(mnt, path, 0, NULL, &fresh, &id);
     if (fd < 0)
         return -1;
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
@@ -392,7 +394,7 @@ void do_op(struct client *cl)
         if (r >= 0 && pass_fd < 0)
             r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
         if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO))
-            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? ans->st.st_size : 0, ans);
+            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, ans);
         char *lower;
         size_t ll;
         if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
