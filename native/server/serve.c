@@ -66,8 +66,8 @@ static void serve_client(struct client *cl)
     for (int waited = 0; cl->first && (ready = first_ready(cl)) == 0;) {
         char byte;
         if (recv(cl->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
-            if (++waited > FIRST_PART_MS)
-                break;
+            if (++waited > FIRST_PART_MS || chan_peer_gone(cl->fd))
+                break;      /* the rest will not come */
             nanosleep(&(struct timespec){ 0, 1000000 }, NULL);   /* the rest is on its way */
             continue;
         }
