@@ -636,6 +636,18 @@ static int is_hole(struct pcache *pc, off_t off)
     return d != off;
 }
 
+/* The file grew from old to at least upto: tmpfs keeps what a mapping stored past the old
+ * end in its last page (fsx -e), where the file system grew with zeros; so must the cache.
+ * (A hole there holds nothing to clear.) */
+static void zero_past_end(struct pcache *pc, off_t old, off_t upto)
+{
+    static const char zeros[4096];
+    off_t end = old - old % 4096 + 4096;
+    if (old < 0 || upto <= old || old % 4096 == 0 || is_hole(pc, old - old % (off_t)hole_granule()))
+        return;
+    REAL(pwrite)(pc->mfd, zeros, (size_t)((end < upto ? end : upto) - old), old);
+}
+
 /* A direct_io write reached the FS: keep the cache true for the other opens of the file
  * without reading anything from the FS (a live file's read may consume data). Granules
  * the write covers take its bytes; a partly covered one inside the old end takes them
@@ -759,6 +771,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         errno = (int)-n;
         goto out;
     }
+    zero_past_end(pc, size, at);       /* a write past the end: the gap reads as zeros */
     for (ssize_t done = 0; done < n;) {
         ssize_t w = REAL(pwrite)(pc->mfd, (const char *)buf + done, (size_t)(n - done), at + done);
         if (w < 0)
@@ -792,8 +805,11 @@ static int truncate_locked(struct pcache *pc, const char *path, off_t len, const
     int r = be->truncate(pc->mnt, path, len, fh);
     guard_leave();
     __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+    off_t old = pcache_size(pc);
     if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
         r = -errno;
+    if (r == 0)
+        zero_past_end(pc, old, len);
     note_known(pc);
     entry_unlock(pc);
     attrcache_changed();     /* the FS's write/truncate: told to every process */
