@@ -189,12 +189,13 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);
 /* ---- the page cache of cached files (vfs/pagecache.c) */
 struct pcache;
 /* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created or truncated */
-struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, int *fresh);
+struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, uint64_t ino,
+                           int *fresh);
 int pcache_held(int mnt, const char *path);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
 int pcache_new_fd(struct pcache *pc, int flags);
-off_t pcache_size_of(int mnt, const char *path);    /* -1: not cached here */
+off_t pcache_size_of(int mnt, const char *path, uint64_t ino);    /* -1: not cached here */
 void pcache_set_mapped(struct pcache *pc);
 /* make [off, off+len) readable from the fd (to_end: the whole file) */
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end);

@@ -143,11 +143,11 @@ static void release_fh(const struct vpath *vp, int flags, uint64_t fh)
  * this process: writes through one fd are seen through the others at once, and
  * flock/fcntl locks between them conflict as they should). */
 static int open_cached(const struct vpath *vp, int flags, const struct open_result *res, off_t size,
-                       int size_known, int trunc)
+                       int size_known, int trunc, uint64_t ino)
 {
     uint64_t fh = res->fh;
     int fresh;
-    struct pcache *pc = pcache_open(vp, size, size_known, &fh, &fresh);
+    struct pcache *pc = pcache_open(vp, size, size_known, &fh, ino, &fresh);
     if (pc && trunc) {
         /* O_TRUNC: the FS and the cache together, under the cache's lock */
         int r = pcache_truncate_open(pc, vp->path, &fh);
@@ -184,7 +184,7 @@ void vfs_patch_open_size(const struct vpath *vp, struct stat *st)
 {
     if (!S_ISREG(st->st_mode) || __atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0)
         return;
-    off_t size = pcache_size_of(vp->mnt, vp->path);
+    off_t size = pcache_size_of(vp->mnt, vp->path, (uint64_t)st->st_ino);
     if (size >= 0) {
         st->st_size = size;
         st->st_blocks = (size + 511) / 512;
@@ -265,7 +265,9 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
         return open_passthrough(vp, res->passthrough_fd, res->fd_flags_set, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
     /* size_known: 1 created (empty, unless another process got there first) or truncated */
-    return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc || !exists, trunc);
+    /* the file's inode number (unknown for one just made): its cache is that file's */
+    return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc || !exists, trunc,
+                       exists ? (uint64_t)st->st_ino : 0);
 }
 
 /* open() of a name the attribute cache knows nothing about: the lookup and the open (or,

@@ -38,6 +38,7 @@ struct pcache {
     int refs;                   /* vfiles pointing here; under table_lock */
     int mnt;
     char *path;                 /* under table_lock (rename) */
+    uint64_t ino;               /* the file's inode number as the FS gave it (0: unknown) */
     int mfd;                    /* our own O_RDWR description of the memfd */
     uint64_t turn;              /* its key in the lock file of turns (cache_turn.c) */
     int unlinked;
@@ -212,12 +213,45 @@ int pcache_held(int mnt, const char *path)
     return held;
 }
 
-struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, int *fresh)
+/* The inode number of the file open at vp (through fh), as the FS gives it; 0 unknown. */
+static uint64_t ino_of(const struct vpath *vp, const uint64_t *fh)
+{
+    struct backend_ops *be = backend_get();
+    struct stat st;
+    if (be == NULL)
+        return 0;
+    guard_enter();
+    int r = be->getattr(vp->mnt, vp->path, fh, &st);
+    guard_leave();
+    return r == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_ino : 0;
+}
+
+/* The cache of the file at vp: one per file, not per name. An entry found by the name is
+ * this file's only if its inode number is the file's: another process may have removed
+ * the name and made a new file under it (sqlite's -wal, an editor's save), and the old
+ * file's cache (still held here) must not be read as the new one's. Then the old entry
+ * is taken out of the table, as an unlink here would. FSes that give no inode numbers
+ * (ldpfuse makes them from the path) keep one cache per name. */
+struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, uint64_t ino,
+                           int *fresh)
 {
     table_enter();
     struct pcache *pc = find(vp->mnt, vp->path);
+    if (pc && ino == 0 && pc->ino != 0) {
+        /* a file just made (O_CREAT) under a name this process holds: which one is it? */
+        table_leave();
+        ino = ino_of(vp, fh);
+        table_enter();
+        pc = find(vp->mnt, vp->path);
+    }
+    if (pc && ino != 0 && pc->ino != 0 && pc->ino != ino) {
+        __atomic_store_n(&pc->unlinked, 1, __ATOMIC_RELAXED);
+        pc = NULL;
+    }
     if (pc) {
         pc->refs++;
+        if (pc->ino == 0)
+            pc->ino = ino;
         table_leave();
         *fresh = 0;
         return pc;
@@ -257,6 +291,7 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
     }
     pc->backend_ref = r == 0;
     pc->backend_token = token;
+    pc->ino = ino;
     pc->size_unknown = size == 0 && !size_known;
     /* fresh, or made by a process that has not noted it yet: a memfd without a known
      * state would look, to a sync, as if all of it were still owed to the FS */
@@ -337,10 +372,12 @@ off_t pcache_size(struct pcache *pc)
     return REAL(fstat)(pc->mfd, &k) == 0 ? k.st_size : -1;
 }
 
-off_t pcache_size_of(int mnt, const char *path)
+off_t pcache_size_of(int mnt, const char *path, uint64_t ino)
 {
     table_enter();
     struct pcache *pc = find(mnt, path);
+    if (pc && ino && pc->ino && pc->ino != ino)
+        pc = NULL;          /* the name is another file's now */
     off_t size = pc ? pcache_size(pc) : -1;
     table_leave();
     return size;
@@ -608,6 +645,18 @@ static int is_hole(struct pcache *pc, off_t off)
     return d != off;
 }
 
+/* The file grew from old to at least upto: tmpfs keeps what a mapping stored past the old
+ * end in its last page (fsx -e), where the file system grew with zeros; so must the cache.
+ * (A hole there holds nothing to clear.) */
+static void zero_past_end(struct pcache *pc, off_t old, off_t upto)
+{
+    static const char zeros[4096];
+    off_t end = old - old % 4096 + 4096;
+    if (old < 0 || upto <= old || old % 4096 == 0 || is_hole(pc, old - old % (off_t)hole_granule()))
+        return;
+    REAL(pwrite)(pc->mfd, zeros, (size_t)((end < upto ? end : upto) - old), old);
+}
+
 /* A direct_io write reached the FS: keep the cache true for the other opens of the file
  * without reading anything from the FS (a live file's read may consume data). Granules
  * the write covers take its bytes; a partly covered one inside the old end takes them
@@ -731,6 +780,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         errno = (int)-n;
         goto out;
     }
+    zero_past_end(pc, size, at);       /* a write past the end: the gap reads as zeros */
     for (ssize_t done = 0; done < n;) {
         ssize_t w = REAL(pwrite)(pc->mfd, (const char *)buf + done, (size_t)(n - done), at + done);
         if (w < 0)
@@ -764,8 +814,11 @@ static int truncate_locked(struct pcache *pc, const char *path, off_t len, const
     int r = be->truncate(pc->mnt, path, len, fh);
     guard_leave();
     __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+    off_t old = pcache_size(pc);
     if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
         r = -errno;
+    if (r == 0)
+        zero_past_end(pc, old, len);
     note_known(pc);
     entry_unlock(pc);
     attrcache_changed();     /* the FS's write/truncate: told to every process */
@@ -809,7 +862,7 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
         }
     }
     if (be->cache_open) {
-        pc = pcache_open(vp, len, 1, NULL, &fresh);   /* made fresh: len bytes, none filled */
+        pc = pcache_open(vp, len, 1, NULL, ino_of(vp, NULL), &fresh);  /* made fresh: len bytes, none filled */
     } else {
         table_enter();
         if ((pc = find(vp->mnt, vp->path)) != NULL)

@@ -7,8 +7,10 @@
  * byte through pread. Built with -D_FILE_OFFSET_BITS=64 (tests/test_random_ops.py), as
  * fsx and most distributions' programs are: fallocate is then fallocate64.
  *
- * Usage: random_ops FILE SEED STEPS. Prints "ok STEPS" and exits 0, or prints the step
- * that went wrong with the last operations done and exits 1.
+ * Usage: random_ops FILE SEED STEPS [pollute]. With "pollute", stores through a mapping
+ * past the end of the file's last page come before some steps (fsx -e): tmpfs keeps them,
+ * ext4 does not, and a file that grows must read zeros there. Prints "ok STEPS" and exits
+ * 0, or prints the step that went wrong with the last operations done and exits 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +29,7 @@ static unsigned char model[MAXLEN], got[MAXLEN];
 static off_t size;
 static int fd;
 static const char *path;
+static int pollute;
 static char history[HISTORY][96];
 static int nhist;
 
@@ -158,6 +161,23 @@ static void op_mmap(long step, int store)
         fail(step, "munmap");
 }
 
+/* Stores through a mapping past the end, in the file's last page (fsx -e): never part of
+ * the file; a later growth must read zeros there. */
+static void op_pollute(long step)
+{
+    off_t page = sysconf(_SC_PAGESIZE);
+    if (!pollute || size % page == 0)
+        return;
+    off_t base = size - size % page;
+    note("pollute past the end at %ld", (long)size);
+    unsigned char *m = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, base);
+    if (m == MAP_FAILED)
+        fail(step, "mmap");
+    memset(m + size % page, 0xa5, page - size % page);
+    if (munmap(m, page) < 0)
+        fail(step, "munmap");
+}
+
 static void op_reopen(long step)
 {
     note("close and reopen");
@@ -169,10 +189,11 @@ static void op_reopen(long step)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: random_ops FILE SEED STEPS\n");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "pollute") == 0)) {
+        fprintf(stderr, "usage: random_ops FILE SEED STEPS [pollute]\n");
         return 2;
     }
+    pollute = argc == 5;
     path = argv[1];
     srandom((unsigned)atol(argv[2]));
     long steps = atol(argv[3]);
@@ -186,7 +207,7 @@ int main(int argc, char **argv)
         case 10: op_posix_fallocate(step); break;
         case 11: case 12: op_mmap(step, 0); break;
         case 13: op_mmap(step, 1); break;
-        case 14: op_reopen(step); break;
+        case 14: op_reopen(step); op_pollute(step); break;
         default: {
             off_t off = rnd(size + 1);
             size_t len = rnd(MAXLEN);
