@@ -47,27 +47,12 @@ struct call {
     uint64_t fh;
 };
 
-/* The method a request calls, for the log (the user's method names, as fusepy's). */
-static const char *const op_names[] = {
-    [W_GETATTR] = "getattr", [W_READLINK] = "readlink", [W_MKNOD] = "mknod", [W_MKDIR] = "mkdir",
-    [W_UNLINK] = "unlink", [W_RMDIR] = "rmdir", [W_SYMLINK] = "symlink", [W_RENAME] = "rename",
-    [W_LINK] = "link", [W_CHMOD] = "chmod", [W_CHOWN] = "chown", [W_TRUNCATE] = "truncate",
-    [W_OPEN] = "open", [W_CREATE] = "create", [W_READ] = "read", [W_WRITE] = "write",
-    [W_STATFS] = "statfs", [W_FLUSH] = "flush", [W_RELEASE] = "release", [W_FSYNC] = "fsync",
-    [W_OPENDIR] = "opendir", [W_READDIR] = "readdir", [W_RELEASEDIR] = "releasedir",
-    [W_ACCESS] = "access", [W_UTIMENS] = "utimens", [W_SETXATTR] = "setxattr",
-    [W_GETXATTR] = "getxattr", [W_LISTXATTR] = "listxattr", [W_REMOVEXATTR] = "removexattr",
-    [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "open (page cache)",
-    [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
-    [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
-    [W_WRITTEN] = "(written)",
-};
 
 /* A request given up at op_timeout (backend/channel.c): one line naming it. */
 static void log_timed_out(const struct call *c)
 {
     unsigned op = c->rq.op;
-    const char *name = op < sizeof op_names / sizeof *op_names && op_names[op] ? op_names[op] : "?";
+    const char *name = wire_op_name(op);
     ldp_log(LOG_ERROR, "%s %s: no answer from the file system in %g s (-o op_timeout): EIO", name,
             c->path, channel_op_timeout());
 }
@@ -82,7 +67,7 @@ static void log_stuck(const struct call *c)
         return;
     stuck_logged = 1;
     unsigned op = c->rq.op;
-    const char *name = op < sizeof op_names / sizeof *op_names && op_names[op] ? op_names[op] : "?";
+    const char *name = wire_op_name(op);
     ldp_log(LOG_ERROR, "%s %s: the file system is still in a method that did not answer a call in "
             "%g s (-o op_timeout): EIO, and so for this process's calls until it answers one", name,
             c->path, channel_op_timeout());

@@ -55,6 +55,27 @@ enum wire_op {
                        server bumps its counter in the table (coherence.h) */
 };
 #define W_OP_MAX W_WRITTEN
+
+/* The method a request calls, for the log and --stats (the user's method names, as fusepy's). */
+static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
+    [W_GETATTR] = "getattr", [W_READLINK] = "readlink", [W_MKNOD] = "mknod", [W_MKDIR] = "mkdir",
+    [W_UNLINK] = "unlink", [W_RMDIR] = "rmdir", [W_SYMLINK] = "symlink", [W_RENAME] = "rename",
+    [W_LINK] = "link", [W_CHMOD] = "chmod", [W_CHOWN] = "chown", [W_TRUNCATE] = "truncate",
+    [W_OPEN] = "open", [W_CREATE] = "create", [W_READ] = "read", [W_WRITE] = "write",
+    [W_STATFS] = "statfs", [W_FLUSH] = "flush", [W_RELEASE] = "release", [W_FSYNC] = "fsync",
+    [W_OPENDIR] = "opendir", [W_READDIR] = "readdir", [W_RELEASEDIR] = "releasedir",
+    [W_ACCESS] = "access", [W_UTIMENS] = "utimens", [W_SETXATTR] = "setxattr",
+    [W_GETXATTR] = "getxattr", [W_LISTXATTR] = "listxattr", [W_REMOVEXATTR] = "removexattr",
+    [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "open (page cache)",
+    [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
+    [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
+    [W_WRITTEN] = "(written)",
+};
+
+static inline const char *wire_op_name(unsigned op)
+{
+    return op <= W_OP_MAX && wire_op_names[op] ? wire_op_names[op] : "?";
+}
 /* W_OPEN's b and W_CREATE_OPEN's c: the client would keep the open decision, send the
  * lower file's name of a passthrough open (backend/shared.c: not for a process's first
  * request, whose answer it cannot keep) */

@@ -417,19 +417,6 @@ static int send_fds(int sock, const int *fds, int n)
 
 int stats_enabled;
 static struct op_stats in_server[W_OP_MAX + 1], in_transport[W_OP_MAX + 1];
-static const char *const op_names[W_OP_MAX + 1] = {
-    [W_GETATTR] = "getattr", [W_READLINK] = "readlink", [W_MKNOD] = "mknod", [W_MKDIR] = "mkdir",
-    [W_UNLINK] = "unlink", [W_RMDIR] = "rmdir", [W_SYMLINK] = "symlink", [W_RENAME] = "rename",
-    [W_LINK] = "link", [W_CHMOD] = "chmod", [W_CHOWN] = "chown", [W_TRUNCATE] = "truncate",
-    [W_OPEN] = "open", [W_CREATE] = "create", [W_READ] = "read", [W_WRITE] = "write",
-    [W_STATFS] = "statfs", [W_FLUSH] = "flush", [W_RELEASE] = "release", [W_FSYNC] = "fsync",
-    [W_OPENDIR] = "opendir", [W_READDIR] = "readdir", [W_RELEASEDIR] = "releasedir",
-    [W_ACCESS] = "access", [W_UTIMENS] = "utimens", [W_SETXATTR] = "setxattr",
-    [W_GETXATTR] = "getxattr", [W_LISTXATTR] = "listxattr", [W_REMOVEXATTR] = "removexattr",
-    [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "(page cache open)",
-    [W_CACHE_CLOSE] = "(page cache close)", [W_FIFO] = "(FIFO)", [W_COHERENCE] = "(change table)",
-    [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "lookup + open/create", [W_WRITTEN] = "(written notice)",
-};
 
 static void stats_request(struct client *cl, unsigned op, uint64_t server_ns, uint32_t prev_us)
 {
@@ -454,7 +441,7 @@ PyObject *ldp_server_stats(PyObject *self, PyObject *args)
         const struct op_stats *s = &in_server[op], *t = &in_transport[op];
         if (__atomic_load_n(&s->count, __ATOMIC_RELAXED) == 0)
             continue;
-        PyObject *row = Py_BuildValue("(sKKKKKKKK)", op_names[op] ? op_names[op] : "?", (unsigned long long)s->count, (unsigned long long)s->total_ns,
+        PyObject *row = Py_BuildValue("(sKKKKKKKK)", wire_op_name(op), (unsigned long long)s->count, (unsigned long long)s->total_ns,
                                       (unsigned long long)stats_quantile(s, 0.5), (unsigned long long)stats_quantile(s, 0.99),
                                       (unsigned long long)t->count, (unsigned long long)t->total_ns,
                                       (unsigned long long)stats_quantile(t, 0.5), (unsigned long long)stats_quantile(t, 0.99));
