@@ -21,7 +21,7 @@ def probe(name):
     return f"{FIXTURES}:{name}"
 
 
-def ldp(tmp_path, fs, *fs_args, cmd, mode=None, timeout=60, prefix=(), options=()):
+def ldp(tmp_path, fs, *fs_args, cmd, mode=None, timeout=60, prefix=(), options=(), env_extra=None):
     argv = list(prefix) + ldpfuse_run_argv()
     if mode:
         argv += ["--mode", mode]
@@ -29,7 +29,7 @@ def ldp(tmp_path, fs, *fs_args, cmd, mode=None, timeout=60, prefix=(), options=(
         argv += ["-o", o]
     argv += ["--mountpoint", str(tmp_path / "mnt"), fs, *map(str, fs_args), "--", *cmd]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          env=base_env(), start_new_session=True)
+                          env=base_env(**(env_extra or {})), start_new_session=True)
 
 
 def test_default_mode_shows_one_tree_to_every_process(tmp_path):
@@ -143,9 +143,10 @@ def test_clients_beyond_the_fd_limit_wait_their_turn(tmp_path):
 
 def test_a_dead_clients_handles_are_released(tmp_path):
     """Processes killed while holding files open leave nothing behind in the server: the
-    class's release is called for each, and the server's fd count comes back."""
+    class's release is called for each, and the server's fd count comes back (page caches
+    kept past their last close, one per file, are turned off here: tests/test_cache_keep.py)."""
     m = tmp_path / "mnt"
-    r = ldp(tmp_path, probe("Slow"), mode="shared", cmd=["sh", "-c", f"""
+    r = ldp(tmp_path, probe("Slow"), mode="shared", env_extra={"LDPFUSE_CACHE_KEEP_MB": "0"}, cmd=["sh", "-c", f"""
         ls /proc/$PPID/fd | wc -l
         for i in $(seq 30); do
             sh -c 'exec 3< {m}/fast; exec 4< {m}/handles-$0; kill -9 $$' $i

@@ -10,6 +10,7 @@ such a name: a punched hole read back the old bytes)."""
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,14 @@ def libc_path():
 
 
 def preload_path():
+    """The preload library the tests run: beside the package imported here (an in-place
+    build), else beside the installed package (pytest run from the repository imports the
+    source tree, whose ldpfuse_py/ has no library when it was installed with pip)."""
     found = sorted(Path(ldpfuse_py.__file__).parent.glob("libldpfuse*.so"))
+    if not found:
+        installed = subprocess.run([sys.executable, "-c", "import ldpfuse_py, os; print(os.path.dirname(ldpfuse_py.__file__))"],
+                                   capture_output=True, text=True, cwd="/").stdout.strip()
+        found = sorted(Path(installed).glob("libldpfuse*.so")) if installed else []
     assert found, "libldpfuse.so is not built"
     return found[0]
 

@@ -437,10 +437,11 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
  * cache_open that follows it on this thread (vfs/pagecache.c, pcache_open): one round trip
  * less per first open of a file. One at a time; one left over (an open that failed after)
  * is let go of when the next comes, or at fork in the child (the parent's). */
-static __thread struct {
+static __thread struct {     /* small: the preload's TLS must fit ld.so's static TLS
+                                 surplus (an LD_AUDIT exec loads it there) */
     int fd, fresh, mnt;
     uint64_t token;
-    char path[VPATH_MAX];
+    char *path;                 /* malloc'd */
 } brought = { .fd = -1 };
 
 static void brought_drop(int tell_server)
@@ -450,25 +451,21 @@ static void brought_drop(int tell_server)
     REAL(close)(brought.fd);
     brought.fd = -1;
     if (tell_server)
-        post(W_CACHE_CLOSE, brought.mnt, brought.path, 0, &brought.token);
+        post(W_CACHE_CLOSE, brought.mnt, brought.path ? brought.path : "/", 0, &brought.token);
+    free(brought.path);
+    brought.path = NULL;
 }
 
 static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t token)
 {
     brought_drop(1);
-    if (strlen(path) >= sizeof brought.path) {
-        brought.fd = fd;
-        brought.mnt = mnt;
-        brought.token = token;
-        strcpy(brought.path, "/");
-        brought_drop(1);
-        return;
-    }
     brought.fd = fd;
     brought.fresh = fresh;
     brought.mnt = mnt;
     brought.token = token;
-    strcpy(brought.path, path);
+    brought.path = strdup(path);
+    if (brought.path == NULL)
+        brought_drop(1);    /* the server lets go of it: the open asks again */
 }
 
 static __thread uint64_t t_answer_stamp;
@@ -845,11 +842,13 @@ static int sh_removexattr(int mnt, const char *path, const char *name)
 static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fd, int *fresh,
                          uint64_t *token)
 {
-    if (brought.fd >= 0 && brought.mnt == mnt && strcmp(brought.path, path) == 0) {
+    if (brought.fd >= 0 && brought.mnt == mnt && brought.path && strcmp(brought.path, path) == 0) {
         *fd = brought.fd;       /* the open brought it */
         *fresh = brought.fresh;
         *token = brought.token;
         brought.fd = -1;
+        free(brought.path);
+        brought.path = NULL;
         return 0;
     }
     CALL(W_CACHE_OPEN, mnt, path);
@@ -1055,7 +1054,11 @@ static struct backend_ops shared_ops = {
 
 static void atfork_child(void)
 {
-    brought_drop(0);        /* the parent's to take or let go of */
+    if (brought.fd >= 0) {      /* the parent's to take or let go of */
+        REAL(close)(brought.fd);
+        brought.fd = -1;
+    }
+    brought.path = NULL;        /* the parent's copy, in memory the child shares no more */
     channel_atfork_child();
     pthread_mutex_init(&decisions_lock, NULL);
     pthread_mutex_init(&listings_lock, NULL);

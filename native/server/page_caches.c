@@ -26,6 +26,7 @@ struct scache {
     uint64_t stamp;             /* the name's coherence stamp when the last holder let go */
     uint64_t idle_seq;          /* when it became idle (least recently used goes first) */
     long bytes;                 /* memory it holds while idle */
+    int idle;                   /* counted in idle_count and idle_bytes */
 };
 static uint64_t scache_ids;
 static uint64_t scache_drops;   /* caches dropped so far: a size looked up before one may be old */
@@ -52,6 +53,8 @@ int scache_held(int mnt, const char *path)
 }
 
 static long idle_bytes;         /* memory of the caches no client holds */
+static int idle_count;          /* and how many they are (each keeps an fd) */
+#define IDLE_MAX 1024
 static uint64_t idle_seqs;
 
 static void scache_drop(struct scache **p)
@@ -59,8 +62,10 @@ static void scache_drop(struct scache **p)
     struct scache *s = *p;
     *p = s->next;
     scache_drops++;
-    if (s->refs <= 0)
+    if (s->idle) {
         idle_bytes -= s->bytes;
+        idle_count--;
+    }
     close(s->mfd);
     free(s->path);
     free(s);
@@ -72,7 +77,8 @@ static void scache_drop(struct scache **p)
  * through the mount (the name's coherence stamp, coherence.h, is the one it had when the
  * last holder let go) and none behind it (the size and mtime the open's lookup finds are
  * the ones the cache was made with). Idle caches hold at most LDPFUSE_CACHE_KEEP_MB of
- * memory (default 256), the least recently used let go of first; 0 keeps none. */
+ * memory (default 256) and 1024 fds, the least recently used let go of first; 0 keeps
+ * none. */
 static long keep_limit = -1;
 
 static long keep_bytes_limit(void)
@@ -104,11 +110,13 @@ static void scache_idle(struct scache **p)
     s->stamp = stamp;
     s->idle_seq = ++idle_seqs;
     s->bytes = (long)k.st_blocks * 512;
+    s->idle = 1;
     idle_bytes += s->bytes;
-    while (idle_bytes > keep_bytes_limit()) {
+    idle_count++;
+    while (idle_bytes > keep_bytes_limit() || idle_count > IDLE_MAX) {
         struct scache **oldest = NULL;
         for (struct scache **q = &scaches; *q; q = &(*q)->next)
-            if ((*q)->refs <= 0 && (oldest == NULL || (*q)->idle_seq < (*oldest)->idle_seq))
+            if ((*q)->idle && (oldest == NULL || (*q)->idle_seq < (*oldest)->idle_seq))
                 oldest = q;
         if (oldest == NULL)
             break;
@@ -165,7 +173,11 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         }
         if (s && s->refs <= 0) {
             if (have_st && scache_still_valid(s, &st)) {
-                idle_bytes -= s->bytes;
+                if (s->idle) {
+                    idle_bytes -= s->bytes;
+                    idle_count--;
+                }
+                s->idle = 0;
                 s->bytes = 0;
             } else {
                 scache_drop(p);
