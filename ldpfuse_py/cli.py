@@ -542,11 +542,8 @@ def access_options(args):
         elif kept:
             rest.append(kv)
     args.options = rest
-    if chosen.get("allow_other") and chosen.get("allow_root"):
-        die("-o allow_other and -o allow_root exclude each other (allow_other already lets root in)")
-    if chosen.get("allow_other") and "default_permissions" not in chosen:
-        chosen["default_permissions"] = True
-    return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
+    return access_environment(chosen, lambda: die("-o allow_other and -o allow_root exclude each other "
+                                                  "(allow_other already lets root in)"))
 
 
 def access_options_of(options):
@@ -554,8 +551,15 @@ def access_options_of(options):
     from .fuse_compat import _true
 
     chosen = {k: _true(options[k]) for k in ACCESS_FLAGS if k in options}
+    return access_environment(chosen, lambda: die_now("FUSE(): allow_other and allow_root exclude each other"))
+
+
+def access_environment(chosen, conflict):
+    """The environment of the access options chosen ({name: on}): allow_other and
+    allow_root exclude each other (conflict() ends the run), allow_other turns
+    default_permissions on unless it was chosen either way."""
     if chosen.get("allow_other") and chosen.get("allow_root"):
-        die_now("FUSE(): allow_other and allow_root exclude each other")
+        conflict()
     if chosen.get("allow_other") and "default_permissions" not in chosen:
         chosen["default_permissions"] = True
     return {ACCESS_FLAGS[k]: "1" for k, on in chosen.items() if on}
