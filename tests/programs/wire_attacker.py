@@ -88,6 +88,12 @@ class Answer:
         self.fds = []
 
 
+def say(*words):
+    """One output line in one write(2): several attackers share the test's stdout pipe, and a
+    print() split into two writes let their lines interleave ("donedone")."""
+    os.write(1, (" ".join(map(str, words)) + "\n").encode())
+
+
 def errname(result):
     """A result as a probe line says it: an errno name, or OK."""
     return errno.errorcode.get(-result, str(result)) if result < 0 else "OK"
@@ -282,7 +288,7 @@ def probe(label, fn):
         value = "connect-refused"
     except TimeoutError:
         value = "timeout"
-    print(label, value, flush=True)
+    say(label, value)
     return value
 
 
@@ -333,7 +339,7 @@ def attack_wrong_secret(args):
             key = "dropped"
         outcome[key] = outcome.get(key, 0) + 1
     for k, v in sorted(outcome.items()):
-        print(k, v, flush=True)
+        say(k, v)
 
 
 def attack_paths(args):
@@ -432,7 +438,7 @@ def attack_release_race(args):
     probe("release", lambda: errname(c2.call(W_RELEASE, "/f", fh=fh).result))
     t.join()
     ans = out["read"]
-    print("read", ans.data.decode() if ans.result >= 0 else errname(ans.result), flush=True)
+    say("read", ans.data.decode() if ans.result >= 0 else errname(ans.result))
 
 
 def attack_cache(args):
@@ -467,7 +473,7 @@ def attack_cache_readonly(args):
     ro = opened(c, path, os.O_RDONLY)
     ans = c.call(W_CACHE_OPEN, path, a=0, fh=ro)
     if ans.result < 0 or not ans.fds:
-        print("cache-open", errname(ans.result))
+        say("cache-open", errname(ans.result))
         return
     fd = ans.fds[0]
     size = os.fstat(fd).st_size
@@ -500,7 +506,7 @@ def attack_cache_readonly(args):
         finally:
             os.close(w)
     probe("cache-reopen-write", reopen)
-    print("done", flush=True)
+    say("done")
     sys.stdin.readline()    # the test reads the file again meanwhile, then lets us go
 
 
@@ -553,8 +559,8 @@ def attack_stall(args):
     c = connect()
     ans = c.call(W_OPENDIR, d)
     big = c.call(W_READDIR, d, fh=ans.fh, read_data=False)
-    print("answered", errname(big.result), flush=True)
-    print("len-over-region", RESP.unpack_from(c.region, OFF_RS)[0] > CHAN_BUF, flush=True)
+    say("answered", errname(big.result))
+    say("len-over-region", RESP.unpack_from(c.region, OFF_RS)[0] > CHAN_BUF)
     # a second connection that stops in the middle of its hello, and one that sends a
     # header saying a body comes and never sends it
     half = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -565,9 +571,9 @@ def attack_stall(args):
     body.connect("\0" + os.environ["LDPFUSE_SOCKET"])
     rq, _ = Conn.pack(W_WRITE, "/x", data=b"y" * 8000)
     body.sendall((b"" if LEGACY else HELLO.pack(HELLO_MAGIC, 0, 0, secret)) + rq + b"/x")
-    print("stalling", flush=True)
+    say("stalling")
     time.sleep(seconds)
-    print("done", flush=True)
+    say("done")
 
 
 def attack_connections(args):
@@ -589,8 +595,8 @@ def attack_connections(args):
             outcome[errno.errorcode.get(e.errno, "?")] = outcome.get(errno.errorcode.get(e.errno, "?"), 0) + 1
             break
     for k, v in sorted(outcome.items()):
-        print("conns", k, v, flush=True)
-    print("holding", flush=True)
+        say("conns", k, v)
+    say("holding")
     sys.stdin.readline()
 
 
@@ -603,7 +609,7 @@ def attack_table(args):
         ans = c.call(W_COHERENCE, "/")
         fd = ans.fds[0] if ans.fds else None
     if fd is None:
-        print("table none")
+        say("table none")
         return
     size = os.fstat(fd).st_size
     def try_(fn):
