@@ -25,6 +25,23 @@ from stat import S_IFDIR, S_IFLNK, S_IFREG, S_ISDIR, S_ISLNK
 
 from ldpfuse_py import FuseOSError, Operations, Passthrough
 
+_PATH_MAX = 4096    # the kernel's limit on one path string, NUL included
+_NAME_LEFT = 3072   # what _at leaves for the last step: room for "/proc/self/fd/N/"
+
+
+class _At(tuple):
+    """(dir_fd, name, owned) from Loopback._at; a with-block gives (dir_fd, name)
+    and closes dir_fd at its end when it was opened for the one call."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        return self[0], self[1]
+
+    def __exit__(self, *exc):
+        if self[2]:
+            os.close(self[0])
+
 
 class Loopback(Operations):
     """Serve the directory ``root`` at the mount point.
@@ -59,18 +76,35 @@ class Loopback(Operations):
         return self._prefix + path
 
     def _at(self, path):
-        """(dir_fd, name) for an os.* call on the real file behind path.
+        """(dir_fd, name) for an os.* call on the real file behind path, as a
+        with-block: ``with self._at(path) as (d, p): os.stat(p, dir_fd=d)``.
 
         The real path, with dir_fd None; or, when root + path is longer than
-        the kernel takes (PATH_MAX), the path relative to an fd of root: a
-        program may name a file by a relative path of PATH_MAX - 1 bytes, which
-        the real path behind it would exceed."""
+        the kernel takes (PATH_MAX), a name relative to a directory on the
+        way: a program may name a file by a relative path of PATH_MAX - 1
+        bytes from a deep working directory, which the real path behind it
+        exceeds. That directory is opened for this one call (following
+        symlinks on the way, as the whole path would) and closed at the
+        block's end."""
         lower = self._lower(path)
-        if len(lower) < 1024 or len(os.fsencode(lower)) < 4096:
-            return None, lower
+        if len(lower) < 1024 or len(os.fsencode(lower)) < _PATH_MAX:
+            return _At((None, lower, False))
         if self._root_fd is None:
             self._root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        return self._root_fd, path.lstrip("/")
+        rest, d = os.fsencode(path.lstrip("/")), self._root_fd
+        while len(rest) >= _NAME_LEFT:  # names are <= NAME_MAX: a '/' lies in every window
+            cut = rest.rindex(b"/", 0, _NAME_LEFT)
+            try:
+                nd = os.open(rest[:cut], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d)
+            finally:
+                if d != self._root_fd:
+                    os.close(d)
+            rest, d = rest[cut + 1:], nd
+        return _At((d, os.fsdecode(rest), d != self._root_fd))
+
+    def _xattr_path(self, d, p):
+        "A path for os.*xattr (which have no dir_fd) to the file named by (d, p)."
+        return p if d is None else f"/proc/self/fd/{d}/{p}"
 
     # Metadata
 
@@ -78,8 +112,8 @@ class Loopback(Operations):
         if fh is not None and not self.passthrough:
             st = os.fstat(fh)  # the open file, even after unlink
         else:
-            d, p = self._at(path)
-            st = os.stat(p, dir_fd=d, follow_symlinks=False)
+            with self._at(path) as (d, p):
+                st = os.stat(p, dir_fd=d, follow_symlinks=False)
         return {
             "st_mode": st.st_mode,
             "st_ino": st.st_ino,
@@ -97,33 +131,33 @@ class Loopback(Operations):
         }
 
     def access(self, path, amode):
-        d, p = self._at(path)
-        if not os.access(p, amode, dir_fd=d):
-            raise FuseOSError(EACCES)
+        with self._at(path) as (d, p):
+            if not os.access(p, amode, dir_fd=d):
+                raise FuseOSError(EACCES)
 
     def chmod(self, path, mode):
         # path names the object itself: ldpfuse resolves symlinks that are to
         # be followed. A symlink's mode cannot change on Linux (lchmod fails
         # with EOPNOTSUPP); os.chmod would change its target instead.
-        d, p = self._at(path)
-        if S_ISLNK(os.stat(p, dir_fd=d, follow_symlinks=False).st_mode):
-            raise FuseOSError(EOPNOTSUPP)
-        os.chmod(p, mode, dir_fd=d)
+        with self._at(path) as (d, p):
+            if S_ISLNK(os.stat(p, dir_fd=d, follow_symlinks=False).st_mode):
+                raise FuseOSError(EOPNOTSUPP)
+            os.chmod(p, mode, dir_fd=d)
 
     def chown(self, path, uid, gid):
-        d, p = self._at(path)
-        os.chown(p, uid, gid, dir_fd=d, follow_symlinks=False)
+        with self._at(path) as (d, p):
+            os.chown(p, uid, gid, dir_fd=d, follow_symlinks=False)
 
     def utimens(self, path, times=None):
-        d, p = self._at(path)
-        if times is None:
-            os.utime(p, dir_fd=d, follow_symlinks=False)
-        else:
-            os.utime(p, ns=times, dir_fd=d, follow_symlinks=False)
+        with self._at(path) as (d, p):
+            if times is None:
+                os.utime(p, dir_fd=d, follow_symlinks=False)
+            else:
+                os.utime(p, ns=times, dir_fd=d, follow_symlinks=False)
 
     def statfs(self, path):
-        d, p = self._at(path)
-        sv = os.statvfs(p if d is None else self.root)  # statvfs has no *at form
+        with self._at(path) as (d, p):
+            sv = os.statvfs(self._xattr_path(d, p))  # statvfs has no *at form
         return {
             "f_bsize": sv.f_bsize,
             "f_frsize": sv.f_frsize,
@@ -141,16 +175,20 @@ class Loopback(Operations):
     # A missing attribute raises OSError(ENODATA) from os.getxattr.
 
     def getxattr(self, path, name, position=0):
-        return os.getxattr(self._lower(path), name, follow_symlinks=False)
+        with self._at(path) as (d, p):
+            return os.getxattr(self._xattr_path(d, p), name, follow_symlinks=False)
 
     def setxattr(self, path, name, value, options, position=0):
-        os.setxattr(self._lower(path), name, value, options, follow_symlinks=False)
+        with self._at(path) as (d, p):
+            os.setxattr(self._xattr_path(d, p), name, value, options, follow_symlinks=False)
 
     def listxattr(self, path):
-        return os.listxattr(self._lower(path), follow_symlinks=False)
+        with self._at(path) as (d, p):
+            return os.listxattr(self._xattr_path(d, p), follow_symlinks=False)
 
     def removexattr(self, path, name):
-        os.removexattr(self._lower(path), name, follow_symlinks=False)
+        with self._at(path) as (d, p):
+            os.removexattr(self._xattr_path(d, p), name, follow_symlinks=False)
 
     # Names
 
@@ -158,8 +196,8 @@ class Loopback(Operations):
         # One scandir per directory: d_ino and d_type come from the kernel's
         # getdents, no stat per entry.
         entries = [".", ".."]
-        d, p = self._at(path)
-        fd = None if d is None else os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d)
+        with self._at(path) as (d, p):
+            fd = None if d is None else os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d)
         try:
             it = os.scandir(p if fd is None else fd)
         finally:
@@ -179,74 +217,72 @@ class Loopback(Operations):
         return entries
 
     def readlink(self, path):
-        d, p = self._at(path)
-        return os.readlink(p, dir_fd=d)
+        with self._at(path) as (d, p):
+            return os.readlink(p, dir_fd=d)
 
     def mknod(self, path, mode, dev):
-        d, p = self._at(path)
-        os.mknod(p, mode, dev, dir_fd=d)
+        with self._at(path) as (d, p):
+            os.mknod(p, mode, dev, dir_fd=d)
 
     def mkdir(self, path, mode):
-        d, p = self._at(path)
-        os.mkdir(p, mode, dir_fd=d)
+        with self._at(path) as (d, p):
+            os.mkdir(p, mode, dir_fd=d)
 
     def rmdir(self, path):
-        d, p = self._at(path)
-        os.rmdir(p, dir_fd=d)
+        with self._at(path) as (d, p):
+            os.rmdir(p, dir_fd=d)
 
     def unlink(self, path):
-        d, p = self._at(path)
-        os.unlink(p, dir_fd=d)
+        with self._at(path) as (d, p):
+            os.unlink(p, dir_fd=d)
 
     def rename(self, old, new):
-        d, p = self._at(old)
-        d2, p2 = self._at(new)
-        os.rename(p, p2, src_dir_fd=d, dst_dir_fd=d2)
+        with self._at(old) as (d, p), self._at(new) as (d2, p2):
+            os.rename(p, p2, src_dir_fd=d, dst_dir_fd=d2)
 
     def link(self, target, source):
         "ln source target: target is the new name, source the existing file."
-        d, p = self._at(source)
-        d2, p2 = self._at(target)
-        os.link(p, p2, src_dir_fd=d, dst_dir_fd=d2)
+        with self._at(source) as (d, p), self._at(target) as (d2, p2):
+            os.link(p, p2, src_dir_fd=d, dst_dir_fd=d2)
 
     def symlink(self, target, source):
         "ln -s source target: source is the link's content, stored as is."
-        d, p = self._at(target)
-        os.symlink(source, p, dir_fd=d)
+        with self._at(target) as (d, p):
+            os.symlink(source, p, dir_fd=d)
 
     def truncate(self, path, length, fh=None):
         if fh is not None and not self.passthrough:
             os.ftruncate(fh, length)
             return
-        d, p = self._at(path)
-        if d is None:
-            os.truncate(p, length)
-        else:  # truncate has no *at form
-            fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC, dir_fd=d)
-            try:
-                os.ftruncate(fd, length)
-            finally:
-                os.close(fd)
+        with self._at(path) as (d, p):
+            if d is None:
+                os.truncate(p, length)
+                return
+            fd = os.open(p, os.O_WRONLY | os.O_CLOEXEC, dir_fd=d)  # truncate has no *at form
+        try:
+            os.ftruncate(fd, length)
+        finally:
+            os.close(fd)
 
     # Files. With passthrough the fd becomes the caller's file descriptor and
     # read/write/flush/release below are never called for it.
 
     def open(self, path, flags):
-        d, p = self._at(path)
-        if self.passthrough:
-            return Passthrough.open(p, flags) if d is None else Passthrough(os.open(p, flags, dir_fd=d))
-        return self._open_for_cache(p, flags, dir_fd=d)
+        with self._at(path) as (d, p):
+            if self.passthrough:
+                return Passthrough.open(p, flags) if d is None else Passthrough(os.open(p, flags, dir_fd=d))
+            return self._open_for_cache(p, flags, dir_fd=d)
 
     def create(self, path, mode, fi=None):
         # fi.flags holds the caller's flags: O_RDWR must stay O_RDWR (a
         # write-only create breaks sqlite), O_EXCL must stay O_EXCL.
         flags = fi.flags if fi is not None else os.O_WRONLY | os.O_TRUNC
-        d, p = self._at(path)
-        if self.passthrough:
-            if d is None:
-                return Passthrough.open(p, flags | os.O_CREAT, mode)
-            return Passthrough(os.open(p, flags | os.O_CREAT, mode, dir_fd=d))
-        return self._open_for_cache(p, flags | os.O_CREAT, mode, dir_fd=d)
+        with self._at(path) as (d, p):
+            if self.passthrough:
+                if d is None:
+                    return Passthrough.open(p, flags | os.O_CREAT, mode)
+                return Passthrough(os.open(p, flags | os.O_CREAT, mode, dir_fd=d))
+            return self._open_for_cache(p, flags | os.O_CREAT, mode, dir_fd=d)
 
     @staticmethod
     def _open_for_cache(lower, flags, mode=0o777, dir_fd=None):
@@ -291,8 +327,8 @@ class Loopback(Operations):
     def opendir(self, path):
         # Opening checks read permission on the directory, with the caller's rights,
         # as the kernel does for open(dir, O_RDONLY) and opendir().
-        d, p = self._at(path)
-        os.close(os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d))
+        with self._at(path) as (d, p):
+            os.close(os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d))
         return 0
 
     def releasedir(self, path, fh):

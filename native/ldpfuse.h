@@ -62,10 +62,13 @@ struct mount {
 extern struct mount *ldp_mounts;
 extern int ldp_nmounts;
 
-/* The longest absolute path resolved for a mount. The kernel limits the string a program
- * passes to PATH_MAX, not the path it resolves to: a relative path of PATH_MAX - 1 bytes
- * from a working directory in a mount is longer, and must still reach the FS whole. */
-#define VPATH_MAX (PATH_MAX + 1024)     /* = WIRE_PATH_MAX (backend/wire.h) */
+/* The longest path resolved for a mount, and the deepest working directory in one. The
+ * kernel limits the string a program passes to PATH_MAX, not the path it resolves to nor
+ * the depth of a working directory (`mkdir -p` and `rm -r` chdir down one component at a
+ * time): a relative path of PATH_MAX - 1 bytes from a working directory deeper than
+ * PATH_MAX must still reach the FS whole. Past this, chdir and the lookup answer
+ * ENAMETOOLONG; nothing is cut short. */
+#define VPATH_MAX (3 * PATH_MAX)        /* = WIRE_PATH_MAX (backend/wire.h) */
 
 /* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
 struct vpath {
@@ -93,8 +96,9 @@ int vfs_lookup_outside_link(int dirfd, const char *path, int follow_last, struct
  * ENAMETOOLONG (a name in a mount over NAME_MAX), or 0. For calls with two paths,
  * whose errors come before EXDEV. */
 int vfs_lookup_refused(const char *path);
-/* The absolute path of a vpath as the program sees it (mountpoint + path). */
-void vfs_fullpath(const struct vpath *vp, char *out, size_t size);
+/* The absolute path of a vpath as the program sees it (mountpoint + path); -1 (errno
+ * ENAMETOOLONG, out cut short) when it does not fit in size bytes. */
+int vfs_fullpath(const struct vpath *vp, char *out, size_t size);
 /* Map an absolute normalised path to a mount; 1 if inside one. */
 int mount_match(const char *abs, struct vpath *vp);
 void mounts_init(void);

@@ -196,6 +196,44 @@ def test_relative_paths_of_path_max_minus_one_bytes_work(ws, fs):
     assert "File name too long" in native.stdout
 
 
+# The same from a working directory 3,000 bytes deep in the mount: the resolved path
+# (about 7,100 bytes) is past PATH_MAX, and `mkdir -p` and `rm -r` chdir down the
+# components, so the working directory itself goes past PATH_MAX; a symlink in the
+# middle of such a path is followed, and xattrs reach the file.
+DEEP_CWD_LONG_RELATIVE_PATH = r'''
+deep=$(for i in $(seq 15); do printf "d%02d%0200d/" $i 0; done)
+mkdir -p "$D/$deep"
+cd "$D/$deep"
+echo ${#deep}
+name=$(printf 'n%.0s' $(seq 255))
+p=$name
+for i in $(seq 14); do p=$p/$name; done
+p=$p/$(printf 'f%.0s' $(seq 255))
+echo ${#p}
+mkdir -p "${p%/*}"
+echo data > "$p"
+cat "$p"
+ln -s "$name" lnk
+cat "lnk/${p#*/}"
+setfattr -n user.k -v deep "$p" && getfattr --only-values -n user.k "$p"; echo
+mv "$p" "${p%/*}/g"
+ls "${p%/*}" | cut -c1-3
+rm -r "$name" lnk
+ls | wc -l
+'''
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_relative_paths_of_path_max_minus_one_bytes_work_from_a_deep_directory(ws, fs):
+    """pjdfstest's */03 files run from a deep directory: a relative name of PATH_MAX - 1
+    bytes from a working directory 3,060 bytes deep in the mount works as natively (the
+    FS sees a path of about 7,100 bytes; the loopback walks it below PATH_MAX)."""
+    if shutil.which("setfattr") is None:
+        pytest.skip("setfattr (Debian package attr) is not installed")
+    native, _ = ws.compare_sh(DEEP_CWD_LONG_RELATIVE_PATH, fs=fs, mode=one_tree(fs))
+    assert native.stdout == "3060\n4095\ndata\ndata\ndeep\ng\n0\n", native.stdout + native.stderr
+
+
 XATTR_LIMITS = r'''
 import errno, os
 D = os.environ["D"]

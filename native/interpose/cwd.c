@@ -24,7 +24,7 @@ int chdir(const char *path)
             return r;
     }
     struct stat st;
-    char out[PATH_MAX], full[PATH_MAX];
+    char out[PATH_MAX], full[VPATH_MAX];
     struct vpath target = vp;
     int f = vfs_follow(&target, out, sizeof out);
     if (f < 0)
@@ -43,7 +43,8 @@ int chdir(const char *path)
         return -1;
     /* the program's view keeps the name it used (as the kernel would after following a
      * link it keeps the target): use the resolved target */
-    vfs_fullpath(&target, full, sizeof full);
+    if (vfs_fullpath(&target, full, sizeof full) < 0)
+        return -1;
     cwd_set(full);
     return 0;
 }
@@ -62,9 +63,10 @@ int fchdir(int fd)
         return -1;
     }
     struct vpath vp = { .mnt = v->mnt };
-    char full[PATH_MAX];
+    char full[VPATH_MAX];
     snprintf(vp.path, sizeof vp.path, "%s", v->path);
-    vfs_fullpath(&vp, full, sizeof full);
+    if (vfs_fullpath(&vp, full, sizeof full) < 0)
+        return -1;
     cwd_set(full);
     return 0;
 }
@@ -114,7 +116,8 @@ char *getwd(char *buf)
 static char *vrealpath(const struct vpath *vp0, char *resolved)
 {
     char full[PATH_MAX], done[PATH_MAX], rest[PATH_MAX];
-    vfs_fullpath(vp0, full, sizeof full);
+    if (vfs_fullpath(vp0, full, sizeof full) < 0)
+        return NULL;    /* ENAMETOOLONG, as realpath() says of a name past PATH_MAX */
     snprintf(rest, sizeof rest, "%s", full);
     strcpy(done, "/");
     int links = 0;

@@ -187,7 +187,7 @@ char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf
     for (int i = 0; i < nsaved && !nested; i++)
         out[k++] = saved_env[i];
     if (ldp_cwd_virtual) {
-        snprintf(cwdbuf, PATH_MAX + 16, "LDPFUSE_CWD=%s", ldp_cwd);
+        snprintf(cwdbuf, VPATH_MAX + 16, "LDPFUSE_CWD=%s", ldp_cwd);
         out[k++] = cwdbuf;
         char real[PATH_MAX];
         if (REAL(getcwd)(real, sizeof real)) {
@@ -296,7 +296,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
     const char *target = path;
     if (!vfs_lookup(AT_FDCWD, &target, &vp) && escape_check_exec(target, argv) < 0)
         return -1;
-    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(0);
     int r;
@@ -455,7 +455,7 @@ int execle(const char *path, const char *arg, ...)
 
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(0);
     struct vfile *v = vfd(fd);
@@ -549,7 +549,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         exec_plan_done(&plan);
         return e;
     }
-    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
     ldp_before_exec(fa != NULL);
     const posix_spawn_file_actions_t *use_fa = planned ? &fplan.fa : fa;

@@ -33,7 +33,7 @@ static int stand_in(const struct sockaddr *addr, socklen_t len, struct vpath *vp
     const char *p = path;
     if (!vfs_lookup(AT_FDCWD, &p, vp))
         return 0;
-    char full[PATH_MAX];
+    char full[VPATH_MAX];
     vfs_fullpath(vp, full, sizeof full);
     uint64_t h = 1469598103934665603ULL;    /* FNV-1a */
     for (const char *c = full; *c; c++)

@@ -272,7 +272,7 @@ static int exec_check_in_copy(const char *path, char *out, size_t size)
  * may be in one, is exec'ed by /bin/sh, a fresh image that opens it in full. */
 int ldp_vfork_child_execve(const char *path, char *const argv[], char *const envp[])
 {
-    char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
+    char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = alloca(sizeof *env * exec_env_room(envp));
     exec_env_into(envp, env, cwdbuf, realbuf);
     /* LD_LIBRARY_PATH into a mount: the program's libraries may be there, which only an

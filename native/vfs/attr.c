@@ -2,6 +2,7 @@
  * would, and the attribute fix-ups (device and inode numbers the FS did not give). */
 #include "../ldpfuse.h"
 #include <string.h>
+#include <stdlib.h>
 
 #define SYMLOOP_MAX 40
 
@@ -80,24 +81,33 @@ static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked
     return 0;
 }
 
-/* The absolute path a symlink at vp points to. */
+/* The absolute path a symlink at vp points to (out: VPATH_MAX bytes). The link's own
+ * directory may be deeper than PATH_MAX: it is built on the heap, not the stack. */
 static int link_target(const struct vpath *vp, char *out, size_t size)
 {
-    char target[PATH_MAX], full[PATH_MAX], dir[PATH_MAX];
+    char target[PATH_MAX];
     ssize_t n = vfs_readlink(vp, target, sizeof target - 1);
     if (n < 0)
         return -1;
     target[n] = '\0';
-    vfs_fullpath(vp, full, sizeof full);
-    char *slash = strrchr(full, '/');
-    size_t dl = slash && slash != full ? (size_t)(slash - full) : 1;
-    memcpy(dir, full, dl);
-    dir[dl] = '\0';
-    if (path_normalize(dir, target, out, size, NULL) < 0) {
-        errno = ENAMETOOLONG;
+    char *dir = malloc(VPATH_MAX);
+    if (dir == NULL) {
+        errno = ENOMEM;
         return -1;
     }
-    return 0;
+    int r = 0;
+    if (vfs_fullpath(vp, dir, VPATH_MAX) < 0) {
+        r = -1;
+    } else {
+        char *slash = strrchr(dir, '/');
+        dir[slash && slash != dir ? (size_t)(slash - dir) : 1] = '\0';
+        if (path_normalize(dir, target, out, size, NULL) < 0) {
+            errno = ENAMETOOLONG;
+            r = -1;
+        }
+    }
+    free(dir);
+    return r;
 }
 
 /* The FS sees whole paths, so a symlink in a middle component ("link/x", link -> dir)
@@ -107,9 +117,15 @@ static int link_target(const struct vpath *vp, char *out, size_t size)
  * their middle never pay for this. */
 int vfs_resolve_parents(struct vpath *vp)
 {
+    /* prefix, a link's target and target + rest: each up to VPATH_MAX, on the heap (this
+     * runs only after a lookup failed) */
+    char *prefix = malloc(3 * (size_t)VPATH_MAX);
+    if (prefix == NULL)
+        return 0;
+    char *abs = prefix + VPATH_MAX, *joined = abs + VPATH_MAX;
     int changed = 0;
     for (int loops = 0; loops < SYMLOOP_MAX; loops++) {
-        char prefix[PATH_MAX] = "";
+        prefix[0] = '\0';
         const char *p = vp->path;
         int restarted = 0;
         while (*p) {
@@ -119,8 +135,8 @@ int vfs_resolve_parents(struct vpath *vp)
             if (e == NULL)
                 break;                  /* the last component is the caller's business */
             size_t pl = strlen(prefix);
-            if (pl + 1 + (size_t)(e - p) >= sizeof prefix)
-                return changed;
+            if (pl + 1 + (size_t)(e - p) >= VPATH_MAX)
+                goto out;
             prefix[pl] = '/';
             memcpy(prefix + pl + 1, p, (size_t)(e - p));
             prefix[pl + 1 + (e - p)] = '\0';
@@ -128,29 +144,31 @@ int vfs_resolve_parents(struct vpath *vp)
             memcpy(pv.path, prefix, strlen(prefix) + 1);
             struct stat st;
             if (getattr_once(&pv, &st, NULL) < 0)
-                return changed;
+                goto out;
             if (S_ISLNK(st.st_mode)) {
-                char abs[PATH_MAX], joined[PATH_MAX];
                 struct vpath target;
-                if (link_target(&pv, abs, sizeof abs) < 0 ||
-                    snprintf(joined, sizeof joined, "%s%s", abs, e) >= (int)sizeof joined)
-                    return changed;
-                if (path_normalize("/", joined, abs, sizeof abs, NULL) < 0 || !mount_match(abs, &target) ||
+                if (link_target(&pv, abs, VPATH_MAX) < 0 ||
+                    snprintf(joined, VPATH_MAX, "%s%s", abs, e) >= VPATH_MAX)
+                    goto out;
+                if (path_normalize("/", joined, abs, VPATH_MAX, NULL) < 0 || !mount_match(abs, &target) ||
                     target.mnt != vp->mnt)
-                    return changed;     /* leaves the mount: not followed here */
+                    goto out;           /* leaves the mount: not followed here */
                 memcpy(vp->path, target.path, strlen(target.path) + 1);
                 changed = restarted = 1;
                 break;
             }
             if (!S_ISDIR(st.st_mode))
-                return changed;
+                goto out;
             p = e;
         }
         if (!restarted)
-            return changed;
+            goto out;
     }
+    changed = -1;
     errno = ELOOP;
-    return -1;
+out:
+    free(prefix);
+    return changed;
 }
 
 /* getattr_once, retried once after resolving symlinks among the directory components. A
@@ -195,7 +213,7 @@ int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, i
             *state = LOOKED_FOUND;
             return 1;
         }
-        char abs[PATH_MAX];
+        char abs[VPATH_MAX];
         int trailing = vp->trailing_slash;
         if (link_target(vp, abs, sizeof abs) < 0)
             return -1;
@@ -227,7 +245,7 @@ int vfs_getattr(const struct vpath *vp0, int follow, struct stat *st)
             return -1;
         if (!follow || !S_ISLNK(st->st_mode))
             goto found;
-        char abs[PATH_MAX];
+        char abs[VPATH_MAX];
         if (link_target(&vp, abs, sizeof abs) < 0)
             return -1;
         if (!mount_match(abs, &vp)) {

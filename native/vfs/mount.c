@@ -342,15 +342,19 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
     char base[VPATH_MAX];
     struct vpath dv = { .mnt = v->mnt };
     snprintf(dv.path, sizeof dv.path, "%s", v->path);
-    vfs_fullpath(&dv, base, sizeof base);
+    if (vfs_fullpath(&dv, base, sizeof base) < 0)
+        return refuse_too_long(pathp);
     return resolve(base, pathp, vp);
 }
 
-void vfs_fullpath(const struct vpath *vp, char *out, size_t size)
+int vfs_fullpath(const struct vpath *vp, char *out, size_t size)
 {
     const struct mount *m = &ldp_mounts[vp->mnt];
-    if (strcmp(vp->path, "/") == 0)
-        snprintf(out, size, "%s", m->point);
-    else
-        snprintf(out, size, "%s%s", m->point, vp->path);
+    int n = strcmp(vp->path, "/") == 0 ? snprintf(out, size, "%s", m->point)
+                                       : snprintf(out, size, "%s%s", m->point, vp->path);
+    if (n < 0 || (size_t)n >= size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
 }
