@@ -74,3 +74,24 @@ def test_another_user_of_the_command_is_refused_without_allow_other(tmp_path):
     r = ldp(tmp_path, "-o", "allow_other", cmd=["sh", "-c", script])
     assert r.returncode == 0, r.stderr
     assert r.stdout == "root\nroot\n", r.stderr
+
+
+def test_another_users_reader_gets_a_page_cache_of_its_own_and_sees_changes(tmp_path):
+    """With allow_other, a read-only open by another user than the launcher's gets a page
+    cache of its own, not the shared one it could write into (docs/security.md): it reads
+    the file's data, and after the launcher's user rewrites the file (while a process of
+    that user holds the shared cache open), its next reads see the new data."""
+    for mark in needs_another_user:
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    m = tmp_path / "mnt"
+    os.chmod(tmp_path, 0o755)
+    nobody_cat = " ".join(as_nobody("cat", f"{m}/f"))
+    nobody_wc = " ".join(as_nobody("wc", "-c", f"{m}/f"))
+    holder = f"{sys.executable} -c 'import sys; f = open(\"{m}/f\"); f.read(); sys.stdin.readline()'"
+    script = (f"echo one > {m}/f; mkfifo {tmp_path}/hold; ({holder} < {tmp_path}/hold &); exec 3>{tmp_path}/hold; "
+              f"{nobody_cat}; cat {m}/f; echo second line >> {m}/f; {nobody_cat}; {nobody_wc}; "
+              f"printf 'x%.0s' $(seq 5000) > {m}/f; {nobody_wc}; echo >&3")
+    r = ldp(tmp_path, "-o", "allow_other", cmd=["sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"one\none\none\nsecond line\n16 {m}/f\n5000 {m}/f\n", r.stdout + r.stderr

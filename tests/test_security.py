@@ -354,13 +354,11 @@ def test_the_page_cache_of_a_file_one_may_not_open_is_refused(tmp):
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="native/server/page_caches.c, scache_open (called by dispatch.c do_op "
-                   "W_CACHE_OPEN): the cache's fd is always opened O_RDWR from /proc/self/fd, whatever the access "
-                   "mode of the caller's handle; uid 65534 with a read-only open of root's 0644 file writes its "
-                   "bytes into the shared cache and root's processes read them (the clients fill caches "
-                   "themselves, vfs/pagecache.c, so a read-only fd alone would not do: the fill needs a server "
-                   "side or a per-reader copy)")
 def test_a_reader_cannot_change_what_others_read_from_the_page_cache(tmp):
+    """uid 65534, allowed to read root's 0644 file, asks for its page cache with its
+    read-only handle and writes into what it gets: the server gives another user's reader
+    no shared cache (EPERM: its preload makes one of its own), and root's processes read
+    the file's own bytes before, during and after."""
     m = tmp / "mnt"
     reader = (f"{sys.executable} -c 'import sys; f = open(\"{m}/public\"); print(f.read(), end=\"\", flush=True); "
               f"sys.stdin.readline(); f.seek(0); print(f.read(), end=\"\", flush=True)'")

@@ -211,7 +211,10 @@ void do_op(struct client *cl)
     case W_CACHE_OPEN: {
         /* only for a caller that may open the file: its open's handle says so, or (a
          * truncate of a file others hold) an open for writing tried now as the caller */
-        r = rq->has_fh ? (handle_names(mnt, rq->fh, path) ? 0 : -ESTALE) : try_open_for_writing(mnt, path);
+        int hflags = O_WRONLY;
+        r = rq->has_fh ? (handle_names(mnt, rq->fh, path, &hflags) ? 0 : -ESTALE) : try_open_for_writing(mnt, path);
+        if (r == 0 && !peer_may_share_cache(cl->as_uid, hflags))
+            r = -EPERM;     /* the client makes a cache of its own */
         int fresh;
         uint64_t id;
         if (r == 0 && (r = scache_open(mnt, path, (off_t)rq->a, fhp, &fresh, &id)) >= 0) {
@@ -393,7 +396,8 @@ void do_op(struct client *cl)
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
-        if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO))
+        if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO) &&
+            peer_may_share_cache(cl->as_uid, flags))
             pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, ans);
         char *lower;
         size_t ll;

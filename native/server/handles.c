@@ -240,7 +240,7 @@ void handle_quiesce(struct handle *h)
 }
 
 /* Does token name a live W_OPEN handle of (mnt, path)? */
-int handle_names(int mnt, uint64_t token, const char *path)
+int handle_names(int mnt, uint64_t token, const char *path, int *flags)
 {
     int yes = 0;
     pthread_mutex_lock(&handles_lock);
@@ -248,6 +248,8 @@ int handle_names(int mnt, uint64_t token, const char *path)
     while (h && h->token != token)
         h = h->hnext;
     yes = h && token != 0 && h->kind == W_OPEN && h->mnt == mnt && strcmp(h->path, path) == 0;
+    if (yes)
+        *flags = h->flags;
     pthread_mutex_unlock(&handles_lock);
     return yes;
 }

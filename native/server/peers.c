@@ -39,6 +39,11 @@ int peer_uid_allowed(uid_t uid)
     return uid == 0 && policy.allow_root;
 }
 
+int peer_may_share_cache(uid_t uid, int flags)
+{
+    return uid == policy.owner || uid == 0 || (flags & O_ACCMODE) != O_RDONLY;
+}
+
 static int env_flag(const char *name)
 {
     const char *e = getenv(name);

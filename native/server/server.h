@@ -65,6 +65,11 @@ struct peer_policy {
 };
 extern struct peer_policy policy;
 int peer_uid_allowed(uid_t uid);
+/* May a process running as uid, whose open of a file has access mode flags, get the
+ * file's shared page cache (writable: clients fill it themselves)? Not a reader of
+ * another user than the launcher's (-o allow_other): it would write what the others read.
+ * It gets a page cache of its own (vfs/pagecache.c). */
+int peer_may_share_cache(uid_t uid, int flags);
 
 struct uid_quota;
 
@@ -157,7 +162,7 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
 int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref, char *path_out);
 void handle_put(struct handle **ref);
 void handle_quiesce(struct handle *h);
-int handle_names(int mnt, uint64_t token, const char *path);
+int handle_names(int mnt, uint64_t token, const char *path, int *flags);
 struct handle *handle_take(int kind, int mnt, uint64_t token);
 void handle_free(struct handle *h);
 void handle_release(struct handle *h);
