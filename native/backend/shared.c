@@ -393,14 +393,29 @@ static int decision_open(int mnt, const char *path, int flags)
     return fd;      /* failed (gone, refused): the server says what it is now */
 }
 
+static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t token);
+
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
     uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
-    c.rq.b = op == W_OPEN ? want_lower() : b;
+    c.rq.b = op == W_OPEN ? want_lower() | (pcache_held(mnt, path) ? 0 : WANT_CACHE) : b;
     c.keep_on_exec = !((op == W_OPEN ? a : b) & O_CLOEXEC);
     int64_t r = xact(&c);
+    if (op == W_OPEN && r >= 0 && (r & OPEN_CACHE_BROUGHT)) {
+        /* a cached open: its page cache, for pcache_open to take */
+        struct wire_open_cache oc;
+        if (c.fd >= 0 && c.out_len == sizeof oc) {
+            memcpy(&oc, c.out_alloc, sizeof oc);
+            brought_keep(mnt, path, c.fd, oc.cache == 2, oc.cache_token);
+        } else if (c.fd >= 0) {
+            REAL(close)(c.fd);
+        }
+        c.fd = -1;
+        c.out_len = 0;
+        r &= ~(int64_t)OPEN_CACHE_BROUGHT;
+    }
     res->passthrough_fd = c.fd;
     res->fd_flags_set = 1;
     res->fh = c.fh;

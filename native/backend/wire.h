@@ -81,8 +81,18 @@ static inline const char *wire_op_name(unsigned op)
  * request, whose answer it cannot keep) */
 #define WANT_DIR_OK 1
 #define WANT_LOWER 2
-#define WANT_CACHE 4    /* W_CREATE_OPEN: the client holds no page cache of the file: a cached
-                           open brings the file's page cache with it (one round trip less) */
+#define WANT_CACHE 4    /* W_OPEN, W_CREATE_OPEN: the client holds no page cache of the file: a
+                           cached open brings the file's page cache with it (one round trip
+                           less) */
+/* W_OPEN's answer when it brought the page cache: the result has OPEN_CACHE_BROUGHT set
+ * (besides the OPEN_* flags, backend.h), the fd riding along is the cache, and the data is
+ * this. */
+#define OPEN_CACHE_BROUGHT (1u << 30)
+struct wire_open_cache {
+    int32_t cache;          /* 1: the file's page cache, 2: a new one */
+    int32_t unused;
+    uint64_t cache_token;
+};
 struct wire_create_open {
     int32_t outcome;        /* CO_* (backend.h) */
     int32_t cache;          /* WANT_CACHE answered: 1, the fd riding along is the file's page

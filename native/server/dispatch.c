@@ -78,7 +78,7 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
 /* A cached open's page cache, brought along with its answer (the client would ask for it
  * next): its fd, its token in ans; -1 if there is none (the client then asks). */
 static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st,
-                       struct wire_create_open *ans)
+                       int32_t *cache, uint64_t *cache_token)
 {
     int fresh;
     uint64_t id, token;
@@ -97,8 +97,8 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
     cl->added_cache = token;
     cl->added = file;
     cl->added_kind = file_kind;
-    ans->cache = fresh ? 2 : 1;
-    ans->cache_token = token;
+    *cache = fresh ? 2 : 1;
+    *cache_token = token;
     return fd;
 }
 
@@ -205,6 +205,17 @@ void do_op(struct client *cl)
             out_len = lower_name(pass_fd, (char **)&out);
         if (r >= 0)
             r = res.open_flags;     /* the result of a successful open: its OPEN_* flags */
+        if (r >= 0 && pass_fd < 0 && rq->op == W_OPEN && (rq->b & WANT_CACHE) &&
+            !(res.open_flags & OPEN_DIRECT_IO) && peer_may_share_cache(cl->as_uid, (int)rq->a)) {
+            /* a cached open: its page cache comes along (the client would ask for it next) */
+            _Static_assert(sizeof(struct wire_open_cache) <= sizeof cl->small, "fits the small answer");
+            struct wire_open_cache *oc = memset(small, 0, sizeof *oc);
+            if ((pass_fd = cache_along(cl, mnt, path, NULL, &oc->cache, &oc->cache_token)) >= 0) {
+                out = oc;
+                out_len = sizeof *oc;
+                r |= OPEN_CACHE_BROUGHT;
+            }
+        }
         break;
     }
     case W_WRITE: r = fs_ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, hfh); break;
@@ -398,7 +409,8 @@ void do_op(struct client *cl)
             r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
         if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO) &&
             peer_may_share_cache(cl->as_uid, flags))
-            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, ans);
+            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, &ans->cache,
+                                  &ans->cache_token);
         char *lower;
         size_t ll;
         if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&

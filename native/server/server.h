@@ -195,7 +195,6 @@ extern const struct core_api server_core;
 int scache_held(int mnt, const char *path);
 int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id);
 int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id);
-uint64_t scache_close(int mnt, const char *path);
 void scache_close_id(uint64_t id);
 void scache_renamed(int mnt, const char *from, const char *to);
 
