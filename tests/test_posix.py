@@ -228,8 +228,7 @@ def test_relative_paths_of_path_max_minus_one_bytes_work_from_a_deep_directory(w
     """pjdfstest's */03 files run from a deep directory: a relative name of PATH_MAX - 1
     bytes from a working directory 3,060 bytes deep in the mount works as natively (the
     FS sees a path of about 7,100 bytes; the loopback walks it below PATH_MAX)."""
-    if shutil.which("setfattr") is None:
-        pytest.skip("setfattr (Debian package attr) is not installed")
+    need("setfattr", "getfattr")
     native, _ = ws.compare_sh(DEEP_CWD_LONG_RELATIVE_PATH, fs=fs, mode=one_tree(fs))
     assert native.stdout == "3060\n4095\ndata\ndata\ndeep\ng\n0\n", native.stdout + native.stderr
 
