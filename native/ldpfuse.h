@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -65,10 +66,12 @@ extern int ldp_nmounts;
 /* The longest path resolved for a mount, and the deepest working directory in one. The
  * kernel limits the string a program passes to PATH_MAX, not the path it resolves to nor
  * the depth of a working directory (`mkdir -p` and `rm -r` chdir down one component at a
- * time): a relative path of PATH_MAX - 1 bytes from a working directory deeper than
- * PATH_MAX must still reach the FS whole. Past this, chdir and the lookup answer
- * ENAMETOOLONG; nothing is cut short. */
-#define VPATH_MAX (3 * PATH_MAX)        /* = WIRE_PATH_MAX (backend/wire.h) */
+ * time): a relative path of PATH_MAX - 1 bytes from a working directory in a mount must
+ * still reach the FS whole. Past this, chdir and the lookup answer ENAMETOOLONG; nothing
+ * is cut short. A vpath lives on the caller's stack, so no more than this: copy one with
+ * vpath_copy, and keep a second one (a link's target) in a frame of its own, so that a
+ * thread with a 48 KiB stack can still open a file of a mount. */
+#define VPATH_MAX (2 * PATH_MAX)        /* = WIRE_PATH_MAX (backend/wire.h) */
 
 /* A location inside a mount: the mount and the path the FS sees ("/" is its root). */
 struct vpath {
@@ -76,6 +79,21 @@ struct vpath {
     int trailing_slash;     /* the caller wrote "dir/": the object must be a directory */
     char path[VPATH_MAX];
 };
+
+/* A vpath is VPATH_MAX bytes: a struct copy or a designated initializer writes every one
+ * of them (12 KiB on each stat of a mount path). These copy and begin one by its path. */
+static inline void vpath_copy(struct vpath *to, const struct vpath *from)
+{
+    to->mnt = from->mnt;
+    to->trailing_slash = from->trailing_slash;
+    memcpy(to->path, from->path, strlen(from->path) + 1);
+}
+static inline void vpath_begin(struct vpath *vp, int mnt)
+{
+    vp->mnt = mnt;
+    vp->trailing_slash = 0;
+    vp->path[0] = '\0';
+}
 
 /* Is (dirfd, *path) inside a mount? Fills vp and returns 1 if so. Costs a few ns and
  * touches nothing when it is not (no syscall, no lock, no allocation).
@@ -176,6 +194,9 @@ int vfs_resolve_parents(struct vpath *vp);  /* symlinks among the directories: 1
 void vfs_keep_attr(const struct vpath *vp, struct stat *st, uint64_t stamp);     /* a lookup made elsewhere */
 int vfs_fgetattr(int fd, struct vfile *v, struct stat *st);
 int vfs_open(const struct vpath *vp, int flags, mode_t mode);
+/* The same on the caller's own vpath, which it changes (links followed): one path buffer
+ * less on the stack of open() and openat(). */
+int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode);
 int vfs_close(int fd, struct vfile *v);
 int vfs_flush(int fd, struct vfile *v);
 void vfs_renamed(int mnt, const char *from, const char *to);

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY, need
+from conftest import LDP_MODE, LOOPBACK, MEMORY, build_program, need
 
 def one_tree(fs):
     """The mode for a script of several commands: the memory example keeps its tree in the
@@ -369,3 +369,24 @@ def test_size_beyond_the_memory_example_and_link_contents_beyond_path_max(ws):
         ws.ldp_run([sys.executable, ws.tmp / "s.py"], fs=MEMORY)
     assert native.stdout == "truncate EFBIG 0\nsymlink 4095 4095\nsymlink 4096 ENAMETOOLONG\n"
     assert ldp.stdout == native.stdout, ldp.stderr
+
+
+@pytest.fixture(scope="module")
+def small_stack(tmp_path_factory):
+    return build_program(tmp_path_factory, "small_stack", "-pthread")
+
+
+# The smallest thread stack each mode serves a program's calls from (docs/limitations.md):
+# the library's path buffers are on the caller's stack, and in the embedded mode the file
+# system's Python code runs on it too (a thread's first call starts it there).
+SMALL_STACK = {"shared": 48 * 1024, "embedded": 96 * 1024}
+
+
+@pytest.mark.parametrize("fs", [LOOPBACK, MEMORY], ids=["loopback", "memory"])
+def test_a_thread_with_a_small_stack_uses_the_mount(ws, small_stack, fs):
+    """open, write, stat, rename, link, symlink and unlink from a thread whose stack is
+    48 KiB (shared mode) or 96 KiB (embedded), as natively. A vpath is 8 KiB and is copied
+    only where a link is followed; with 12 KiB ones copied whole, 64 KiB overflowed."""
+    size = SMALL_STACK[LDP_MODE]
+    native, _ = ws.compare(["sh", "-c", f'exec {small_stack} "$D" {size}'], fs=fs, check_tree=False)
+    assert native.stdout == f"stack {size}: ok\n"

@@ -128,8 +128,8 @@ struct wire_hello {
  * asks for more is answered with at most this much. */
 #define WIRE_XATTR_MAX 65536    /* XATTR_SIZE_MAX, XATTR_LIST_MAX */
 #define WIRE_NAME_MAX 255       /* NAME_MAX: one component of a path, an xattr's name */
-#define WIRE_PATH_MAX 12288     /* a mount path (VPATH_MAX, ldpfuse.h): a relative name of up to
-                                   PATH_MAX - 1 bytes from a deep working directory */
+#define WIRE_PATH_MAX 8192      /* a mount path (VPATH_MAX, ldpfuse.h): a relative name of up to
+                                   PATH_MAX - 1 bytes from a working directory in a mount */
 
 struct wire_req {
     uint32_t len;           /* bytes after this header */

@@ -25,7 +25,8 @@ int chdir(const char *path)
     }
     struct stat st;
     char out[PATH_MAX], full[VPATH_MAX];
-    struct vpath target = vp;
+    struct vpath target;
+    vpath_copy(&target, &vp);
     int f = vfs_follow(&target, out, sizeof out);
     if (f < 0)
         return -1;
@@ -62,7 +63,8 @@ int fchdir(int fd)
         errno = ENOTDIR;
         return -1;
     }
-    struct vpath vp = { .mnt = v->mnt };
+    struct vpath vp;
+    vpath_begin(&vp, v->mnt);
     char full[VPATH_MAX];
     snprintf(vp.path, sizeof vp.path, "%s", v->path);
     if (vfs_fullpath(&vp, full, sizeof full) < 0)

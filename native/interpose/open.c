@@ -27,7 +27,7 @@ static int openat_common(int dirfd, const char *path, int flags, mode_t mode, in
     }
     if ((flags & __O_TMPFILE) == __O_TMPFILE)
         return tmpfile_open(&vp, flags, mode);
-    return vfs_open(&vp, flags, mode);
+    return vfs_open_in_place(&vp, flags, mode);
 }
 
 int open(const char *path, int flags, ...)

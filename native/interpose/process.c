@@ -118,7 +118,8 @@ static void adopt_fds(void)
             int ok = (kind == VF_FILE && strncmp(target, "/memfd:ldpfuse:", 15) == 0) ||
                      ((kind == VF_DIR || kind == VF_PATH) && isdir) || kind == VF_WRITER;
             if (ok) {
-                struct vpath vp = { .mnt = mnt };
+                struct vpath vp;
+                vpath_begin(&vp, mnt);
                 size_t pl = rl - (size_t)off;
                 if (pl < sizeof vp.path) {
                     memcpy(vp.path, p + off, pl);

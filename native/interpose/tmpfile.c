@@ -76,7 +76,8 @@ int tmpfile_open(const struct vpath *dir, int flags, mode_t mode)
         return -1;
     }
     static unsigned counter;
-    struct vpath vp = *dir;
+    struct vpath vp;
+    vpath_copy(&vp, dir);
     vp.trailing_slash = 0;
     size_t len = strlen(dir->path);
     int fd = -1;

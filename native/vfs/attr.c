@@ -140,7 +140,8 @@ int vfs_resolve_parents(struct vpath *vp)
             prefix[pl] = '/';
             memcpy(prefix + pl + 1, p, (size_t)(e - p));
             prefix[pl + 1 + (e - p)] = '\0';
-            struct vpath pv = { .mnt = vp->mnt };
+            struct vpath pv;
+            vpath_begin(&pv, vp->mnt);
             memcpy(pv.path, prefix, strlen(prefix) + 1);
             struct stat st;
             if (getattr_once(&pv, &st, NULL) < 0)
@@ -174,12 +175,19 @@ out:
 /* getattr_once, retried once after resolving symlinks among the directory components. A
  * name found missing with no symlink above it is kept as missing (where the cache keeps
  * missing names, attrcache_put), so the next lookup of it asks nothing at all. */
+static int lookup_failed(struct vpath *vp, struct stat *st, int e, uint64_t asked);
+
 static int lookup(struct vpath *vp, struct stat *st)
 {
     uint64_t asked;
     if (getattr_once(vp, st, &asked) == 0)
         return 0;
-    int e = errno;
+    return lookup_failed(vp, st, errno, asked);
+}
+
+/* What lookup does after getattr_once failed with e. */
+static int lookup_failed(struct vpath *vp, struct stat *st, int e, uint64_t asked)
+{
     if (e == ENOENT && asked == 0)
         return -1;      /* known missing: its directories were walked when it was kept */
     if (e != ENOENT && e != ENOTDIR)
@@ -194,6 +202,23 @@ static int lookup(struct vpath *vp, struct stat *st)
         return -1;
     }
     return getattr_once(vp, st, NULL);
+}
+
+/* vp names a symlink: vp becomes its target where that is in a mount (1); otherwise the
+ * target's absolute path (with the trailing slash the caller wrote) goes to out (0); -1
+ * and errno. Its VPATH_MAX buffer is on the stack only while a link is followed. */
+__attribute__((noinline)) static int link_step(struct vpath *vp, char *out, size_t size, int trailing)
+{
+    char abs[VPATH_MAX];
+    if (link_target(vp, abs, sizeof abs) < 0)
+        return -1;
+    if (mount_match(abs, vp))
+        return 1;
+    if (snprintf(out, size, "%s%s", abs, trailing ? "/" : "") >= (int)size) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
 }
 
 int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, int *state)
@@ -213,14 +238,10 @@ int vfs_follow_stat(struct vpath *vp, char *out, size_t size, struct stat *st, i
             *state = LOOKED_FOUND;
             return 1;
         }
-        char abs[VPATH_MAX];
         int trailing = vp->trailing_slash;
-        if (link_target(vp, abs, sizeof abs) < 0)
-            return -1;
-        if (!mount_match(abs, vp)) {
-            snprintf(out, size, "%s%s", abs, trailing ? "/" : "");
-            return 0;
-        }
+        int r = link_step(vp, out, size, trailing);
+        if (r <= 0)
+            return r;
         vp->trailing_slash = trailing;
     }
     errno = ELOOP;
@@ -235,21 +256,27 @@ int vfs_follow(struct vpath *vp, char *out, size_t size)
 
 /* getattr, following symlinks if asked. If the target leaves every mount, the real stat
  * answers. */
-int vfs_getattr(const struct vpath *vp0, int follow, struct stat *st)
+/* vfs_getattr past its first lookup of vp0, which failed (e: its errno) or found a
+ * symlink to follow (e == 0): on a copy of vp0, in a frame of its own (a thread's first
+ * call in the embedded mode starts Python on top of this chain). */
+__attribute__((noinline)) static int getattr_further(const struct vpath *vp0, int follow, struct stat *st, int e,
+                                                     uint64_t asked)
 {
-    struct vpath vp = *vp0;
-    if (vp.trailing_slash)
-        follow = 1;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
+    if (e != 0 && lookup_failed(&vp, st, e, asked) < 0)
+        return -1;
     for (int i = 0; i < SYMLOOP_MAX; i++) {
-        if (lookup(&vp, st) < 0)
+        if (i > 0 && lookup(&vp, st) < 0)
             return -1;
         if (!follow || !S_ISLNK(st->st_mode))
             goto found;
-        char abs[VPATH_MAX];
-        if (link_target(&vp, abs, sizeof abs) < 0)
+        char out[PATH_MAX];     /* the kernel takes no longer path */
+        int r = link_step(&vp, out, sizeof out, 0);
+        if (r < 0)
             return -1;
-        if (!mount_match(abs, &vp)) {
-            if (REAL(stat)(abs, st) < 0)
+        if (r == 0) {
+            if (REAL(stat)(out, st) < 0)
                 return -1;
             if (vp0->trailing_slash && !S_ISDIR(st->st_mode)) {
                 errno = ENOTDIR;
@@ -269,6 +296,24 @@ found:
     return 0;
 }
 
+int vfs_getattr(const struct vpath *vp0, int follow, struct stat *st)
+{
+    if (vp0->trailing_slash)
+        follow = 1;
+    /* the common case: found at once, and not a link to follow (no copy of vp0) */
+    uint64_t asked;
+    if (getattr_once(vp0, st, &asked) < 0)
+        return getattr_further(vp0, follow, st, errno, asked);
+    if (follow && S_ISLNK(st->st_mode))
+        return getattr_further(vp0, follow, st, 0, 0);
+    if (vp0->trailing_slash && !S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    vfs_patch_open_size(vp0, st);
+    return 0;
+}
+
 int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
 {
     struct backend_ops *be = backend_get();
@@ -276,7 +321,8 @@ int vfs_fgetattr(int fd, struct vfile *v, struct stat *st)
         errno = EIO;
         return -1;
     }
-    struct vpath vp = { .mnt = v->mnt };
+    struct vpath vp;
+    vpath_begin(&vp, v->mnt);
     snprintf(vp.path, sizeof vp.path, "%s", v->path);
     /* what this process knows of the name, while no process has changed it (the open's
      * own lookup, most often): as the kernel answers fstat from the inode's attributes

@@ -273,6 +273,15 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
 /* open() of a name the attribute cache knows nothing about: the lookup and the open (or,
  * O_CREAT, the create) in one backend call (backend.h create_open), what the lookup found
  * kept as a lookup's answer. Returns the fd or -1 with errno, or -2: look up as usual. */
+/* Does a symlink among vp's directories change where it leads? (a copy of vp: its own
+ * frame, on the stack only when asked) */
+__attribute__((noinline)) static int parents_have_links(const struct vpath *vp)
+{
+    struct vpath up;
+    vpath_copy(&up, vp);
+    return vfs_resolve_parents(&up) != 0;
+}
+
 static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
 {
     struct backend_ops *be = backend_get();
@@ -280,13 +289,17 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     if (be->create_open == NULL || (flags & (O_PATH | O_DIRECTORY)) || vp->trailing_slash ||
         attrcache_get(vp->mnt, vp->path, &st) != 0 || vpath_name_too_long(vp->path))
         return -2;
-    /* the directory as the cache knows it: a directory, or let the server look */
-    struct vpath dir = { .mnt = vp->mnt };
+    /* the directory as the cache knows it: a directory, or let the server look (the cache
+     * keeps no name as long as a path buffer) */
+    char dir[256];
     const char *slash = strrchr(vp->path, '/');
     size_t dl = slash && slash != vp->path ? (size_t)(slash - vp->path) : 1;
-    memcpy(dir.path, vp->path, dl);
-    dir.path[dl] = '\0';
-    int parent_is_dir = attrcache_get(dir.mnt, dir.path, &st) > 0 && S_ISDIR(st.st_mode);
+    int parent_is_dir = 0;
+    if (dl < sizeof dir) {
+        memcpy(dir, vp->path, dl);
+        dir[dl] = '\0';
+        parent_is_dir = attrcache_get(vp->mnt, dir, &st) > 0 && S_ISDIR(st.st_mode);
+    }
     struct open_result res = { .passthrough_fd = -1 };
     int outcome;
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
@@ -306,8 +319,7 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     if (outcome == CO_MISSING) {
         /* kept as missing where a lookup would keep it: no symlink among its directories
          * (a name reached through one is not told of by its own name) */
-        struct vpath up = *vp;
-        if (vfs_resolve_parents(&up) != 0)
+        if (parents_have_links(vp))
             return -2;
         attrcache_put(vp->mnt, vp->path, NULL, stamp);
         errno = ENOENT;
@@ -330,13 +342,19 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
 
 int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
 {
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
+    return vfs_open_in_place(&vp, flags, mode);
+}
+
+int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
+{
     struct backend_ops *be = backend_get();
     if (be == NULL) {
         errno = EIO;
         return -1;
     }
-    struct vpath vp = *vp0;
-    int fd = lookup_open(&vp, flags, mode);
+    int fd = lookup_open(vp, flags, mode);
     if (fd != -2)
         return fd;
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
@@ -344,7 +362,7 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
     int looked = LOOKED_UNKNOWN;
     if (!(flags & O_NOFOLLOW) && !excl) {
         char out[PATH_MAX];
-        int r = vfs_follow_stat(&vp, out, sizeof out, &st, &looked);
+        int r = vfs_follow_stat(vp, out, sizeof out, &st, &looked);
         if (r < 0)
             return -1;
         if (r == 0)
@@ -352,15 +370,15 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
     }
     int exists;
     if (looked == LOOKED_FOUND) {
-        exists = !vp.trailing_slash || S_ISDIR(st.st_mode) || (errno = ENOTDIR, 0);
+        exists = !vp->trailing_slash || S_ISDIR(st.st_mode) || (errno = ENOTDIR, 0);
         if (!exists)
             return -1;
-        vfs_patch_open_size(&vp, &st);
+        vfs_patch_open_size(vp, &st);
     } else if (looked == LOOKED_MISSING) {
         exists = 0;
         errno = ENOENT;
     } else {
-        exists = vfs_getattr(&vp, 0, &st) == 0;
+        exists = vfs_getattr(vp, 0, &st) == 0;
         if (!exists && errno != ENOENT)
             return -1;
     }
@@ -380,25 +398,25 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
                 errno = EISDIR;
                 return -1;
             }
-            return open_dir(&vp, flags);
+            return open_dir(vp, flags);
         }
-        if ((flags & O_DIRECTORY) || vp.trailing_slash) {
+        if ((flags & O_DIRECTORY) || vp->trailing_slash) {
             errno = ENOTDIR;
             return -1;
         }
         if (flags & O_PATH) {
             int fd = placeholder_fd(flags);
-            struct vfile *v = fd >= 0 ? vfile_new(VF_PATH, &vp, flags, 0, 0) : NULL;
+            struct vfile *v = fd >= 0 ? vfile_new(VF_PATH, vp, flags, 0, 0) : NULL;
             if (v)
                 fdtable_set(fd, v);
             return fd;
         }
         if (be->open_special && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-            r = be->open_special(vp.mnt, vp.path, &st, flags & ~(O_CREAT | O_EXCL));
+            r = be->open_special(vp->mnt, vp->path, &st, flags & ~(O_CREAT | O_EXCL));
             return r < 0 ? be_errno(r) : r;
         }
         guard_enter();
-        r = be->open(vp.mnt, vp.path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
+        r = be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
         guard_leave();
         if (r == -ENOENT && (flags & O_CREAT)) {
             /* another process removed it since we looked (sqlite's journal): O_CREAT
@@ -406,7 +424,7 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
             attrcache_invalidate();
             exists = 0;
             guard_enter();
-            r = be->create(vp.mnt, vp.path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
+            r = be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
             guard_leave();
         }
         if (r < 0)
@@ -416,17 +434,17 @@ int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
             errno = ENOENT;
             return -1;
         }
-        if (vp.trailing_slash || (flags & O_DIRECTORY)) {
+        if (vp->trailing_slash || (flags & O_DIRECTORY)) {
             errno = EISDIR;
             return -1;
         }
         guard_enter();
-        r = be->create(vp.mnt, vp.path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
+        r = be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
         guard_leave();
         if (r < 0)
             return be_errno(r);
     }
-    return open_made(&vp, flags, exists, &st, &res);
+    return open_made(vp, flags, exists, &st, &res);
 }
 
 /* What close() of one duplicate does: flush (the data is already in the FS, but for stores

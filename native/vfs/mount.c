@@ -110,6 +110,7 @@ static int has_dotdot(const char *p)
  * normalisation would not notice. For a path that touches a mount, check each component
  * before a "..": if one fails, point *pathp at it (with a '/') so the real call fails with
  * the kernel's own errno. Returns 0 then, 1 when every such component is a directory. */
+__attribute__((noinline))     /* its buffers on the stack only for a path with ".." */
 static int check_dotdot(const char *base, const char **pathp, struct vpath *vp, char *prefix)
 {
     const char *rel = *pathp;
@@ -340,9 +341,9 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
     if (v->kind != VF_DIR)
         return 0;
     char base[VPATH_MAX];
-    struct vpath dv = { .mnt = v->mnt };
-    snprintf(dv.path, sizeof dv.path, "%s", v->path);
-    if (vfs_fullpath(&dv, base, sizeof base) < 0)
+    const struct mount *m = &ldp_mounts[v->mnt];
+    int n = snprintf(base, sizeof base, "%s%s", m->point, strcmp(v->path, "/") == 0 ? "" : v->path);
+    if (n < 0 || (size_t)n >= sizeof base)
         return refuse_too_long(pathp);
     return resolve(base, pathp, vp);
 }

@@ -44,7 +44,8 @@ static int follow(struct vpath *vp, int follow_links, char *out, size_t size)
 
 int vfs_access(const struct vpath *vp0, int mode, int flags)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, !(flags & AT_SYMLINK_NOFOLLOW), out, sizeof out);
     if (r < 0)
@@ -95,7 +96,8 @@ int vfs_mkdir(const struct vpath *vp0, mode_t mode)
 {
     if (!new_name_ok(vp0))
         return -1;
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     return be_errno(BE_NAME(&vp, mkdir(vp.mnt, vp.path, S_IFDIR | (mode & 07777 & ~ldp_umask))));
 }
 
@@ -106,7 +108,8 @@ int vfs_mknod(const struct vpath *vp0, mode_t mode, dev_t dev)
     mode_t type = mode & S_IFMT;
     if (type == 0)
         type = S_IFREG;
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     return be_errno(BE_NAME(&vp, mknod(vp.mnt, vp.path, type | (mode & 07777 & ~ldp_umask), dev)));
 }
 
@@ -116,13 +119,15 @@ int vfs_rmdir(const struct vpath *vp)
         errno = EBUSY;
         return -1;
     }
-    struct vpath v = *vp;
+    struct vpath v;
+    vpath_copy(&v, vp);
     return be_errno(BE_NAME(&v, rmdir(v.mnt, v.path)));
 }
 
 int vfs_unlink(const struct vpath *vp0)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     int r = be_errno(BE_NAME(&vp, unlink(vp.mnt, vp.path)));
     if (r == 0)
         vfs_unlinked(vp.mnt, vp.path);
@@ -152,7 +157,9 @@ int vfs_rename(const struct vpath *from, const struct vpath *to, unsigned flags)
         errno = EBUSY;
         return -1;
     }
-    struct vpath f = *from, t = *to;
+    struct vpath f, t;
+    vpath_copy(&f, from);
+    vpath_copy(&t, to);
     ssize_t rr = BE(rename(f.mnt, f.path, t.path));
     int again = retry_in_real_parents(&f, &t, rr);
     if (again < 0)
@@ -173,7 +180,9 @@ int vfs_link(const struct vpath *from, const struct vpath *to)
     }
     if (!new_name_ok(to))
         return -1;
-    struct vpath f = *from, t = *to;
+    struct vpath f, t;
+    vpath_copy(&f, from);
+    vpath_copy(&t, to);
     ssize_t r = BE(link(t.mnt, t.path, f.path));
     int again = retry_in_real_parents(&f, &t, r);
     if (again < 0)
@@ -187,7 +196,8 @@ int vfs_symlink(const char *target, const struct vpath *vp0)
 {
     if (!new_name_ok(vp0))
         return -1;
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     return be_errno(BE_NAME(&vp, symlink(vp.mnt, vp.path, target)));
 }
 
@@ -198,7 +208,8 @@ ssize_t vfs_readlink(const struct vpath *vp, char *buf, size_t size)
 
 int vfs_chmod(const struct vpath *vp0, mode_t mode, int follow_links)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
@@ -211,7 +222,8 @@ int vfs_chmod(const struct vpath *vp0, mode_t mode, int follow_links)
 
 int vfs_chown(const struct vpath *vp0, uid_t uid, gid_t gid, int follow_links)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
@@ -221,7 +233,8 @@ int vfs_chown(const struct vpath *vp0, uid_t uid, gid_t gid, int follow_links)
 
 int vfs_truncate(const struct vpath *vp0, off_t len)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, 1, out, sizeof out);
     if (r <= 0)
@@ -244,7 +257,8 @@ int vfs_truncate(const struct vpath *vp0, off_t len)
 
 int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow_links)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
@@ -318,7 +332,8 @@ ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_
 {
     if (xattr_name_refused(name))
         return -1;
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
@@ -336,7 +351,8 @@ int vfs_setxattr(const struct vpath *vp0, const char *name, const void *val, siz
         errno = E2BIG;
         return -1;
     }
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
@@ -346,7 +362,8 @@ int vfs_setxattr(const struct vpath *vp0, const char *name, const void *val, siz
 
 ssize_t vfs_listxattr(const struct vpath *vp0, char *list, size_t size, int follow_links)
 {
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
@@ -358,7 +375,8 @@ int vfs_removexattr(const struct vpath *vp0, const char *name, int follow_links)
 {
     if (xattr_name_refused(name))
         return -1;
-    struct vpath vp = *vp0;
+    struct vpath vp;
+    vpath_copy(&vp, vp0);
     char out[PATH_MAX];
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
