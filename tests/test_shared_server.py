@@ -147,11 +147,16 @@ def test_a_dead_clients_handles_are_released(tmp_path):
     kept past their last close, one per file, are turned off here: tests/test_cache_keep.py)."""
     m = tmp_path / "mnt"
     r = ldp(tmp_path, probe("Slow"), mode="shared", env_extra={"LDPFUSE_CACHE_KEEP_MB": "0"}, cmd=["sh", "-c", f"""
-        ls /proc/$PPID/fd | wc -l
+        before=$(ls /proc/$PPID/fd | wc -l)
+        echo $before
         for i in $(seq 30); do
             sh -c 'exec 3< {m}/fast; exec 4< {m}/handles-$0; kill -9 $$' $i
         done
-        sleep 0.5
+        # the server hears of each death on its own time: wait for it (10 s at most)
+        for t in $(seq 100); do
+            [ $(ls /proc/$PPID/fd | wc -l) -le $((before + 2)) ] && [ "$(cat {m}/handles-last)" = 1 ] && break
+            sleep 0.1
+        done
         cat {m}/handles-last
         ls /proc/$PPID/fd | wc -l
     """])

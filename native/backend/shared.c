@@ -570,13 +570,17 @@ static ssize_t sh_read(int mnt, const char *path, char *buf, size_t size, off_t 
     return (ssize_t)done;
 }
 
-static ssize_t sh_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
+/* W_WRITE at off, or (at != NULL) W_APPEND, whose first piece's answer tells where the
+ * end was (*at): in region-sized pieces; a short piece ends it, as the FS said. */
+static ssize_t write_pieces(int op, int mnt, const char *path, const char *buf, size_t size, off_t off,
+                            uint64_t fh, off_t *at)
 {
     size_t done = 0;
     do {
         size_t n = size - done < SH_PIECE ? size - done : SH_PIECE;
-        CALL(W_WRITE, mnt, path);
-        c.rq.b = off + (off_t)done;
+        CALL(op, mnt, path);
+        if (op == W_WRITE)
+            c.rq.b = off + (off_t)done;
         c.rq.has_fh = 1;
         c.rq.fh = fh;
         c.data = buf + done;
@@ -584,33 +588,21 @@ static ssize_t sh_write(int mnt, const char *path, const char *buf, size_t size,
         int64_t r = xact(&c);
         if (r < 0)
             return done ? (ssize_t)done : (ssize_t)r;
-        done += (size_t)r < n ? (size_t)r : n;
-        if ((size_t)r < n)
-            break;
-    } while (done < size);
-    return (ssize_t)done;
-}
-
-static ssize_t sh_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
-{
-    size_t done = 0;
-    do {
-        size_t n = size - done < SH_PIECE ? size - done : SH_PIECE;
-        CALL(W_APPEND, mnt, path);
-        c.rq.has_fh = 1;
-        c.rq.fh = fh;
-        c.data = buf + done;
-        c.data_len = n;
-        int64_t r = xact(&c);
-        if (r < 0)
-            return done ? (ssize_t)done : (ssize_t)r;
-        if (done == 0)
+        if (at && done == 0)
             *at = (off_t)c.fh;
         done += (size_t)r < n ? (size_t)r : n;
         if ((size_t)r < n)
             break;
     } while (done < size);
     return (ssize_t)done;
+}
+static ssize_t sh_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
+{
+    return write_pieces(W_WRITE, mnt, path, buf, size, off, fh, NULL);
+}
+static ssize_t sh_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
+{
+    return write_pieces(W_APPEND, mnt, path, buf, size, 0, fh, at);
 }
 
 static int sh_statfs(int mnt, const char *path, struct statvfs *sv)
