@@ -288,6 +288,10 @@ void attrcache_changed(void);       /* this process changed something through th
 void attrcache_fork(int phase);
 extern int ldp_writers;
 
+/* ---- inotify watches on mount paths (vfs/notify.c) */
+void notify_fork_child(void);
+void notify_quiesce(void);
+
 /* ---- stat conversions (vfs/statconv.c) */
 void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx);
 void statvfs_to_statfs(const struct statvfs *sv, struct statfs *sf);

@@ -259,3 +259,4 @@ REAL_SYM(dlopen, void *, (const char *, int))
 REAL_SYM(dlmopen, void *, (long, const char *, int))
 /* inotify watches on mount paths (native/interpose/notify.c) */
 REAL_SYM(inotify_add_watch, int, (int, const char *, uint32_t))
+REAL_SYM(inotify_rm_watch, int, (int, int))

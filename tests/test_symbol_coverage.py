@@ -81,7 +81,7 @@ NOT_NEEDED = {
                          "from the kernel for the placeholder)",
     "open_by_handle_at": "as name_to_handle_at",
     "inotify_init": "makes an inotify fd; inotify_add_watch is wrapped",
-    "inotify_init1": "as inotify_init", "inotify_rm_watch": "acts on the inotify fd",
+    "inotify_init1": "as inotify_init",
     "fanotify_init": "root only", "fanotify_mark": "root only",
     "mount_setattr": "root only: the kernel's mount API", "open_tree": "root only: the kernel's mount API",
     "swapoff": "root only", "create_module": "obsolete kernel module call (ENOSYS)",

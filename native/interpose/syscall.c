@@ -126,6 +126,7 @@ long syscall(long nr, ...)
     ROW(SYS_getcwd, getcwd_call(V(0), (size_t)a1))
     ROW(SYS_execve, execve(P(0), V(1), V(2)))
     ROW(SYS_inotify_add_watch, inotify_add_watch(I(0), P(1), (uint32_t)a2))
+    ROW(SYS_inotify_rm_watch, inotify_rm_watch(I(0), I(1)))
     /* fds that may be virtual: a cached file fills its pages, a close releases it */
     ROW(SYS_close, close(I(0)))
     ROW(SYS_close_range, close_range((unsigned)a0, (unsigned)a1, I(2)))
