@@ -47,9 +47,6 @@ NOT_NEEDED = {
         "__open_catalog", "__mktemp")},
     # work on the kernel fd as it is: for a cached file the memfd every process of the
     # mount shares, for a passthrough file the lower file
-    "flock": "locks the fd's file: the cache's memfd, which every opener shares (docs/cache.md)",
-    "lockf": "byte-range locks on the memfd, shared by every opener (tests/test_locks.py)",
-    "lockf64": "as lockf",
     "posix_fadvise": "advice only; the kernel applies it to the memfd or the lower file",
     "posix_fadvise64": "as posix_fadvise",
     "readahead": "advice only: the kernel reads ahead in the memfd, the cache fills at read()",

@@ -52,6 +52,7 @@ void vfile_unref(struct vfile *v)
     }
     if (v->pc)
         pcache_unref(v->pc);
+    vfs_lock_release(v);
     pthread_mutex_lock(&names_lock);
     pthread_mutex_unlock(&names_lock);
     free(v->path);
@@ -456,6 +457,7 @@ int vfs_close(int fd, struct vfile *v)
     int ret = vfs_flush(fd, v);
     int e = errno;
     fdtable_take(fd);
+    vfs_lock_closed(v);     /* POSIX: any close of the file lets go of the process's locks */
     REAL(close)(fd);
     vfile_unref(v);
     errno = e;
