@@ -142,6 +142,8 @@ struct vfile {
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
     int lock_fd1;           /* VF_FILE: 1 + the fd of its locks' stand-in (vfs/locks.c), 0: none */
+    int class_locked;       /* the class's lock took a record lock through it: F_UNLCK at close */
+    int class_flocked;      /* the class's flock holds one: LOCK_UN at the last close */
 };
 struct vfile *fdtable_get(int fd);
 void fdtable_set(int fd, struct vfile *v);
@@ -293,8 +295,9 @@ extern int ldp_writers;
 int vfs_lock_standin_needed(const struct vfile *v);
 int vfs_lock_fd(struct vfile *v);
 int vfs_lock_fcntl(int fd, struct vfile *v, int cmd, struct flock *arg);
-int vfs_lock_flock(struct vfile *v, int op);
+int vfs_lock_flock(int fd, struct vfile *v, int op);
 void vfs_lock_closed(struct vfile *v);
+void vfs_lock_last_close(struct vfile *v);
 void vfs_lock_release(struct vfile *v);
 
 /* ---- inotify watches on mount paths (vfs/notify.c) */

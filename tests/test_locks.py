@@ -8,7 +8,9 @@ Each program runs natively and under ldpfuse with a short limit: a hang fails.""
 
 import pytest
 
-from conftest import LDP_MODE, LOOPBACK, MEMORY, need
+import sys
+
+from conftest import FS_FIXTURES, LDP_MODE, LOOPBACK, MEMORY, need
 
 HANG_LIMIT = 30
 
@@ -187,3 +189,75 @@ wait
 def test_flock_1_waits_for_another_flock_1(ws, fs, options):
     need("flock")
     ws.compare_sh(FLOCK1, fs=fs, options=options, timeout=HANG_LIMIT, check_tree=False)
+
+
+# A class with fusepy's lock and mfusepy's flock is offered every lock (as kernel FUSE offers
+# them to a file system that takes them), after the command's own lock is held: it sees the
+# calls, its refusal is the caller's error, its F_GETLK answer is the caller's, and a
+# blocking request it refuses waits until a signal's handler ends it (EINTR).
+CLASS_LOCKS = r'''
+import fcntl, os, signal, struct, sys
+D = os.environ["D"]
+for name in ("plain", "x.denied", "y.remote"):
+    with open(f"{D}/{name}", "w") as f:
+        f.write("data\n")
+fd = os.open(f"{D}/plain", os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX, 10, 0)
+fcntl.lockf(fd, fcntl.LOCK_UN, 10, 0)
+fcntl.flock(fd, fcntl.LOCK_SH)
+os.close(fd)
+fd = os.open(f"{D}/x.denied", os.O_RDWR)
+for what, call in (("lockf", lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)),
+                   ("flock", lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))):
+    try:
+        call()
+        print(what, "taken")
+    except OSError as e:
+        print(what, "refused by the class:", os.strerror(e.errno))
+class Woken(Exception):
+    pass
+def woken(*a):
+    raise Woken()
+signal.signal(signal.SIGALRM, woken)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+    print("the blocking lockf returned")
+except Woken:
+    print("the blocking lockf waited until the signal")
+fcntl.lockf(fd, fcntl.LOCK_SH)
+print("a read lock is taken")
+os.close(fd)
+fd = os.open(f"{D}/y.remote", os.O_RDWR)
+res = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)))
+print("F_GETLK: write-locked", res[0] == fcntl.F_WRLCK, "by", res[4])
+os.close(fd)
+'''
+
+
+def test_a_class_with_lock_and_flock_sees_and_decides_the_calls(ws):
+    log = ws.tmp / "locks.log"
+    r = ws.ldp_run([sys.executable, ws.write_script("class_locks.py", CLASS_LOCKS)],
+                   fs=f"{FS_FIXTURES}/locking.py:Locking", fs_args=[log], timeout=HANG_LIMIT)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == ("lockf refused by the class: Resource temporarily unavailable\n"
+                        "flock refused by the class: Resource temporarily unavailable\n"
+                        "the blocking lockf waited until the signal\n"
+                        "a read lock is taken\n"
+                        "F_GETLK: write-locked True by 4242\n"), r.describe()
+    calls = log.read_text().splitlines()
+    assert calls[:9] == [
+        "lock /plain F_SETLK WRLCK start=0 len=10 pid=set",
+        "lock /plain F_SETLK UNLCK start=0 len=10 pid=set",
+        "flock /plain LOCK_SH|LOCK_NB",
+        "lock /plain F_SETLK UNLCK start=0 len=0 pid=set",    # the close (libfuse's flush)
+        "flock /plain LOCK_UN",                               # the last close (release)
+        "lock /x.denied F_SETLK WRLCK start=0 len=0 pid=set",
+        "flock /x.denied LOCK_EX|LOCK_NB",
+        "lock /x.denied F_SETLK WRLCK start=0 len=0 pid=set",  # the blocking one, asked again
+        "lock /x.denied F_SETLK WRLCK start=0 len=0 pid=set",
+    ], calls
+    rest = [c for c in calls[9:] if c != "lock /x.denied F_SETLK WRLCK start=0 len=0 pid=set"]
+    assert rest == ["lock /x.denied F_SETLK RDLCK start=0 len=0 pid=set",
+                    "lock /x.denied F_SETLK UNLCK start=0 len=0 pid=set",
+                    "lock /y.remote F_GETLK WRLCK start=0 len=0 pid=set"], calls

@@ -88,7 +88,7 @@ static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
         return track_dup(fd, real(fd, cmd, arg));
     if (UNLIKELY(is_lock_cmd(cmd)) && arg != NULL) {
         struct vfile *v = vfd(fd);
-        if (v && vfs_lock_standin_needed(v))
+        if (v && v->kind == VF_FILE)
             return vfs_lock_fcntl(fd, v, cmd, arg);     /* vfs/locks.c */
     }
     return real(fd, cmd, arg);

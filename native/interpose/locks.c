@@ -1,20 +1,20 @@
-/* flock and lockf on a file the FS serves where the kernel fd is no other process's (the
- * embedded mode's page caches, direct_io files): taken on the file's stand-in (vfs/locks.c).
- * Any other fd, one lookup in the fd table and the kernel's call. fcntl's lock commands go
- * the same way (fd.c). glibc's lockf calls its own fcntl, past the wrapper: it is wrapped
- * here, as F_SETLK(W)/F_GETLK from the fd's offset, as glibc does. */
+/* flock and lockf on a file the FS serves (vfs/locks.c: the kernel's lock on the file every
+ * process shares, or on its stand-in, and the class's lock or flock if it has one). Any
+ * other fd, one lookup in the fd table and the kernel's call. fcntl's lock commands go the
+ * same way (fd.c). glibc's lockf calls its own fcntl, past the wrapper: it is wrapped here,
+ * as F_SETLK(W)/F_GETLK from the fd's offset, as glibc does. */
 #include "../ldpfuse.h"
 #include <sys/file.h>
 
 int flock(int fd, int op)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL) || !vfs_lock_standin_needed(v))
+    if (LIKELY(v == NULL) || v->kind != VF_FILE)
         return REAL(flock)(fd, op);
-    return vfs_lock_flock(v, op);
+    return vfs_lock_flock(fd, v, op);
 }
 
-static int lockf_standin(int fd, struct vfile *v, int cmd, off64_t len)
+static int lockf_file(int fd, struct vfile *v, int cmd, off64_t len)
 {
     struct flock fl = { .l_whence = SEEK_CUR, .l_start = 0, .l_len = len };
     switch (cmd) {
@@ -43,15 +43,15 @@ static int lockf_standin(int fd, struct vfile *v, int cmd, off64_t len)
 int lockf(int fd, int cmd, off_t len)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL) || !vfs_lock_standin_needed(v))
+    if (LIKELY(v == NULL) || v->kind != VF_FILE)
         return REAL(lockf)(fd, cmd, len);
-    return lockf_standin(fd, v, cmd, len);
+    return lockf_file(fd, v, cmd, len);
 }
 
 int lockf64(int fd, int cmd, off64_t len)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL) || !vfs_lock_standin_needed(v))
+    if (LIKELY(v == NULL) || v->kind != VF_FILE)
         return REAL(lockf64)(fd, cmd, len);
-    return lockf_standin(fd, v, cmd, len);
+    return lockf_file(fd, v, cmd, len);
 }

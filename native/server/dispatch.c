@@ -437,6 +437,21 @@ void do_op(struct client *cl)
             out_len = size;
         break;
     }
+    case W_LOCK:
+        if (rq->b == 1) {
+            r = fs_ops->flock ? fs_ops->flock(mnt, path, hfh, (int)rq->a) : -ENOSYS;
+        } else {
+            /* checked (request.c); l_pid is the caller's as the kernel knows it */
+            struct flock *fl = (struct flock *)small;
+            memcpy(fl, data, sizeof *fl);
+            fl->l_pid = cl->pid;
+            r = fs_ops->lock ? fs_ops->lock(mnt, path, hfh, (int)rq->a, fl) : -ENOSYS;
+            if (r >= 0 && rq->a == F_GETLK) {
+                out = small;
+                out_len = sizeof *fl;
+            }
+        }
+        break;
     default: r = -ENOSYS;
     }
     uint64_t after = coh_changed(rq, changed_as, path, path2, r, before);

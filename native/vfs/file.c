@@ -42,6 +42,8 @@ void vfile_unref(struct vfile *v)
             attrcache_invalidate();
         __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     }
+    if (v->kind == VF_FILE)
+        vfs_lock_last_close(v);     /* the class's flock goes before its release */
     if (be && v->fh_valid == 1) {       /* 2: inherited through fork, the parent's */
         guard_enter();
         if (v->kind == VF_FILE)
