@@ -232,6 +232,16 @@ fd = os.open(f"{D}/y.remote", os.O_RDWR)
 res = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)))
 print("F_GETLK: write-locked", res[0] == fcntl.F_WRLCK, "by", res[4])
 os.close(fd)
+# a process killed while it holds locks through the class
+with open(f"{D}/dead", "w") as f:
+    f.write("data\n")
+pid = os.fork()
+if pid == 0:
+    fd = os.open(f"{D}/dead", os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.kill(os.getpid(), signal.SIGKILL)
+os.waitpid(pid, 0)
 '''
 
 
@@ -258,6 +268,11 @@ def test_a_class_with_lock_and_flock_sees_and_decides_the_calls(ws):
         "lock /x.denied F_SETLK WRLCK start=0 len=0 pid=set",
     ], calls
     rest = [c for c in calls[9:] if c != "lock /x.denied F_SETLK WRLCK start=0 len=0 pid=set"]
+    dead = ["lock /dead F_SETLK WRLCK start=0 len=0 pid=set", "flock /dead LOCK_EX|LOCK_NB"]
+    if LDP_MODE != "embedded":
+        # the server lets go of a dead process's locks, as the kernel does; in the embedded
+        # mode the class that held them died with the process
+        dead += ["lock /dead F_SETLK UNLCK start=0 len=0 pid=set", "flock /dead LOCK_UN"]
     assert rest == ["lock /x.denied F_SETLK RDLCK start=0 len=0 pid=set",
                     "lock /x.denied F_SETLK UNLCK start=0 len=0 pid=set",
-                    "lock /y.remote F_GETLK WRLCK start=0 len=0 pid=set"], calls
+                    "lock /y.remote F_GETLK WRLCK start=0 len=0 pid=set"] + dead, calls

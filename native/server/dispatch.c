@@ -6,6 +6,7 @@
  * caches, the FIFOs and the table every client maps (coherence.c).
  */
 #include "server.h"
+#include <sys/file.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -440,6 +441,8 @@ void do_op(struct client *cl)
     case W_LOCK:
         if (rq->b == 1) {
             r = fs_ops->flock ? fs_ops->flock(mnt, path, hfh, (int)rq->a) : -ENOSYS;
+            if (r >= 0 && rq->a != LOCK_UN && cl->href)
+                __atomic_or_fetch(&cl->href->locked, 2, __ATOMIC_ACQ_REL);
         } else {
             /* checked (request.c); l_pid is the caller's as the kernel knows it */
             struct flock *fl = (struct flock *)small;
@@ -449,6 +452,8 @@ void do_op(struct client *cl)
             if (r >= 0 && rq->a == F_GETLK) {
                 out = small;
                 out_len = sizeof *fl;
+            } else if (r >= 0 && fl->l_type != F_UNLCK && cl->href) {
+                __atomic_or_fetch(&cl->href->locked, 1, __ATOMIC_ACQ_REL);
             }
         }
         break;
