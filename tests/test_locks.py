@@ -123,9 +123,17 @@ def free(how):
     finally:
         os.close(fd)
 
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_flock = {"x86_64": 73, "aarch64": 32}[platform.machine()]
 for how in ("flock", "lockf"):
     p = holder(how)
     print(how, "while held:", free(how))
+    if how == "flock":      # syscall(SYS_flock) goes through the wrapper too
+        fd = os.open(f"{D}/f", os.O_RDWR)
+        r = libc.syscall(SYS_flock, fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("syscall(SYS_flock) while held:", r, os.strerror(ctypes.get_errno()) if r else "")
+        os.close(fd)
     tell(p, "close-dup")
     print(how, "after closing a dup:", free(how))
     tell(p, "close-other")

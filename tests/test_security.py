@@ -302,7 +302,8 @@ def test_a_handle_is_used_only_as_it_was_opened(tmp):
     # and the command are checked before the class is called (request.c)
     assert got["write-lock-through-readonly"] == "EBADF", r.stdout + r.stderr
     assert all(got[k] == "EINVAL" for k in ("lock-bad-type", "lock-negative-start", "lock-short-struct",
-                                            "lock-wait-command", "flock-bad-op")), r.stdout + r.stderr
+                                            "lock-wait-command", "flock-bad-op", "ioctl-size-mismatch")), \
+        r.stdout + r.stderr
     assert got["read-through-dir-handle"] == "EBADF"
     assert got["other-mount"] == "EINVAL"
 

@@ -128,6 +128,7 @@ static void close_span(unsigned first, unsigned last, int before)
             vfs_flush((int)fd, v);
         } else {
             fdtable_take((int)fd);
+            vfs_lock_closed(v);     /* POSIX: any close of the file lets go of its locks */
             vfile_unref(v);
         }
     }

@@ -424,6 +424,9 @@ def attack_own_handle(args):
     probe("lock-wait-command", lambda: errname(c.call(
         W_LOCK, mine, a=7, b=0, data=FLOCK.pack(F_RDLCK, 0, 0, 0, 0), fh=rw).result))
     probe("flock-bad-op", lambda: errname(c.call(W_LOCK, mine, a=64, b=1, fh=rw).result))
+    # ioctl: the data is the command's _IOC_SIZE bytes or none (M_IOWR: 4 bytes)
+    probe("ioctl-size-mismatch", lambda: errname(c.call(
+        W_IOCTL, mine, a=(3 << 30) | (4 << 16) | (ord("M") << 8) | 1, data=b"12345", fh=rw).result))
     d = c.call(W_OPENDIR, "/").fh
     probe("read-through-dir-handle", lambda: errname(c.call(W_READ, mine, a=10, b=0, fh=d).result))
     probe("other-mount", lambda: errname(c.call(W_READ, mine, a=10, b=0, fh=rw, mnt=1).result))
