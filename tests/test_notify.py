@@ -184,3 +184,26 @@ def test_inotify_add_watch_on_mount_paths_answers_as_the_kernel(ws):
                              "'log' ENOTDIR\n'log' EINVAL\n'log' EEXIST\n"
                              "syscall() the same watch True\nnot an inotify fd EINVAL\n"), native.describe()
     assert r.stdout == native.stdout, r.describe()
+
+
+# An event loop that put the inotify fd in its epoll set before adding a watch (sd-event's
+# order): the set must wake for the mount's events too.
+EPOLL_FIRST = r'''
+import ctypes, os, select, struct, subprocess
+D = os.environ["D"]
+open(f"{D}/log", "w").close()
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+ep = select.epoll()
+ep.register(fd, select.EPOLLIN)
+wd = libc.inotify_add_watch(fd, f"{D}/log".encode(), 0x2)
+subprocess.run(["sh", "-c", f"echo x >> '{D}/log'"], check=True)
+ready = ep.poll(5)
+print("epoll woke for the fd:", [f for f, _ in ready] == [fd])
+ev = struct.unpack_from("iIII", os.read(fd, 4096))
+print("the event:", ev[0] == wd, hex(ev[1]))
+'''
+
+
+def test_an_epoll_set_made_before_the_first_mount_watch_wakes_for_its_events(ws):
+    ws.compare_py(EPOLL_FIRST, check_tree=False)

@@ -27,7 +27,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/inotify.h>
 
 #define NOTIFY_TICK_MS 10           /* shared mode: a look at the counters */
@@ -532,6 +534,63 @@ static int is_inotify_fd(int fd)
     return strcmp(target, "anon_inode:inotify") == 0;
 }
 
+/* The epoll sets that hold the program's fd (the kernel names them in /proc/self/fdinfo):
+ * their entries are on the kernel's inotify file, which the fd stops being; each is moved
+ * onto the pipe with its events and data (a program that made its epoll set before its
+ * first watch on a mount path: sd-event, many C event loops). At most max of them. */
+struct ep_entry {
+    int epfd;
+    uint32_t events;
+    uint64_t data;
+};
+
+static int epoll_entries(int fd, struct ep_entry *out, int max)
+{
+    int dir = REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return 0;
+    int n = 0;
+    char buf[4096] __attribute__((aligned(8)));
+    long got;
+    while (n < max && (got = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got && n < max;) {
+            struct dirent64 *d = (struct dirent64 *)(buf + off);
+            off += d->d_reclen;
+            char *end;
+            long e = strtol(d->d_name, &end, 10);
+            if (*end || end == d->d_name || e == dir || e == fd)
+                continue;
+            char link[64], target[64];
+            snprintf(link, sizeof link, "/proc/self/fd/%ld", e);
+            ssize_t l = REAL(readlink)(link, target, sizeof target - 1);
+            if (l < 0)
+                continue;
+            target[l] = '\0';
+            if (strcmp(target, "anon_inode:[eventpoll]") != 0)
+                continue;
+            char info[64], text[8192];
+            snprintf(info, sizeof info, "/proc/self/fdinfo/%ld", e);
+            int f = REAL(open)(info, O_RDONLY | O_CLOEXEC);
+            if (f < 0)
+                continue;
+            ssize_t tl = REAL(read)(f, text, sizeof text - 1);
+            REAL(close)(f);
+            if (tl <= 0)
+                continue;
+            text[tl] = '\0';
+            for (char *line = strstr(text, "tfd:"); line && n < max; line = strstr(line + 4, "tfd:")) {
+                int tfd;
+                unsigned events;
+                unsigned long long data;
+                if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &events, &data) == 3 && tfd == fd)
+                    out[n++] = (struct ep_entry){ (int)e, events, data };
+            }
+        }
+    }
+    REAL(close)(dir);
+    return n;
+}
+
 /* Turn the program's inotify fd into a pipe fed by a thread (the comment at the top). */
 static struct notify *instance_make(int fd)
 {
@@ -555,8 +614,16 @@ static struct notify *instance_make(int fd)
     pp[1] = -1;
     if (fl & O_NONBLOCK)
         REAL(fcntl)(pp[0], F_SETFL, O_NONBLOCK);
+    struct ep_entry eps[16];
+    int neps = epoll_entries(fd, eps, 16);
+    for (int i = 0; i < neps; i++)
+        epoll_ctl(eps[i].epfd, EPOLL_CTL_DEL, fd, NULL);
     if (REAL(dup3)(pp[0], fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
         goto fail;
+    for (int i = 0; i < neps; i++) {
+        struct epoll_event ev = { .events = eps[i].events, .data.u64 = eps[i].data };
+        epoll_ctl(eps[i].epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
     REAL(close)(pp[0]);
     pp[0] = -1;
     struct stat st;
