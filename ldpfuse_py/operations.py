@@ -190,9 +190,7 @@ class Operations:
 
     # An operation set to None is not implemented (fusepy's convention):
     # ldpfuse treats it as absent.
-    # bmap (block mapping for block-device file systems) and lock are never called:
-    # POSIX record locks (fcntl F_SETLK) are the kernel's, on the file the program
-    # holds, as kernel FUSE keeps them when the file system has no lock.
+    # bmap (block mapping for block-device file systems) is never called.
     bmap = None
 
     def chmod(self, path: str, mode: int) -> int | None:
@@ -225,8 +223,9 @@ class Operations:
         raise FuseOSError(errno.EOPNOTSUPP)
 
     def flock(self, path: str, fh: int, op: int) -> int | None:
-        """Not called: flock() locks are the kernel's, on the file the program holds,
-        as kernel FUSE keeps them when the file system has no flock."""
+        """Offered every flock() on a file the file system serves (op: LOCK_SH or
+        LOCK_EX with LOCK_NB, or LOCK_UN), after the command's own lock is held; an
+        error refuses it. ENOSYS: the command's locks alone (docs/operations.md)."""
         raise FuseOSError(errno.ENOSYS)
 
     def fsync(self, path: str, datasync: int, fh: int) -> int | None:
@@ -273,6 +272,9 @@ class Operations:
     def listxattr(self, path: str) -> Iterable[str]:
         return []
 
+    # lock(path, fh, cmd, lock): offered every record lock (fcntl, lockf) on a file
+    # the file system serves, lock the address of a struct flock (docs/operations.md).
+    # None: the command's locks alone, as kernel FUSE without FUSE_POSIX_LOCKS.
     lock = None
 
     def mkdir(self, path: str, mode: int) -> int | None:

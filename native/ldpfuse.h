@@ -163,6 +163,9 @@ struct vfile {
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
+    int lock_fd1;           /* VF_FILE: 1 + the fd of its locks' stand-in (vfs/locks.c), 0: none */
+    int class_locked;       /* the class's lock took a record lock through it: F_UNLCK at close */
+    int class_flocked;      /* the class's flock holds one: LOCK_UN at the last close */
 };
 struct vfile *fdtable_get(int fd);
 void fdtable_set(int fd, struct vfile *v);
@@ -312,6 +315,19 @@ void attrcache_invalidate(void);    /* a change no backend tells of: forget ever
 void attrcache_changed(void);       /* this process changed something through the backend */
 void attrcache_fork(int phase);
 extern int ldp_writers;
+
+/* ---- locks on files the FS serves where no kernel file is shared (vfs/locks.c) */
+int vfs_lock_standin_needed(const struct vfile *v);
+int vfs_lock_fd(struct vfile *v);
+int vfs_lock_fcntl(int fd, struct vfile *v, int cmd, struct flock *arg);
+int vfs_lock_flock(int fd, struct vfile *v, int op);
+void vfs_lock_closed(struct vfile *v);
+void vfs_lock_last_close(struct vfile *v);
+void vfs_lock_release(struct vfile *v);
+
+/* ---- inotify watches on mount paths (vfs/notify.c) */
+void notify_fork_child(void);
+void notify_quiesce(void);
 
 /* ---- stat conversions (vfs/statconv.c) */
 void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx);

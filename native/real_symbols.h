@@ -259,3 +259,8 @@ REAL_SYM(dlopen, void *, (const char *, int))
 REAL_SYM(dlmopen, void *, (long, const char *, int))
 /* inotify watches on mount paths (native/interpose/notify.c) */
 REAL_SYM(inotify_add_watch, int, (int, const char *, uint32_t))
+REAL_SYM(inotify_rm_watch, int, (int, int))
+/* locks on files the FS serves itself (native/interpose/locks.c) */
+REAL_SYM(flock, int, (int, int))
+REAL_SYM(lockf, int, (int, int, off_t))
+REAL_SYM(lockf64, int, (int, int, off64_t))

@@ -1,66 +1,209 @@
-"""inotify on mount paths (native/interpose/notify.c, docs/limitations.md). The kernel does
-not see the mount, so no watch can report the changes made through it: inotify_add_watch
-on a mount path (through libc, syscall() or, under the safety net, inline) answers
-EOPNOTSUPP once the path is found (ENOENT, ENOTDIR as natively), and programs that can
-fall back to polling do so. Before, the path went to the kernel: ENOENT for a file that
-exists, or, where the mount point exists on disk, a watch on the hidden file under it, and
-`tail -f` never showed a line written through the mount."""
+"""inotify on mount paths (native/vfs/notify.c, docs/limitations.md). The kernel does
+not see the mount, so the events of a watch on a mount path are made by the preload
+from what the file system answers, and delivered through the program's inotify fd
+(a pipe fed by a thread, once the fd has a watch on a mount path), with the
+watches on real paths still the kernel's: `tail -f` follows a file another process
+appends to, and a Python program's ctypes inotify sees its events, as natively.
+
+Before, inotify_add_watch on a mount path answered EOPNOTSUPP and tail polled once a
+second (or, where the mount point exists on disk, watched the hidden file)."""
 
 import sys
 
 import pytest
 
-from conftest import need
+from conftest import LDP_MODE, LOOPBACK, MEMORY, need
 
-# tail -f started, then a line appended through the mount: tail must show it (within 10 s).
+# tail -f of a file in $D while another process of the command appends lines to it: each
+# line's delay from its append to its arrival in tail's output, in ms.
 FOLLOW = r'''
-tail -s 0.1 -f "$D/log" > "$O/seen" 2> "$O/tail.err" &
+echo one >> "$D/log"
+tail -f "$D/log" > "$O/seen" 2> "$O/tail.err" &
 pid=$!
-for i in $(seq 100); do grep -q one "$O/seen" && break; sleep 0.1; done
-echo two >> "$D/log"
-for i in $(seq 100); do grep -q two "$O/seen" && break; sleep 0.1; done
+for i in $(seq 200); do grep -q one "$O/seen" && break; sleep 0.05; done
+for n in 1 2 3 4 5 6 7 8; do
+  t0=$(date +%s%N)
+  sh -c "echo line$n >> '$D/log'"
+  until grep -q "line$n" "$O/seen"; do sleep 0.002; done
+  t1=$(date +%s%N)
+  echo "$(( (t1 - t0) / 1000000 ))" >> "$O/delays"
+done
 kill $pid
-cat "$O/seen"
+cat "$O/seen" "$O/tail.err"
 '''
 
+FOLLOW_FS = [(LOOPBACK, {}), (LOOPBACK, {"passthrough": "no"}), (MEMORY, {})]
+FOLLOW_IDS = ["loopback", "loopback-cached", "memory"]
 
+
+@pytest.mark.parametrize("fs,options", FOLLOW_FS, ids=FOLLOW_IDS)
 @pytest.mark.parametrize("mount_point_on_disk", [False, True], ids=["absent", "on-disk"])
-def test_tail_f_shows_a_line_written_through_the_mount(ws, mount_point_on_disk):
+def test_tail_f_shows_lines_appended_by_another_process_at_once(ws, fs, options, mount_point_on_disk):
     need("tail")
-    ws.populate(lambda d: (d / "log").write_text("one\n"))
+    if fs == MEMORY and LDP_MODE == "embedded":
+        pytest.skip("the embedded mode gives each process its own memory tree: the appending "
+                    "process's file is not tail's")
     if mount_point_on_disk:
         ws.mnt.mkdir()
         (ws.mnt / "log").write_text("what the mount hides\n")
-    r = ws.ldp_run(["sh", "-c", FOLLOW])
-    assert r.stdout == "one\ntwo\n", r.describe()
-    assert "Operation not supported" in (ws.ldp_out / "tail.err").read_text()
+    script = ws.write_script("follow.sh", FOLLOW)
+    native = ws.native_run(["sh", script], timeout=60)
+    r = ws.ldp_run(["sh", script], fs=fs, options=options,
+                   timeout=60)
+    expected = "one\n" + "".join(f"line{n}\n" for n in range(1, 9))
+    assert native.stdout == expected, native.describe()
+    assert r.returncode == 0 and r.stdout == expected, r.describe()
+    delays = sorted(int(x) for x in (ws.ldp_out / "delays").read_text().split())
+    # the issue's bound is 100 ms (the median here is ~10 ms in the shared mode, ~35 ms in
+    # the embedded one); the assertion is generous against a loaded machine: polling tail
+    # would take a second for every line
+    assert delays[len(delays) // 2] < 500, delays
     if mount_point_on_disk:
         assert (ws.mnt / "log").read_text() == "what the mount hides\n"
+
+
+# One inotify fd watching a directory of the mount ($D/w), a file in it, and a real
+# directory ($O/real); another process changes them, one step at a time; the events of
+# each step are printed sorted (the two watches' order is not the kernel's business).
+EVENTS = r'''
+import ctypes, os, select, struct, subprocess, sys, time
+D, O = os.environ["D"], os.environ["O"]
+os.makedirs(f"{D}/w", exist_ok=True)
+os.makedirs(f"{O}/real", exist_ok=True)
+with open(f"{D}/w/log", "w") as f:
+    f.write("start\n")
+libc = ctypes.CDLL(None, use_errno=True)
+NAMES = {0x2: "MODIFY", 0x4: "ATTRIB", 0x40: "MOVED_FROM", 0x80: "MOVED_TO", 0x100: "CREATE",
+         0x200: "DELETE", 0x400: "DELETE_SELF", 0x8000: "IGNORED", 0x40000000: "ISDIR"}
+fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+DIR_MASK = 0x2 | 0x40 | 0x80 | 0x100 | 0x200
+labels = {}
+for label, path, mask in (("w", f"{D}/w", DIR_MASK), ("log", f"{D}/w/log", 0x2 | 0x400),
+                          ("real", f"{O}/real", 0x100 | 0x200)):
+    wd = libc.inotify_add_watch(fd, path.encode(), mask)
+    assert wd >= 0, (path, os.strerror(ctypes.get_errno()))
+    labels[wd] = label
+print("fd is still an fd of this process:", os.get_inheritable(fd) is False)
+
+def events(want):
+    """Read until `want` events came (or 5 s passed), then 150 ms more for stray ones."""
+    got, deadline, extra = [], time.monotonic() + 5, None
+    while True:
+        now = time.monotonic()
+        limit = (extra if extra else deadline) - now
+        if limit <= 0:
+            break
+        if select.select([fd], [], [], limit)[0]:
+            buf = os.read(fd, 4096)
+            while buf:
+                wd, mask, cookie, n = struct.unpack_from("iIII", buf)
+                name = buf[16:16 + n].rstrip(b"\0").decode()
+                buf = buf[16 + n:]
+                got.append((labels.get(wd, wd), mask, cookie, name))
+        if len(got) >= want and extra is None:
+            extra = time.monotonic() + 0.15
+    return got
+
+def show(step, evs):
+    cookies = {c for _, m, c, _ in evs if m & 0xc0}
+    for label, mask, cookie, name in sorted(evs):
+        what = "|".join(v for k, v in NAMES.items() if mask & k)
+        paired = " (one cookie)" if mask & 0xc0 and len(cookies) == 1 and cookie else ""
+        print(f"{step}: {label} {what} {name}{paired}")
+
+def by_another(script):
+    subprocess.run(["sh", "-c", script], check=True)
+
+by_another(f"echo x > '{D}/w/new'")
+show("create", events(1))
+by_another(f"echo more >> '{D}/w/log'")
+show("append", events(2))
+by_another(f"mkdir '{D}/w/sub'")
+show("mkdir", events(1))
+by_another(f"mv '{D}/w/new' '{D}/w/renamed'")
+show("rename", events(2))
+by_another(f"rm '{D}/w/renamed'; rmdir '{D}/w/sub'")
+show("remove", events(2))
+by_another(f"touch '{O}/real/x'")
+show("real", events(1))
+log_wd = [wd for wd, label in labels.items() if label == "log"][0]
+print("rm_watch", libc.inotify_rm_watch(fd, log_wd))
+show("rm_watch", events(1))
+by_another(f"rm '{D}/w/log'")
+show("unwatched", events(1))
+ctypes.set_errno(0)
+print("rm_watch again", libc.inotify_rm_watch(fd, log_wd), os.strerror(ctypes.get_errno()))
+os.close(fd)
+'''
+
+
+@pytest.mark.parametrize("fs,options", FOLLOW_FS[:2], ids=FOLLOW_IDS[:2])
+def test_python_ctypes_inotify_sees_the_mounts_events_beside_a_real_directorys(ws, fs, options):
+    ws.compare_py(EVENTS, fs=fs, options=options,
+                  check_tree=False)
+
+
+def test_python_ctypes_inotify_on_a_memory_mount(ws):
+    if LDP_MODE == "embedded":
+        pytest.skip("the embedded mode gives each process its own memory tree: the changing "
+                    "process's tree is not the watcher's")
+    native = ws.native_run([sys.executable, ws.write_script("events.py", EVENTS)])
+    r = ws.ldp_run([sys.executable, ws.tmp / "events.py"], fs=MEMORY)
+    # memory.py gives inode numbers: a rename is told as one (MOVED_FROM, MOVED_TO)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == native.stdout, "\n=== native ===\n" + native.describe() + "\n=== ldp ===\n" + r.describe()
 
 
 WATCH = r'''
 import ctypes, errno, os, platform
 D = os.environ["D"]
 SYS_inotify_add_watch = {"x86_64": 254, "aarch64": 27}[platform.machine()]
-IN_MODIFY, IN_ONLYDIR = 0x2, 0x01000000
+IN_MODIFY, IN_ONLYDIR, IN_MASK_CREATE = 0x2, 0x01000000, 0x10000000
 libc = ctypes.CDLL(None, use_errno=True)
 fd = libc.inotify_init()
 for name, mask in (("log", IN_MODIFY), ("", IN_MODIFY), ("missing", IN_MODIFY),
-                   ("log/x", IN_MODIFY), ("log", IN_MODIFY | IN_ONLYDIR)):
+                   ("log/x", IN_MODIFY), ("log", IN_MODIFY | IN_ONLYDIR), ("log", 0),
+                   ("log", IN_MODIFY | IN_MASK_CREATE)):
     ctypes.set_errno(0)
     r = libc.inotify_add_watch(fd, os.path.join(D, name).encode(), mask)
-    print(repr(name), "a watch" if r >= 0 else errno.errorcode[ctypes.get_errno()])  # ENOTSUP is EOPNOTSUPP
+    print(repr(name), "a watch" if r >= 0 else errno.errorcode[ctypes.get_errno()])
 ctypes.set_errno(0)
 r = libc.syscall(SYS_inotify_add_watch, fd, os.path.join(D, "log").encode(), IN_MODIFY)
-print("syscall()", "a watch" if r >= 0 else errno.errorcode[ctypes.get_errno()])
+print("syscall() the same watch", r == libc.inotify_add_watch(fd, os.path.join(D, "log").encode(), IN_MODIFY))
+ctypes.set_errno(0)
+r = libc.inotify_add_watch(1, os.path.join(D, "log").encode(), IN_MODIFY)
+print("not an inotify fd", errno.errorcode[ctypes.get_errno()])
 '''
 
 
-def test_inotify_add_watch_on_mount_paths_finds_the_path_then_answers_eopnotsupp(ws):
+def test_inotify_add_watch_on_mount_paths_answers_as_the_kernel(ws):
     ws.populate(lambda d: (d / "log").write_text("one\n"))
     native = ws.native_run([sys.executable, "-c", WATCH])
     r = ws.ldp_run([sys.executable, "-c", WATCH])
     assert native.stdout == ("'log' a watch\n'' a watch\n'missing' ENOENT\n'log/x' ENOTDIR\n"
-                             "'log' ENOTDIR\nsyscall() a watch\n"), native.describe()
-    assert r.stdout == ("'log' ENOTSUP\n'' ENOTSUP\n'missing' ENOENT\n'log/x' ENOTDIR\n"
-                        "'log' ENOTDIR\nsyscall() ENOTSUP\n"), r.describe()
+                             "'log' ENOTDIR\n'log' EINVAL\n'log' EEXIST\n"
+                             "syscall() the same watch True\nnot an inotify fd EINVAL\n"), native.describe()
+    assert r.stdout == native.stdout, r.describe()
+
+
+# An event loop that put the inotify fd in its epoll set before adding a watch (sd-event's
+# order): the set must wake for the mount's events too.
+EPOLL_FIRST = r'''
+import ctypes, os, select, struct, subprocess
+D = os.environ["D"]
+open(f"{D}/log", "w").close()
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+ep = select.epoll()
+ep.register(fd, select.EPOLLIN)
+wd = libc.inotify_add_watch(fd, f"{D}/log".encode(), 0x2)
+subprocess.run(["sh", "-c", f"echo x >> '{D}/log'"], check=True)
+ready = ep.poll(5)
+print("epoll woke for the fd:", [f for f, _ in ready] == [fd])
+ev = struct.unpack_from("iIII", os.read(fd, 4096))
+print("the event:", ev[0] == wd, hex(ev[1]))
+'''
+
+
+def test_an_epoll_set_made_before_the_first_mount_watch_wakes_for_its_events(ws):
+    ws.compare_py(EPOLL_FIRST, check_tree=False)

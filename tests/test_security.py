@@ -281,7 +281,7 @@ def test_forged_handles_are_refused_and_the_server_keeps_serving(tmp, fs):
     r = run_cmd(m, spec, script, fs_args=fs_args, options=options)
     lines = r.stdout.splitlines()
     ops = ("read", "write", "release", "fsync", "flush", "truncate", "readdir", "releasedir", "cache-close",
-           "cache-open", "ioctl")
+           "cache-open", "ioctl", "lock", "flock")
     said = [line for line in lines if line.split(" ")[0] in ops + ("still-served",)]
     assert probes("\n".join(said)) == {**{op: "EBADF" for op in ops}, "still-served": "OK"}, r.stdout + r.stderr
     rest = [line for line in lines if line not in said]
@@ -298,6 +298,12 @@ def test_a_handle_is_used_only_as_it_was_opened(tmp):
     got = probes(r.stdout)
     assert got["write-through-readonly"] == "EBADF", r.stdout + r.stderr
     assert got["read-through-writeonly"] == "EBADF"
+    # W_LOCK: a write lock needs a handle open for writing; every field of the struct flock
+    # and the command are checked before the class is called (request.c)
+    assert got["write-lock-through-readonly"] == "EBADF", r.stdout + r.stderr
+    assert all(got[k] == "EINVAL" for k in ("lock-bad-type", "lock-negative-start", "lock-short-struct",
+                                            "lock-wait-command", "flock-bad-op", "ioctl-size-mismatch")), \
+        r.stdout + r.stderr
     assert got["read-through-dir-handle"] == "EBADF"
     assert got["other-mount"] == "EINVAL"
 

@@ -47,9 +47,6 @@ NOT_NEEDED = {
         "__open_catalog", "__mktemp")},
     # work on the kernel fd as it is: for a cached file the memfd every process of the
     # mount shares, for a passthrough file the lower file
-    "flock": "locks the fd's file: the cache's memfd, which every opener shares (docs/cache.md)",
-    "lockf": "byte-range locks on the memfd, shared by every opener (tests/test_locks.py)",
-    "lockf64": "as lockf",
     "posix_fadvise": "advice only; the kernel applies it to the memfd or the lower file",
     "posix_fadvise64": "as posix_fadvise",
     "readahead": "advice only: the kernel reads ahead in the memfd, the cache fills at read()",
@@ -81,7 +78,7 @@ NOT_NEEDED = {
                          "from the kernel for the placeholder)",
     "open_by_handle_at": "as name_to_handle_at",
     "inotify_init": "makes an inotify fd; inotify_add_watch is wrapped",
-    "inotify_init1": "as inotify_init", "inotify_rm_watch": "acts on the inotify fd",
+    "inotify_init1": "as inotify_init",
     "fanotify_init": "root only", "fanotify_mark": "root only",
     "mount_setattr": "root only: the kernel's mount API", "open_tree": "root only: the kernel's mount API",
     "swapoff": "root only", "create_module": "obsolete kernel module call (ENOSYS)",

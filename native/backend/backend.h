@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
+#include <fcntl.h>
 #include <time.h>
 
 #define LDP_BACKEND_ABI 1
@@ -165,6 +166,15 @@ struct backend_ops {
      * TRUNCATE_CACHED, having done nothing, if a process holds it (the core then truncates
      * through the cache). NULL: the core cannot tell (cache_open tells it) */
     int (*truncate_uncached)(int mnt, const char *path, off_t len);
+    /* FUSE's lock on an open file (fusepy's lock(path, fh, cmd, lock), lock the address of
+     * a struct flock): cmd F_GETLK or F_SETLK (never F_SETLKW: the core waits, so that a
+     * signal ends the wait), lk whole from l_whence SEEK_SET, l_pid the caller's; F_GETLK's
+     * answer is written into lk. -ENOSYS: the class takes no locks (the kernel's alone
+     * then, as FUSE without FUSE_POSIX_LOCKS). NULL: the same. */
+    int (*lock)(int mnt, const char *path, uint64_t fh, int cmd, struct flock *lk);
+    /* FUSE's flock (mfusepy's flock(path, fh, op)): op LOCK_SH, LOCK_EX or LOCK_UN, with
+     * LOCK_NB for the first two (the core waits). -ENOSYS, NULL: as lock. */
+    int (*flock)(int mnt, const char *path, uint64_t fh, int op);
 };
 #define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };

@@ -1159,6 +1159,51 @@ static int be_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint
                   data ? PyLong_FromVoidPtr(data) : (Py_INCREF(Py_None), Py_None));
 }
 
+/* fusepy's lock(path, fh, cmd, lock): lock is the address of a struct flock (fusepy's
+ * c_voidp), the class reads it and, for F_GETLK, writes it with ctypes. A class whose lock
+ * is None (Operations') takes no locks: -ENOSYS without a call. */
+static PyObject *s_lock, *s_flock;
+static int be_lock(int mnt, const char *path, uint64_t fh, int cmd, struct flock *lk)
+{
+    if (!Py_IsInitialized())
+        return -EIO;
+    struct pyctx g = gil_enter();
+    int r;
+    if (s_lock == NULL)
+        s_lock = PyUnicode_InternFromString("lock");
+    PyObject *m = s_lock ? PyObject_GetAttr(mnts[mnt].ops, s_lock) : NULL;
+    if (m == NULL || m == Py_None || !PyCallable_Check(m)) {
+        PyErr_Clear();
+        r = -ENOSYS;
+    } else {
+        r = call_status(mnt, s_lock, path, 3, fh_obj(fh), PyLong_FromLong(cmd), PyLong_FromVoidPtr(lk));
+    }
+    Py_XDECREF(m);
+    GIL_LEAVE(g);
+    return r;
+}
+
+/* mfusepy's flock(path, fh, op); Operations' answers ENOSYS */
+static int be_flock(int mnt, const char *path, uint64_t fh, int op)
+{
+    if (!Py_IsInitialized())
+        return -EIO;
+    struct pyctx g = gil_enter();
+    int r;
+    if (s_flock == NULL)
+        s_flock = PyUnicode_InternFromString("flock");
+    PyObject *m = s_flock ? PyObject_GetAttr(mnts[mnt].ops, s_flock) : NULL;
+    if (m == NULL || m == Py_None || !PyCallable_Check(m)) {
+        PyErr_Clear();
+        r = -ENOSYS;
+    } else {
+        r = call_status(mnt, s_flock, path, 2, fh_obj(fh), PyLong_FromLong(op));
+    }
+    Py_XDECREF(m);
+    GIL_LEAVE(g);
+    return r;
+}
+
 static void be_destroy(void)
 {
     if (!Py_IsInitialized() || host_owns)
@@ -1250,7 +1295,7 @@ static struct backend_ops ops = {
     .opendir = be_opendir, .readdir = be_readdir, .releasedir = be_releasedir,
     .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
     .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
-    .destroy = be_destroy, .append = be_append, .ioctl = be_ioctl,
+    .destroy = be_destroy, .append = be_append, .ioctl = be_ioctl, .lock = be_lock, .flock = be_flock,
 };
 
 /* ---- start-up */

@@ -1044,6 +1044,30 @@ static int sh_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint
     return (int)r;
 }
 
+/* The class's lock and flock (W_LOCK): the struct flock goes and, for F_GETLK, comes back. */
+static int sh_lock(int mnt, const char *path, uint64_t fh, int cmd, struct flock *lk)
+{
+    CALL(W_LOCK, mnt, path);
+    c.rq.a = cmd;
+    c.rq.b = 0;
+    c.rq.has_fh = 1;
+    c.rq.fh = fh;
+    struct flock back;
+    c.data = (const char *)lk;
+    c.data_len = sizeof *lk;
+    c.out = &back;
+    c.out_cap = sizeof back;
+    int64_t r = xact(&c);
+    if (r >= 0 && cmd == F_GETLK && c.out_len == sizeof back)
+        *lk = back;
+    return (int)r;
+}
+
+static int sh_flock(int mnt, const char *path, uint64_t fh, int op)
+{
+    return simple(W_LOCK, mnt, path, NULL, op, 1, &fh);
+}
+
 static struct backend_ops shared_ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = sh_getattr, .readlink = sh_readlink, .mknod = sh_mknod, .mkdir = sh_mkdir,
@@ -1057,6 +1081,7 @@ static struct backend_ops shared_ops = {
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
     .written = sh_written, .create_open = sh_create_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
+    .lock = sh_lock, .flock = sh_flock,
 };
 
 static void atfork_child(void)

@@ -53,8 +53,12 @@ enum wire_op {
                        result and fh (and fd) those of the create or open */
     W_WRITTEN,      /* this process wrote the passthrough file at path and closed it: the
                        server bumps its counter in the table (coherence.h) */
+    W_LOCK,         /* the class's lock (b = 0: a = F_GETLK or F_SETLK, data a struct flock
+                       from SEEK_SET, and so is the answer's for F_GETLK; the server puts
+                       the caller's pid in l_pid) or flock (b = 1: a = LOCK_SH, LOCK_EX with
+                       LOCK_NB, or LOCK_UN), on the open file fh */
 };
-#define W_OP_MAX W_WRITTEN
+#define W_OP_MAX W_LOCK
 
 /* The method a request calls, for the log and --stats (the user's method names, as fusepy's). */
 static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
@@ -69,7 +73,7 @@ static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
     [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "open (page cache)",
     [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
     [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
-    [W_WRITTEN] = "(written)",
+    [W_WRITTEN] = "(written)", [W_LOCK] = "lock",
 };
 
 static inline const char *wire_op_name(unsigned op)

@@ -76,10 +76,21 @@ int dup3(int oldfd, int newfd, int flags)
     return dup_onto(oldfd, newfd, flags, 1);
 }
 
+static int is_lock_cmd(int cmd)
+{
+    return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_GETLK || cmd == F_OFD_SETLK ||
+           cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
+}
+
 static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
     if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && UNLIKELY(vfd(fd) != NULL))
         return track_dup(fd, real(fd, cmd, arg));
+    if (UNLIKELY(is_lock_cmd(cmd)) && arg != NULL) {
+        struct vfile *v = vfd(fd);
+        if (v && v->kind == VF_FILE)
+            return vfs_lock_fcntl(fd, v, cmd, arg);     /* vfs/locks.c */
+    }
     return real(fd, cmd, arg);
 }
 
@@ -117,6 +128,7 @@ static void close_span(unsigned first, unsigned last, int before)
             vfs_flush((int)fd, v);
         } else {
             fdtable_take((int)fd);
+            vfs_lock_closed(v);     /* POSIX: any close of the file lets go of its locks */
             vfile_unref(v);
         }
     }

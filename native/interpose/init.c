@@ -25,6 +25,7 @@ static void fork_after(void);
 static void fork_child(void)
 {
     pcache_fork_child();
+    notify_fork_child();
     fork_after();
     escape_after_fork();
 }
@@ -59,6 +60,7 @@ __attribute__((destructor)) static void ldp_fini(void)
 {
     if (ldp_nmounts == 0 || ldp_vfork_child)
         return;         /* a vfork child that exit()s: the state is its parent's */
+    notify_quiesce();   /* no inotify thread calls the file system from here on */
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0 && !backend_unreachable_at_exit()) {
         /* destructors run before exit() flushes stdio: flush it into the memfds first */
         fflush(NULL);

@@ -6,6 +6,7 @@
  * caches, the FIFOs and the table every client maps (coherence.c).
  */
 #include "server.h"
+#include <sys/file.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -453,6 +454,25 @@ void do_op(struct client *cl)
             out_len = size;
         break;
     }
+    case W_LOCK:
+        if (rq->b == 1) {
+            r = fs_ops->flock ? fs_ops->flock(mnt, path, hfh, (int)rq->a) : -ENOSYS;
+            if (r >= 0 && rq->a != LOCK_UN && cl->href)
+                __atomic_or_fetch(&cl->href->locked, 2, __ATOMIC_ACQ_REL);
+        } else {
+            /* checked (request.c); l_pid is the caller's as the kernel knows it */
+            struct flock *fl = (struct flock *)small;
+            memcpy(fl, data, sizeof *fl);
+            fl->l_pid = cl->pid;
+            r = fs_ops->lock ? fs_ops->lock(mnt, path, hfh, (int)rq->a, fl) : -ENOSYS;
+            if (r >= 0 && rq->a == F_GETLK) {
+                out = small;
+                out_len = sizeof *fl;
+            } else if (r >= 0 && fl->l_type != F_UNLCK && cl->href) {
+                __atomic_or_fetch(&cl->href->locked, 1, __ATOMIC_ACQ_REL);
+            }
+        }
+        break;
     default: r = -ENOSYS;
     }
     uint64_t after = coh_changed(rq, changed_as, path, path2, r, before);

@@ -14,6 +14,7 @@
  * kernel releases at the last close.
  */
 #include "server.h"
+#include <sys/file.h>
 #include <stdio.h>
 #include <sys/random.h>
 
@@ -282,6 +283,15 @@ void handle_release(struct handle *h)
 {
     handle_quiesce(h);
     if (h->kind == W_OPEN) {
+        /* a process gone without closing the file: its locks go, as the kernel's do (a
+         * process's close tells the class itself: vfs/locks.c) */
+        int locked = __atomic_load_n(&h->locked, __ATOMIC_ACQUIRE);
+        if ((locked & 1) && fs_ops->lock) {
+            struct flock all = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_pid = srv_current ? srv_current->pid : 0 };
+            fs_ops->lock(h->mnt, h->path, h->fh, F_SETLK, &all);
+        }
+        if ((locked & 2) && fs_ops->flock)
+            fs_ops->flock(h->mnt, h->path, h->fh, LOCK_UN);
         fs_ops->flush(h->mnt, h->path, h->fh);
         fs_ops->release(h->mnt, h->path, h->flags, h->fh);
     } else if (h->kind == W_OPENDIR) {

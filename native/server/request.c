@@ -31,6 +31,7 @@
 #include "../stats.h"
 #include <poll.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/uio.h>
 
 /* ---- names */
@@ -105,6 +106,7 @@ static const struct op_rule rules[W_OP_MAX + 1] = {
     [W_IOCTL] = { .data = 1, .fh = FH_MUST, .kind = W_OPEN },
     [W_CREATE_OPEN] = { 0 },
     [W_WRITTEN] = { 0 },
+    [W_LOCK] = { .data = 1, .fh = FH_MUST, .kind = W_OPEN },
 };
 
 static int valid_id(int64_t id)
@@ -192,6 +194,25 @@ static int request_check(struct client *cl, struct wire_req *rq)
         if (rq->data_len != 0 && rq->data_len != _IOC_SIZE((unsigned int)rq->a))
             return -EINVAL;
         break;
+    case W_LOCK:
+        if (rq->b == 1) {       /* flock */
+            int op = (int)rq->a;
+            if (rq->data_len != 0 || rq->a != (int64_t)op ||
+                ((op & ~LOCK_NB) != LOCK_SH && (op & ~LOCK_NB) != LOCK_EX && op != LOCK_UN))
+                return -EINVAL;
+        } else if (rq->b == 0) {
+            struct flock fl;
+            if (rq->data_len != sizeof fl || (rq->a != F_GETLK && rq->a != F_SETLK))
+                return -EINVAL;
+            memcpy(&fl, cl->data, sizeof fl);
+            if ((fl.l_type != F_RDLCK && fl.l_type != F_WRLCK && fl.l_type != F_UNLCK) ||
+                fl.l_whence != SEEK_SET || fl.l_start < 0 || fl.l_len < 0 ||
+                fl.l_start > INT64_MAX - fl.l_len)
+                return -EINVAL;
+        } else {
+            return -EINVAL;
+        }
+        break;
     }
     /* the handle */
     if (rule->fh == FH_NONE || (rule->fh == FH_MAY && !rq->has_fh))
@@ -213,6 +234,14 @@ static int request_check(struct client *cl, struct wire_req *rq)
          * O_RDONLY | O_TRUNC open truncates through its own */
         if (rq->op == W_TRUNCATE && acc == O_RDONLY && !(cl->h.flags & O_TRUNC))
             return -EINVAL;
+        /* a write lock needs a handle open for writing, a read lock one open for reading,
+         * as the kernel's F_SETLK (F_GETLK asks only) */
+        if (rq->op == W_LOCK && rq->b == 0 && rq->a == F_SETLK) {
+            struct flock fl;
+            memcpy(&fl, cl->data, sizeof fl);
+            if ((fl.l_type == F_WRLCK && acc == O_RDONLY) || (fl.l_type == F_RDLCK && acc == O_WRONLY))
+                return -EBADF;
+        }
     }
     /* who asks */
     request_identity(cl, rq);

@@ -42,6 +42,8 @@ void vfile_unref(struct vfile *v)
             attrcache_invalidate();
         __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
     }
+    if (v->kind == VF_FILE)
+        vfs_lock_last_close(v);     /* the class's flock goes before its release */
     if (be && v->fh_valid == 1) {       /* 2: inherited through fork, the parent's */
         guard_enter();
         if (v->kind == VF_FILE)
@@ -52,6 +54,7 @@ void vfile_unref(struct vfile *v)
     }
     if (v->pc)
         pcache_unref(v->pc);
+    vfs_lock_release(v);
     pthread_mutex_lock(&names_lock);
     pthread_mutex_unlock(&names_lock);
     free(v->path);
@@ -474,6 +477,7 @@ int vfs_close(int fd, struct vfile *v)
     int ret = vfs_flush(fd, v);
     int e = errno;
     fdtable_take(fd);
+    vfs_lock_closed(v);     /* POSIX: any close of the file lets go of the process's locks */
     REAL(close)(fd);
     vfile_unref(v);
     errno = e;

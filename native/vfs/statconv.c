@@ -3,7 +3,12 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#define FUSE_SUPER_MAGIC 0x65735546
+/* fstatfs/statfs's f_type for a mount. FUSE's own type numbers (fuseblk, fusectl) are ones
+ * programs take for a remote file system, whose changes inotify does not report: coreutils'
+ * tail then polls once a second. Watches on a mount do report its changes (vfs/notify.c),
+ * so the type is tmpfs's, a local one (what the kernel says of a cached file's memfd too;
+ * a passthrough fd's is its lower file system's, the kernel's answer). */
+#define LDPFUSE_FS_MAGIC 0x01021994
 
 void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx)
 {
@@ -33,7 +38,7 @@ void stat_to_statx(const struct stat *st, unsigned mask, struct statx *stx)
 void statvfs_to_statfs(const struct statvfs *sv, struct statfs *sf)
 {
     memset(sf, 0, sizeof *sf);
-    sf->f_type = FUSE_SUPER_MAGIC;
+    sf->f_type = LDPFUSE_FS_MAGIC;
     sf->f_bsize = (long)sv->f_bsize;
     sf->f_frsize = (long)sv->f_frsize;
     sf->f_blocks = sv->f_blocks;

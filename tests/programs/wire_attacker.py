@@ -33,8 +33,10 @@ import time
  W_LINK, W_CHMOD, W_CHOWN, W_TRUNCATE, W_OPEN, W_CREATE, W_READ, W_WRITE, W_STATFS,
  W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
  W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR, W_APPEND, W_CACHE_OPEN,
- W_CACHE_CLOSE, W_FIFO, W_COHERENCE, W_IOCTL, W_CREATE_OPEN, W_WRITTEN) = range(1, 38)
-W_OP_MAX = W_WRITTEN
+ W_CACHE_CLOSE, W_FIFO, W_COHERENCE, W_IOCTL, W_CREATE_OPEN, W_WRITTEN, W_LOCK) = range(1, 39)
+W_OP_MAX = W_LOCK
+FLOCK = struct.Struct("hhqqi4x")                  # struct flock, 32 bytes
+F_SETLK, F_RDLCK, F_WRLCK, LOCK_EX = 6, 0, 1, 2
 OP_NAMES = {v: k for k, v in globals().items() if k.startswith("W_") and k != "W_OP_MAX"}
 
 REQ = struct.Struct("<IHHqqqQB3xIIIIII4x")     # struct wire_req, 72 bytes
@@ -394,6 +396,8 @@ def attack_handles(args):
     probe("cache-close", lambda: each(W_CACHE_CLOSE))
     probe("cache-open", lambda: each(W_CACHE_OPEN))
     probe("ioctl", lambda: each(W_IOCTL, a=0x5401))
+    probe("lock", lambda: each(W_LOCK, a=F_SETLK, b=0, data=FLOCK.pack(F_WRLCK, 0, 0, 0, 0)))
+    probe("flock", lambda: each(W_LOCK, a=LOCK_EX, b=1))
     probe("still-served", lambda: errname(c.call(W_GETATTR, "/").result))
 
 
@@ -410,6 +414,19 @@ def attack_own_handle(args):
     probe("truncate-other-path", lambda: errname(c.call(W_TRUNCATE, theirs, a=0, fh=rw).result))
     wo = opened(c, mine, os.O_WRONLY)
     probe("read-through-writeonly", lambda: errname(c.call(W_READ, mine, a=10, b=0, fh=wo).result))
+    probe("write-lock-through-readonly", lambda: errname(c.call(
+        W_LOCK, theirs, a=F_SETLK, b=0, data=FLOCK.pack(F_WRLCK, 0, 0, 0, 0), fh=ro).result))
+    probe("lock-bad-type", lambda: errname(c.call(
+        W_LOCK, mine, a=F_SETLK, b=0, data=FLOCK.pack(7, 0, 0, 0, 0), fh=rw).result))
+    probe("lock-negative-start", lambda: errname(c.call(
+        W_LOCK, mine, a=F_SETLK, b=0, data=FLOCK.pack(F_RDLCK, 0, -5, 0, 0), fh=rw).result))
+    probe("lock-short-struct", lambda: errname(c.call(W_LOCK, mine, a=F_SETLK, b=0, data=b"12345", fh=rw).result))
+    probe("lock-wait-command", lambda: errname(c.call(
+        W_LOCK, mine, a=7, b=0, data=FLOCK.pack(F_RDLCK, 0, 0, 0, 0), fh=rw).result))
+    probe("flock-bad-op", lambda: errname(c.call(W_LOCK, mine, a=64, b=1, fh=rw).result))
+    # ioctl: the data is the command's _IOC_SIZE bytes or none (M_IOWR: 4 bytes)
+    probe("ioctl-size-mismatch", lambda: errname(c.call(
+        W_IOCTL, mine, a=(3 << 30) | (4 << 16) | (ord("M") << 8) | 1, data=b"12345", fh=rw).result))
     d = c.call(W_OPENDIR, "/").fh
     probe("read-through-dir-handle", lambda: errname(c.call(W_READ, mine, a=10, b=0, fh=d).result))
     probe("other-mount", lambda: errname(c.call(W_READ, mine, a=10, b=0, fh=rw, mnt=1).result))
