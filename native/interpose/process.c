@@ -7,6 +7,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "supervise.h"
 #include "exec_plan.h"
 #include "exec_libs.h"
 #include <paths.h>
@@ -294,7 +295,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
         return ldp_vfork_child_execve(path, argv, envp);
     struct vpath vp;
     const char *target = path;
-    if (!vfs_lookup(AT_FDCWD, &target, &vp) && escape_check_exec(target, argv) < 0)
+    if (!vfs_lookup(AT_FDCWD, &target, &vp) && !supervise_exec(target) && escape_check_exec(target, argv) < 0)
         return -1;
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);

@@ -1,0 +1,189 @@
+/*
+ * The exec side of the supervisor (docs/supervisor.md). A program the preload cannot
+ * reach (statically linked: the loader loads nothing into it; Go: its runtime calls the
+ * kernel itself) is served from outside:
+ * right before its execve, this process installs a seccomp filter that turns the path
+ * calls of supervisor/calls.h into user notifications (SECCOMP_RET_USER_NOTIF), hands
+ * the filter's listener to the run's supervisor (ldpfuse-supervisor, which the launcher
+ * started) over its socket with the run's secret, and execs. Every other call, and every
+ * call of another architecture, is let through by the filter itself.
+ *
+ * LDPFUSE_SUPERVISE=auto supervises statically linked programs and Go programs (whose
+ * runtime makes its own system calls), =all every program
+ * (to measure what supervision costs: bench/supervise_cost.py); the launcher sets it with
+ * --supervise and names the socket in LDPFUSE_SUPERVISOR. A process already under a
+ * listener (an ancestor was supervised: filters are inherited across fork and exec)
+ * is covered: the kernel allows one listener per filter chain (EBUSY).
+ *
+ * Stack and raw system calls only: this runs in vfork children too.
+ */
+#include "../ldpfuse.h"
+#include "../supervisor/calls.h"
+#include "escape.h"
+#include "supervise.h"
+#include <elf.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/time.h>
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Does a note segment hold Go's build ID (name "Go", type 4: .note.go.buildid)? */
+static int go_note(int fd, const Elf64_Phdr *ph)
+{
+    unsigned char buf[4096];
+    if (ph->p_filesz > sizeof buf || ph->p_filesz < 12)
+        return 0;
+    if (syscall(SYS_pread64, fd, buf, ph->p_filesz, (off_t)ph->p_offset) != (long)ph->p_filesz)
+        return 0;
+    for (size_t at = 0; at + 12 <= ph->p_filesz;) {
+        Elf64_Nhdr nh;
+        memcpy(&nh, buf + at, sizeof nh);
+        size_t name = at + 12, desc = name + ((nh.n_namesz + 3) & ~3u);
+        if ((nh.n_namesz == 3 || nh.n_namesz == 4) && name + 3 <= ph->p_filesz && memcmp(buf + name, "Go", 3) == 0 && nh.n_type == 4)
+            return 1;
+        at = desc + ((nh.n_descsz + 3) & ~3u);
+    }
+    return 0;
+}
+
+/* A program the preload cannot serve alone: an ELF executable without PT_INTERP
+ * (statically linked: nothing loads us), or a Go program (its runtime makes its own system
+ * calls, cgo or not). Set-ID programs are not: no_new_privs would drop what they run as. */
+static int needs_supervision(const char *path)
+{
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int needs = 0;
+    Elf64_Ehdr eh;
+    Elf64_Phdr ph[64];
+    struct stat st;
+    if (syscall(SYS_pread64, fd, &eh, sizeof eh, 0) == (long)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 &&
+        eh.e_phnum <= 64 && syscall(SYS_fstat, fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID)) &&
+        syscall(SYS_pread64, fd, ph, sizeof(Elf64_Phdr) * eh.e_phnum, (off_t)eh.e_phoff) ==
+            (long)(sizeof(Elf64_Phdr) * eh.e_phnum)) {
+        int interp = 0;
+        for (int i = 0; i < eh.e_phnum; i++)
+            interp |= ph[i].p_type == PT_INTERP;
+        needs = !interp;
+        for (int i = 0; i < eh.e_phnum && !needs; i++)
+            needs = ph[i].p_type == PT_NOTE && go_note(fd, &ph[i]);
+    }
+    syscall(SYS_close, fd);
+    return needs;
+}
+
+/* The filter: x86-64 calls of the table wait for the supervisor, everything else runs. */
+static long install_filter(void)
+{
+    struct sock_filter f[8 + SV_NCALLS];
+    unsigned n = 0;
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    for (unsigned i = 0; i < SV_NCALLS; i++)    /* a match jumps to the last row but one */
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)sv_calls[i].nr,
+                                              (unsigned char)(SV_NCALLS - i), 0);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+    struct sock_fprog prog = { .len = (unsigned short)n, .filter = f };
+    long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+    if (fd < 0 && errno == EACCES) {
+        /* without CAP_SYS_ADMIN the kernel wants no_new_privs (the program is not set-ID:
+         * needs_supervision() said so; its descendants keep it too: docs/supervisor.md) */
+        syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+    }
+    return fd;
+}
+
+/* Hand the listener over: the secret and the fd in one message, then wait for the byte that
+ * says the supervisor holds it. 0, or -1. */
+static int hand_over(int sock, int listener, const unsigned char *secret)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof cbuf);
+    struct iovec iov = { (void *)secret, SV_SECRET_LEN };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &listener, sizeof(int));
+    if (syscall(SYS_sendmsg, sock, &m, MSG_NOSIGNAL) != SV_SECRET_LEN)
+        return -1;
+    char ok = 0;
+    return syscall(SYS_recvfrom, sock, &ok, 1, 0, NULL, NULL) == 1 && ok == 1 ? 0 : -1;
+}
+
+int supervise_exec(const char *path)
+{
+    const char *mode = getenv("LDPFUSE_SUPERVISE");
+    const char *where = getenv("LDPFUSE_SUPERVISOR");
+    const char *s = getenv("LDPFUSE_SECRET");
+    if (mode == NULL || where == NULL || s == NULL || path == NULL || strlen(s) != 2 * SV_SECRET_LEN)
+        return 0;
+    int all = strcmp(mode, "all") == 0;
+    /* every program: the launcher's command was supervised at its start (the supervisor's
+     * exec role set LDPFUSE_SUPERVISED), and its filter came down to us */
+    if (all && getenv("LDPFUSE_SUPERVISED") && syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
+        return 1;
+    if (!all && (strcmp(mode, "auto") != 0 || !needs_supervision(path)))
+        return 0;
+    int saved = errno;
+    unsigned char secret[SV_SECRET_LEN];
+    for (int i = 0; i < SV_SECRET_LEN; i++)
+        secret[i] = (unsigned char)(hexval(s[2 * i]) << 4 | hexval(s[2 * i + 1]));
+    /* reach the supervisor first: a filter cannot be taken back */
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(where) >= sizeof sa.sun_path)
+        return 0;
+    strcpy(sa.sun_path, where);
+    int sock = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct timeval tv = { 10, 0 };
+    if (sock < 0 || syscall(SYS_setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+        syscall(SYS_connect, sock, &sa, sizeof sa) < 0) {
+        ldp_log(LOG_WARNING, "%s: the supervisor cannot be reached (%s): it runs unsupervised", path,
+                strerror(errno));
+        if (sock >= 0)
+            syscall(SYS_close, sock);
+        errno = saved;
+        return 0;
+    }
+    int covered = 0;
+    const char *pid = getenv("LDPFUSE_SUPERVISOR_PID");
+    if (pid)    /* Yama's ptrace_scope=1: let the supervisor read and write our memory */
+        syscall(SYS_prctl, PR_SET_PTRACER, (unsigned long)atol(pid), 0, 0, 0);
+    long listener = install_filter();
+    if (listener >= 0) {
+        if (hand_over(sock, (int)listener, secret) == 0)
+            covered = 1;
+        else    /* the filter is in place and nobody holds its listener: every trapped call
+                 * of this process will fail with ENOSYS */
+            ldp_log(LOG_ERROR, "%s: the supervisor did not take the listener: its path calls will fail "
+                    "(ENOSYS)", path);
+        syscall(SYS_close, listener);
+    } else if (errno == EBUSY) {
+        covered = 1;    /* an ancestor's listener covers us already */
+    } else {
+        ldp_log(LOG_WARNING, "%s: the seccomp filter could not be installed (%s): it runs unsupervised", path,
+                strerror(errno));
+    }
+    syscall(SYS_close, sock);
+    errno = saved;
+    return covered;
+}

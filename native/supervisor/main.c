@@ -1,0 +1,254 @@
+/*
+ * ldpfuse-supervisor's two roles (docs/supervisor.md):
+ *
+ *   ldpfuse-supervisor serve SOCKET_FD LAUNCHER_PID
+ *       the launcher starts it (with the preload and the command's environment) on a
+ *       listening unix socket; it serves until the launcher asks it to end (SIGTERM) or
+ *       ends. It runs outside the command's process tree (it detaches at start), so the
+ *       launcher's wait for the command's descendants does not wait for it.
+ *   ldpfuse-supervisor exec PROGRAM [ARG...]
+ *       the launcher's command when it must be supervised from its start: exec PROGRAM
+ *       through the preload's execve, which installs the filter (interpose/supervise.c).
+ *
+ * The loop: a single thread waits (epoll) on the socket, every listener it holds, the
+ * write-back watch, the launcher's pidfd and SIGTERM. A listener arrives with the run's
+ * secret from a process of our uid, and is answered with one byte. Each notification is
+ * answered before the next is taken; every operation it makes on the file system is
+ * bounded by the run's op_timeout (the preload's own rule), so a stuck file system delays
+ * supervised callers by at most that, never for ever.
+ */
+#include "supervisor.h"
+#include "calls.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+int sv_strict;
+int sv_nmounts;
+char **sv_mounts;
+size_t *sv_mount_len;
+
+static int log_fd = 2;
+
+void sv_log(const char *fmt, ...)
+{
+    char line[PATH_MAX + 512];
+    int n = snprintf(line, sizeof line, "ldpfuse-supervisor[%d]: ", (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    (void)!write(log_fd, line, (size_t)n);
+}
+
+void sv_log_once(int key, const char *fmt, ...)
+{
+    static unsigned char seen[4096];
+    if (key >= 0 && key < (int)sizeof seen && seen[key]++)
+        return;
+    char msg[PATH_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sv_log("%s", msg);
+}
+
+static int exec_role(char **argv)
+{
+    const char *mode = getenv("LDPFUSE_SUPERVISE");
+    if (mode && strcmp(mode, "all") == 0)
+        setenv("LDPFUSE_SUPERVISED", "1", 1);   /* interpose/supervise.c: covered from here down */
+    execvp(argv[0], argv);
+    int e = errno;
+    fprintf(stderr, "ldpfuse-run: cannot run %s: %s\n", argv[0], strerror(e));
+    return e == ENOENT ? 127 : 126;
+}
+
+static void mounts_from_env(void)
+{
+    const char *m = getenv("LDPFUSE_MOUNTPOINTS");
+    char *all = strdup(m ? m : "");
+    int cap = 1;
+    for (char *p = all; *p; p++)
+        cap += *p == '\n';
+    sv_mounts = calloc((size_t)cap, sizeof *sv_mounts);
+    sv_mount_len = calloc((size_t)cap, sizeof *sv_mount_len);
+    char *save = NULL;
+    for (char *p = strtok_r(all, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+        size_t l = strlen(p);
+        while (l > 1 && p[l - 1] == '/')
+            p[--l] = '\0';
+        sv_mounts[sv_nmounts] = p;
+        sv_mount_len[sv_nmounts++] = l;
+    }
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static unsigned char secret[SV_SECRET_LEN];
+
+/* A process hands a listener over: our uid (SO_PEERCRED), the secret, one fd. */
+static int take_listener(int conn)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != geteuid())
+        return -1;
+    struct timeval tv = { 1, 0 };   /* a client that does not send stalls us at most this */
+    setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    unsigned char got[SV_SECRET_LEN];
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { got, sizeof got };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+    int fd = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); n > 0 && c; c = CMSG_NXTHDR(&m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    unsigned char diff = n == SV_SECRET_LEN ? 0 : 1;
+    for (int i = 0; i < SV_SECRET_LEN; i++)
+        diff |= got[i] ^ secret[i];
+    if (diff || fd < 0 || (m.msg_flags & MSG_CTRUNC)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* a seccomp listener, not any fd: its NOTIF_ID_VALID of id 0 says ENOENT, nothing else */
+    uint64_t id = 0;
+    if (ioctl(fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 || errno != ENOENT) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int serve_role(int sock, pid_t launcher)
+{
+    /* detach: the launcher's wait for its descendants must not wait for us */
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child > 0)
+        _exit(0);
+    /* our pid to the launcher (PR_SET_PTRACER names us to Yama), then stdout is done */
+    char line[32];
+    int len = snprintf(line, sizeof line, "%d\n", (int)getpid());
+    (void)!write(1, line, (size_t)len);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 1);
+        close(null);
+    }
+    const char *s = getenv("LDPFUSE_SECRET");
+    if (s == NULL || strlen(s) != 2 * SV_SECRET_LEN)
+        return 1;
+    for (int i = 0; i < SV_SECRET_LEN; i++)
+        secret[i] = (unsigned char)(hexval(s[2 * i]) << 4 | hexval(s[2 * i + 1]));
+    const char *e = getenv("LDPFUSE_ESCAPES");
+    sv_strict = e && strcmp(e, "strict") == 0;
+    const char *lf = getenv("LDPFUSE_LOG_FILE");
+    if (lf && *lf) {
+        int fd = open(lf, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            log_fd = fd;
+    }
+    mounts_from_env();
+    const char *rd = getenv("LDPFUSE_RUN_DIR");
+    snprintf(sv_shadow_root, sizeof sv_shadow_root, "%s/supervisor", rd && *rd ? rd : "/tmp");
+    mkdir(sv_shadow_root, 0700);
+    umask(0);
+
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    int wfd = writeback_init();
+    int pfd = (int)syscall(SYS_pidfd_open, launcher, 0);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, NULL);
+    int sfd = signalfd(-1, &term, SFD_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN };
+    int fixed[4] = { sock, wfd, pfd, sfd };
+    for (int i = 0; i < 4; i++) {
+        ev.data.fd = fixed[i];
+        if (fixed[i] >= 0)
+            epoll_ctl(ep, EPOLL_CTL_ADD, fixed[i], &ev);
+    }
+    if (pfd < 0 && kill(launcher, 0) < 0)
+        return 0;
+
+    struct seccomp_notif_sizes sizes;
+    if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0)
+        return 1;
+    struct seccomp_notif *n = calloc(1, sizes.seccomp_notif > sizeof *n ? sizes.seccomp_notif : sizeof *n);
+    struct seccomp_notif_resp *resp =
+        calloc(1, sizes.seccomp_notif_resp > sizeof *resp ? sizes.seccomp_notif_resp : sizeof *resp);
+    for (;;) {
+        struct epoll_event evs[16];
+        int k = epoll_wait(ep, evs, 16, -1);
+        if (k < 0 && errno != EINTR)
+            return 1;
+        for (int i = 0; i < k; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == wfd) {
+                writeback_events();
+            } else if (fd == pfd || fd == sfd) {
+                writeback_events();
+                return 0;
+            } else if (fd == sock) {
+                int conn = accept4(sock, NULL, NULL, SOCK_CLOEXEC);
+                if (conn < 0)
+                    continue;
+                int l = take_listener(conn);
+                char ok = l >= 0;
+                if (l >= 0) {
+                    struct epoll_event le = { .events = EPOLLIN, .data.fd = l };
+                    if (epoll_ctl(ep, EPOLL_CTL_ADD, l, &le) < 0) {
+                        close(l);
+                        ok = 0;
+                    }
+                }
+                (void)!send(conn, &ok, 1, MSG_NOSIGNAL);
+                close(conn);
+            } else if (evs[i].events & EPOLLIN) {
+                memset(n, 0, sizes.seccomp_notif);
+                if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, n) < 0)
+                    continue;   /* ENOENT: the caller went away first */
+                writeback_events();     /* a close before this call is written first */
+                serve_notification(fd, n, resp);
+            } else if (evs[i].events & (EPOLLHUP | EPOLLERR)) {
+                epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);     /* every process it filtered has ended */
+                close(fd);
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "exec") == 0)
+        return exec_role(argv + 2);
+    if (argc == 4 && strcmp(argv[1], "serve") == 0)
+        return serve_role(atoi(argv[2]), (pid_t)atoi(argv[3]));
+    fprintf(stderr, "usage: ldpfuse-supervisor serve SOCKET_FD LAUNCHER_PID | exec PROGRAM [ARG...]\n"
+                    "(started by ldpfuse-run --supervise: docs/supervisor.md)\n");
+    return 2;
+}
