@@ -5,7 +5,8 @@
  * right before its execve, this process installs a seccomp filter that turns the path
  * calls of supervisor/calls.h into user notifications (SECCOMP_RET_USER_NOTIF), hands
  * the filter's listener to the run's supervisor (ldpfuse-supervisor, which the launcher
- * started) over its socket with the run's secret, and execs. Every other call, and every
+ * started) over its socket, where it proved first that it holds the run's secret, and
+ * execs. Every other call, and every
  * call of another architecture, is let through by the filter itself.
  *
  * LDPFUSE_SUPERVISE=auto supervises statically linked programs and Go programs (whose
@@ -86,13 +87,29 @@ static int needs_supervision(const char *path)
     return needs;
 }
 
-/* The filter: x86-64 calls of the table wait for the supervisor, everything else runs. */
+/* Calls made from at or above this address are let through: the mmap area, where the
+ * loader maps shared libraries (libc, ld.so) and the vDSO lie (from 0x7exx... up, under the
+ * kernel's default layout), while a statically linked or non-PIE program's code (0x400000)
+ * and a PIE program's (0x55..., 0x56...) lie below. A dynamically linked program that
+ * loaded the preload (every one the command starts) has its libc calls on mount paths
+ * served in-process already: under a filter it inherited (the children of a supervised
+ * shell, make or `go build`) they pay the filter's few instructions, not a trip to the
+ * supervisor, and the calls its own code makes with inline `syscall` instructions (Go's
+ * runtime, cgo or not) are trapped. docs/supervisor.md says what this leaves out. */
+#define SV_LIBRARIES_FROM_HI 0x7000u    /* 0x7000_0000_0000 >> 32 */
+
+/* The filter: x86-64 calls of the table made from a program's own code wait for the
+ * supervisor, everything else runs. */
 static long install_filter(void)
 {
-    struct sock_filter f[8 + SV_NCALLS];
+    struct sock_filter f[10 + SV_NCALLS];
     unsigned n = 0;
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    /* the high half of the instruction pointer (little-endian: at offset + 4) */
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, instruction_pointer) + 4);
+    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SV_LIBRARIES_FROM_HI, 0, 1);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
     for (unsigned i = 0; i < SV_NCALLS; i++)    /* a match jumps to the last row but one */
@@ -111,20 +128,31 @@ static long install_filter(void)
     return fd;
 }
 
-/* Hand the listener over: the secret and the fd in one message, then wait for the byte that
- * says the supervisor holds it. 0, or -1. */
-static int hand_over(int sock, int listener, const unsigned char *secret)
+/* The secret, then one byte back: 1 = the supervisor will take a listener from us (our
+ * uid, the run's secret). Asked before the filter is installed: it cannot be taken back. */
+static int greet(int sock, const unsigned char *secret)
+{
+    if (syscall(SYS_sendto, sock, secret, SV_SECRET_LEN, MSG_NOSIGNAL, NULL, 0) != SV_SECRET_LEN)
+        return -1;
+    char ok = 0;
+    return syscall(SYS_recvfrom, sock, &ok, 1, 0, NULL, NULL) == 1 && ok == 1 ? 0 : -1;
+}
+
+/* Hand the listener over (SCM_RIGHTS), then wait for the byte that says the supervisor
+ * holds it. 0, or -1. */
+static int hand_over(int sock, int listener)
 {
     char cbuf[CMSG_SPACE(sizeof(int))];
     memset(cbuf, 0, sizeof cbuf);
-    struct iovec iov = { (void *)secret, SV_SECRET_LEN };
+    char one = 1;
+    struct iovec iov = { &one, 1 };
     struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &listener, sizeof(int));
-    if (syscall(SYS_sendmsg, sock, &m, MSG_NOSIGNAL) != SV_SECRET_LEN)
+    if (syscall(SYS_sendmsg, sock, &m, MSG_NOSIGNAL) != 1)
         return -1;
     char ok = 0;
     return syscall(SYS_recvfrom, sock, &ok, 1, 0, NULL, NULL) == 1 && ok == 1 ? 0 : -1;
@@ -156,7 +184,7 @@ int supervise_exec(const char *path)
     int sock = (int)syscall(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct timeval tv = { 10, 0 };
     if (sock < 0 || syscall(SYS_setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-        syscall(SYS_connect, sock, &sa, sizeof sa) < 0) {
+        syscall(SYS_connect, sock, &sa, sizeof sa) < 0 || greet(sock, secret) < 0) {
         ldp_log(LOG_WARNING, "%s: the supervisor cannot be reached (%s): it runs unsupervised", path,
                 strerror(errno));
         if (sock >= 0)
@@ -170,7 +198,7 @@ int supervise_exec(const char *path)
         syscall(SYS_prctl, PR_SET_PTRACER, (unsigned long)atol(pid), 0, 0, 0);
     long listener = install_filter();
     if (listener >= 0) {
-        if (hand_over(sock, (int)listener, secret) == 0)
+        if (hand_over(sock, (int)listener) == 0)
             covered = 1;
         else    /* the filter is in place and nobody holds its listener: every trapped call
                  * of this process will fail with ENOSYS */

@@ -106,7 +106,8 @@ static int hexval(char c)
 
 static unsigned char secret[SV_SECRET_LEN];
 
-/* A process hands a listener over: our uid (SO_PEERCRED), the secret, one fd. */
+/* A process hands a listener over: our uid (SO_PEERCRED) and the secret first (answered
+ * 1, or the connection is closed), then one fd that must be a seccomp listener. */
 static int take_listener(int conn)
 {
     struct ucred cr;
@@ -116,18 +117,23 @@ static int take_listener(int conn)
     struct timeval tv = { 1, 0 };   /* a client that does not send stalls us at most this */
     setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     unsigned char got[SV_SECRET_LEN];
+    ssize_t n = recv(conn, got, sizeof got, 0);
+    unsigned char diff = n == SV_SECRET_LEN ? 0 : 1;
+    for (int i = 0; i < SV_SECRET_LEN; i++)
+        diff |= got[i] ^ secret[i];
+    char ok = 1;
+    if (diff || send(conn, &ok, 1, MSG_NOSIGNAL) != 1)
+        return -1;
+    char byte;
     char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = { got, sizeof got };
+    struct iovec iov = { &byte, 1 };
     struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-    ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
+    n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
     int fd = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); n > 0 && c; c = CMSG_NXTHDR(&m, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
             memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    unsigned char diff = n == SV_SECRET_LEN ? 0 : 1;
-    for (int i = 0; i < SV_SECRET_LEN; i++)
-        diff |= got[i] ^ secret[i];
-    if (diff || fd < 0 || (m.msg_flags & MSG_CTRUNC)) {
+    if (fd < 0 || (m.msg_flags & MSG_CTRUNC)) {
         if (fd >= 0)
             close(fd);
         return -1;
@@ -220,6 +226,9 @@ static int serve_role(int sock, pid_t launcher)
                 int l = take_listener(conn);
                 char ok = l >= 0;
                 if (l >= 0) {
+                    /* the caller's CPU switches to us at once (Linux >= 6.6), as a
+                     * futex hand-over: no idle CPU's wake-up per call */
+                    ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (uint64_t)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
                     struct epoll_event le = { .events = EPOLLIN, .data.fd = l };
                     if (epoll_ctl(ep, EPOLL_CTL_ADD, l, &le) < 0) {
                         close(l);

@@ -18,6 +18,7 @@
 #include <linux/audit.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -206,6 +207,33 @@ static void send_resp(int listener, struct seccomp_notif_resp *resp)
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);    /* ENOENT: the caller has gone */
 }
 
+/* --strict: one line in the launcher's record of escapes (ldpfuse_py/escapes.py reads it
+ * at the end, names it and exits nonzero), as the preload's escape.c writes them */
+static void record_refusal(pid_t pid, const char *call, const char *where)
+{
+    const char *file = getenv("LDPFUSE_ESCAPES_LOG");
+    if (file == NULL || *file == '\0')
+        return;
+    char comm[64] = "?", name[64];
+    snprintf(name, sizeof name, "/proc/%d/comm", (int)pid);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, comm, sizeof comm - 1);
+        close(fd);
+        comm[n > 0 ? n - 1 : 0] = '\0';
+    }
+    char line[SV_PATH_MAX + 256];
+    int n = snprintf(line, sizeof line, "%d\t%s (supervised)\t%s\t%s\trefused with EIO (--strict)\n", (int)pid,
+                     comm, call, where);
+    if (n <= 0 || (size_t)n >= sizeof line)
+        return;
+    fd = open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)!write(fd, line, (size_t)n);
+        close(fd);
+    }
+}
+
 void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_notif_resp *resp)
 {
     memset(resp, 0, sizeof *resp);
@@ -249,6 +277,7 @@ void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_no
             send_resp(listener, resp);
             return;
         }
+        record_refusal(t.pid, c->name, m1 >= 0 ? a1 : a2);
         r = -EIO;
     } else if (c->path2 >= 0 && m1 != m2) {
         r = -EXDEV;

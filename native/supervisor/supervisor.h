@@ -29,6 +29,10 @@
 #include <sys/types.h>
 
 #define SV_PATH_MAX (PATH_MAX + 1024)
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS  /* Linux 6.6; Debian 12's headers are 6.1's */
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP 1UL
+#endif
 
 /* main.c */
 extern int sv_strict;                   /* --strict: what cannot be served fails (EIO) */
