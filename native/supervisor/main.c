@@ -217,7 +217,10 @@ static int serve_role(int sock, pid_t launcher)
             if (fd == wfd) {
                 writeback_events();
             } else if (fd == pfd || fd == sfd) {
+                /* the command has ended: what its writers closed, and what processes that
+                 * outlived it still hold, is written */
                 writeback_events();
+                writeback_all();
                 return 0;
             } else if (fd == sock) {
                 int conn = accept4(sock, NULL, NULL, SOCK_CLOEXEC);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,13 +51,61 @@ static int fill(int fd)
     }
 }
 
+/* The fd a caller gets for a cached file (fd: ours, filled): a reader, a read-only
+ * description of the page cache itself (it must not write the cache others read); a
+ * writer, a private memfd with the file's bytes, whose bytes writeback.c writes through fd
+ * when the caller has closed it (fd is then writeback.c's). -errno on failure. */
+static int handed_fd(int fd, const char *abs, int flags)
+{
+    char self[64];
+    if ((flags & O_ACCMODE) == O_RDONLY) {
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        int mine = open(self, O_RDONLY | O_CLOEXEC);
+        return mine < 0 ? -errno : mine;
+    }
+    int priv = memfd_create("ldpfuse-supervised-writer", MFD_CLOEXEC);
+    if (priv < 0)
+        return -errno;
+    int r = 0;
+    if (!(flags & O_TRUNC) && (fcntl(fd, F_GETFL) & O_ACCMODE) != O_WRONLY) {
+        for (off_t off = 0;;) {
+            ssize_t n = pread(fd, scratch, sizeof scratch, off);
+            if (n <= 0) {
+                r = n < 0 ? -errno : 0;
+                break;
+            }
+            if (pwrite(priv, scratch, (size_t)n, off) != n) {
+                r = -EIO;
+                break;
+            }
+            off += n;
+        }
+    }
+    snprintf(self, sizeof self, "/proc/self/fd/%d", priv);
+    int ro = r < 0 ? -1 : open(self, O_RDONLY | O_CLOEXEC);
+    int mine = ro < 0 ? -1 : open(self, (flags & (O_ACCMODE | O_APPEND)) | O_CLOEXEC);
+    if (r == 0 && mine < 0)
+        r = -errno;
+    close(priv);    /* before the watch: its close is no writer's */
+    if (r < 0) {
+        if (ro >= 0)
+            close(ro);
+        return r;
+    }
+    if (writeback_watch(fd, ro, abs) < 0) {
+        close(mine);
+        return -EIO;
+    }
+    return mine;
+}
+
 /* open(2) and its family on a mount path: returns 1 if the answer was sent (ADDFD_FLAG_SEND),
  * else -errno to answer. */
 static int serve_open(struct sv_target *t, const char *abs, int flags, mode_t mode)
 {
     struct stat st;
     int sr = (flags & O_NOFOLLOW) ? lstat(abs, &st) : stat(abs, &st);
-    int fd, keep = 0;
+    int fd;
     if (sr == 0 && S_ISDIR(st.st_mode)) {
         if ((flags & O_CREAT) && (flags & O_EXCL))
             return -EEXIST;
@@ -79,23 +128,14 @@ static int serve_open(struct sv_target *t, const char *abs, int flags, mode_t mo
         if (fd < 0)
             return -errno;
         if (is_cached(fd)) {
-            /* the caller gets a description of the cache of its own, with its own access
-             * mode (a reader must not write the cache others read) */
             int r = (fcntl(fd, F_GETFL) & O_ACCMODE) == O_WRONLY ? 0 : fill(fd);
-            char self[64];
-            snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-            int mine = r < 0 ? r : open(self, (flags & (O_ACCMODE | O_APPEND)) | O_CLOEXEC);
-            if (r < 0 || mine < 0) {
-                r = r < 0 ? r : -errno;
+            int mine = r < 0 ? r : handed_fd(fd, abs, flags);
+            if (mine < 0) {
                 close(fd);
-                return r;
+                return mine;
             }
-            if ((flags & O_ACCMODE) != O_RDONLY) {
-                writeback_watch(fd, abs);   /* keeps fd */
-                keep = 1;
-            } else {
-                close(fd);
-            }
+            if ((flags & O_ACCMODE) == O_RDONLY)
+                close(fd);      /* a writer's fd is kept by writeback.c */
             fd = mine;
         }
     }
@@ -108,7 +148,6 @@ static int serve_open(struct sv_target *t, const char *abs, int flags, mode_t mo
     };
     int r = ioctl(t->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
     int e = errno;
-    (void)keep;
     close(fd);
     return r >= 0 ? 1 : -e;
 }

@@ -17,8 +17,8 @@
  *   serve.c      one notification: decode it with calls.h, continue or serve it
  *   shadow.c     directories: a real directory per mount directory listed, which the
  *                kernel can list for the caller, mapped back to the mount path
- *   writeback.c  cached files a caller opened for writing: their bytes reach the file
- *                system when the caller closes them
+ *   writeback.c  cached files a caller opened for writing: it writes a private memfd,
+ *                whose bytes reach the file system when the caller closes it
  */
 #ifndef LDPFUSE_SUPERVISOR_H
 #define LDPFUSE_SUPERVISOR_H
@@ -75,8 +75,11 @@ int shadow_unmap(char *path, size_t size);
 
 /* writeback.c */
 int writeback_init(void);               /* the inotify fd to poll */
-/* fd (ours, a cached file of path opened for writing) was handed to a caller: keep it,
- * and write its bytes back when every writer has closed */
-void writeback_watch(int fd, const char *abs);
+/* A caller got a private memfd for a cached file it opened for writing: fd is ours (the
+ * preload's, of the file), ro a read-only fd of the memfd. Both are kept; when the
+ * caller's description is closed for the last time the memfd's bytes are written to the
+ * file through fd, and both are let go. -1 (both closed) if it cannot be watched. */
+int writeback_watch(int fd, int ro, const char *abs);
 void writeback_events(void);            /* the inotify fd is readable */
+void writeback_all(void);               /* the end: write every writer's bytes */
 #endif

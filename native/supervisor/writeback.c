@@ -1,13 +1,14 @@
 /*
- * Cached files (the file system serves them through read() and write(): their fd is a
- * memfd page cache) that a supervised caller opened for writing. The caller's writes go
- * to the memfd, in the kernel, past any wrapper; the supervisor keeps its own fd of the
- * file (the preload's, which writes through to the file system) and watches the memfd
- * with inotify: when a description opened for writing is closed for the last time
- * (IN_CLOSE_WRITE: the caller's close, or its exit), the memfd's bytes and size are
- * written to the file system through that fd. So another process sees the bytes at once
- * (the page cache is the same) and the file system from the writer's close on, as
- * kernel FUSE's write-back cache does at flush.
+ * Cached files (the file system serves them through read() and write(): the preload's fd
+ * is a memfd page cache) that a supervised caller opened for writing. The caller's writes
+ * go to an fd in the kernel, past any wrapper: it gets a private memfd holding the file's
+ * bytes (serve.c), and the supervisor keeps the preload's fd of the file (which writes
+ * through to the file system) and a read-only fd of the private memfd, and watches the
+ * memfd with inotify. When the caller's description is closed for the last time
+ * (IN_CLOSE_WRITE: its close, or its exit; nobody else ever opens that memfd for writing)
+ * its bytes and size are written to the file system through the preload's fd, as kernel
+ * FUSE's write-back cache does at flush: other processes see them from the writer's close
+ * on.
  *
  * Events are read before any notification is served (main.c), so a close comes before
  * the next call of any supervised process.
@@ -22,10 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WB_MAX 1024     /* files kept at once; past it the oldest is written and let go */
+#define WB_MAX 1024     /* writers at once; past it the oldest is written and let go */
 
 struct wb {
-    int wd, fd;
+    int wd, fd, ro;
     char *path;
 };
 static struct wb wbs[WB_MAX];
@@ -40,66 +41,53 @@ int writeback_init(void)
 
 static void flush(struct wb *w)
 {
-    char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", w->fd);
-    int raw = open(self, O_RDONLY | O_CLOEXEC);     /* the memfd itself, not a file of the mount */
     struct stat st;
-    if (raw < 0 || fstat(raw, &st) < 0) {
-        sv_log("%s: its bytes could not be read back (%s)", w->path, strerror(errno));
-        if (raw >= 0)
-            close(raw);
+    if (fstat(w->ro, &st) < 0)
         return;
-    }
     int err = ftruncate(w->fd, st.st_size) < 0 ? errno : 0;
     for (off_t off = 0; !err && off < st.st_size;) {
-        ssize_t r = pread(raw, buf, sizeof buf, off);
+        ssize_t r = pread(w->ro, buf, sizeof buf, off);
         if (r <= 0)
             break;
         for (ssize_t done = 0; !err && done < r;) {
-            ssize_t w2 = pwrite(w->fd, buf + done, (size_t)(r - done), off + done);
-            if (w2 <= 0)
-                err = w2 < 0 ? errno : EIO;
+            ssize_t n = pwrite(w->fd, buf + done, (size_t)(r - done), off + done);
+            if (n <= 0)
+                err = n < 0 ? errno : EIO;
             else
-                done += w2;
+                done += n;
         }
         off += r;
     }
-    if (!err && fsync(w->fd) < 0 && errno != EINVAL && errno != ENOSYS)
-        err = errno;
     if (err)
         sv_log("%s: writing a supervised program's bytes to the file system failed (%s)", w->path, strerror(err));
-    close(raw);
 }
 
 static void let_go(int i)
 {
     inotify_rm_watch(ifd, wbs[i].wd);
-    close(wbs[i].fd);
+    close(wbs[i].fd);   /* the preload's close: flush and release reach the file system */
+    close(wbs[i].ro);
     free(wbs[i].path);
     wbs[i] = wbs[--nwb];
 }
 
-void writeback_watch(int fd, const char *abs)
+int writeback_watch(int fd, int ro, const char *abs)
 {
     char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    snprintf(self, sizeof self, "/proc/self/fd/%d", ro);
     int wd = ifd < 0 ? -1 : inotify_add_watch(ifd, self, IN_CLOSE_WRITE);
     if (wd < 0) {
-        sv_log("%s: a supervised writer's close cannot be watched (%s): its bytes reach the file "
-               "system now, not at its close", abs, strerror(errno));
+        sv_log("%s: a supervised writer's close cannot be watched (%s): refused (EIO)", abs, strerror(errno));
         close(fd);
-        return;
+        close(ro);
+        return -1;
     }
-    for (int i = 0; i < nwb; i++)
-        if (wbs[i].wd == wd) {     /* the same cache: one fd of it is enough */
-            close(fd);
-            return;
-        }
     if (nwb == WB_MAX) {
         flush(&wbs[0]);
         let_go(0);
     }
-    wbs[nwb++] = (struct wb){ wd, fd, strdup(abs) };
+    wbs[nwb++] = (struct wb){ wd, fd, ro, strdup(abs) };
+    return 0;
 }
 
 void writeback_events(void)
@@ -112,9 +100,20 @@ void writeback_events(void)
         for (char *p = ev; p < ev + n;) {
             struct inotify_event *e = (struct inotify_event *)p;
             for (int i = 0; i < nwb; i++)
-                if (wbs[i].wd == e->wd && (e->mask & IN_CLOSE_WRITE))
+                if (wbs[i].wd == e->wd && (e->mask & IN_CLOSE_WRITE)) {
                     flush(&wbs[i]);
+                    let_go(i);
+                    break;
+                }
             p += sizeof *e + e->len;
         }
+    }
+}
+
+void writeback_all(void)
+{
+    while (nwb > 0) {
+        flush(&wbs[nwb - 1]);
+        let_go(nwb - 1);
     }
 }
