@@ -228,3 +228,33 @@ def test_a_supervised_process_that_became_another_user_is_refused(ws, busybox):
     r = ldp(ws, "--supervise", cmd=[busybox, "sh", "-c", script])
     assert r.stdout.startswith("root:"), r.describe()     # outside the mount: as natively
     assert "Permission denied" in r.stderr, r.describe()
+
+
+@pytest.fixture(scope="module")
+def go_env(tmp_path_factory):
+    go = go_toolchain()
+    if go is None:
+        missing("go (not on PATH nor in /usr/local/go)")
+    d = tmp_path_factory.mktemp("gobuild")
+    return go, {"GOCACHE": d / "cache", "GOPATH": d / "path", "GOTOOLCHAIN": "local",
+                "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+
+
+@pytest.mark.parametrize("fs", BOTH)
+def test_go_build_of_sources_in_the_mount_writes_a_program_that_runs(ws, go_env, fs):
+    """`go build` (a static Go program, and the compiler and linker it runs) reads the
+    sources from the mount and writes the program there; the program, run from the mount,
+    is supervised too. The sources are named as files: module mode needs a working
+    directory in the mount, which the kernel cannot give (docs/supervisor.md). -trimpath:
+    the same bytes as the native build (the source paths differ)."""
+    go, env = go_env
+    if fs == MEMORY and LDP_MODE == "embedded":
+        pytest.skip("--mode embedded: each process has a memory file system of its own (the "
+                    "supervisor's for supervised ones), so sh's mkdir and cp, go build and sh's exec "
+                    "of the program see different trees (docs/processes-and-modes.md)")
+    if fs == LOOPBACK:
+        ws.populate(hello)
+    src = PROGRAMS / "go_walk"
+    ws.compare(["sh", "-c", f'mkdir "$D/src" "$D/w" && cp {src}/main.go "$D/src/" && '
+                            f'{go} build -trimpath -o "$D/prog" "$D/src/main.go" && ls "$D" && "$D/prog" "$D/w"'],
+               fs=fs, env_extra={**SUPERVISE, **env}, timeout=300)

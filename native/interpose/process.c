@@ -214,6 +214,9 @@ static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
 
 static int exec_fd(int fd, char *const argv[], char *const envp[])
 {
+    char self[40];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    supervise_exec(self);   /* a static or Go program stored in a mount */
     return (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
 }
 
