@@ -99,7 +99,9 @@ static int needs_supervision(const char *path)
 #define SV_LIBRARIES_FROM_HI 0x7000u    /* 0x7000_0000_0000 >> 32 */
 
 /* The filter: x86-64 calls of the table made from a program's own code wait for the
- * supervisor, everything else runs. */
+ * supervisor, everything else runs. The call's number is looked at first: for every other
+ * call the answer depends on nothing else, so the kernel's cache of constant answers
+ * (Linux >= 5.11) lets it through without running the filter at all. */
 static long install_filter(void)
 {
     struct sock_filter f[10 + SV_NCALLS];
@@ -107,14 +109,14 @@ static long install_filter(void)
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
     f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    for (unsigned i = 0; i < SV_NCALLS; i++)    /* a match jumps past the ALLOW below */
+        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)sv_calls[i].nr,
+                                              (unsigned char)(SV_NCALLS - i), 0);
+    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     /* the high half of the instruction pointer (little-endian: at offset + 4) */
     f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, instruction_pointer) + 4);
     f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SV_LIBRARIES_FROM_HI, 0, 1);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-    for (unsigned i = 0; i < SV_NCALLS; i++)    /* a match jumps to the last row but one */
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)sv_calls[i].nr,
-                                              (unsigned char)(SV_NCALLS - i), 0);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
     struct sock_fprog prog = { .len = (unsigned short)n, .filter = f };
