@@ -29,11 +29,22 @@ def user_notification():
         return False
 
 
+def kernel_at_least(major, minor):
+    release = os.uname().release.split("-")[0].split(".")
+    try:
+        return (int(release[0]), int(release[1])) >= (major, minor)
+    except (IndexError, ValueError):
+        return False
+
+
 @pytest.fixture(autouse=True)
 def supervisable():
     if not user_notification():
-        pytest.skip("the kernel has no seccomp user notification (SECCOMP_RET_USER_NOTIF, Linux >= 5.0): "
+        pytest.skip("the kernel has no seccomp user notification (SECCOMP_RET_USER_NOTIF): "
                     "nothing can be supervised here")
+    if not kernel_at_least(5, 14):
+        pytest.skip(f"Linux {os.uname().release} < 5.14: no SECCOMP_ADDFD_FLAG_SEND, which the "
+                    "supervisor needs to hand a supervised program its fds")
 
 
 def statically_linked(path):
@@ -258,3 +269,20 @@ def test_go_build_of_sources_in_the_mount_writes_a_program_that_runs(ws, go_env,
     ws.compare(["sh", "-c", f'mkdir "$D/src" "$D/w" && cp {src}/main.go "$D/src/" && '
                             f'{go} build -trimpath -o "$D/prog" "$D/src/main.go" && ls "$D" && "$D/prog" "$D/w"'],
                fs=fs, env_extra={**SUPERVISE, **env}, timeout=300)
+
+
+@pytest.mark.skipif(LDP_MODE == "embedded",
+                    reason="the embedded mode runs the method in the calling thread (the "
+                           "supervisor's here): op_timeout bounds the shared mode only "
+                           "(docs/limitations.md)")
+def test_a_stuck_file_system_fails_a_supervised_call_with_eio_and_serving_goes_on(ws, busybox):
+    """getattr of /stuck never returns: the supervised cat gets EIO after op_timeout (it is not
+    held for ever), and the next supervised program is served."""
+    from conftest import FS_FIXTURES, run_ldp
+
+    env = ws.env(ws.mnt, ws.ldp_out, **SUPERVISE)
+    r = run_ldp(f"{FS_FIXTURES / 'faulty.py'}:GetattrBlocksForeverThreadSafe", [],
+                ["sh", "-c", f'{busybox} cat "$D/stuck"; echo "stuck $?"; {busybox} cat "$D/f"; echo "f $?"'],
+                ws.mnt, options={"op_timeout": 2}, cwd=ws.tmp, env=env, timeout=120)
+    assert "stuck 1" in r.stdout and "Input/output error" in r.stderr, r.describe()
+    assert "hello\nf 0" in r.stdout, r.describe()

@@ -10,12 +10,14 @@
  *       the launcher's command when it must be supervised from its start: exec PROGRAM
  *       through the preload's execve, which installs the filter (interpose/supervise.c).
  *
- * The loop: a single thread waits (epoll) on the socket, every listener it holds, the
- * write-back watch, the launcher's pidfd and SIGTERM. A listener arrives with the run's
- * secret from a process of our uid, and is answered with one byte. Each notification is
- * answered before the next is taken; every operation it makes on the file system is
- * bounded by the run's op_timeout (the preload's own rule), so a stuck file system delays
- * supervised callers by at most that, never for ever.
+ * The main thread waits (epoll) on the socket, the write-back watch, the launcher's pidfd
+ * and SIGTERM. A listener arrives with the run's secret from a process of our uid, and is
+ * answered with one byte; each listener (a tree of supervised processes) gets a thread
+ * that answers its notifications in turn. Deciding that a call names no mount (the
+ * common case) takes no lock; a call on a mount is served under one lock (sv_serving),
+ * after the writers' closes seen so far. Every operation on the file system is bounded by
+ * the run's op_timeout (the preload's own rule), so a stuck file system delays a
+ * supervised caller by at most that, never for ever.
  */
 #include "supervisor.h"
 #include "calls.h"
@@ -26,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
@@ -147,6 +151,71 @@ static int take_listener(int conn)
     return fd;
 }
 
+pthread_mutex_t sv_serving = PTHREAD_MUTEX_INITIALIZER;
+static struct seccomp_notif_sizes notif_sizes;
+static int nthreads;    /* listener threads running (the main thread changes it up, they down) */
+
+/* One listener's thread: each notification in turn, until every process under its filter
+ * has ended (POLLHUP). A tree of supervised processes waiting for the file system does not
+ * hold up another tree's calls; within a tree calls are answered one at a time. */
+static void *listener_thread(void *arg)
+{
+    int l = (int)(intptr_t)arg;
+    struct seccomp_notif *n = calloc(1, notif_sizes.seccomp_notif > sizeof *n ? notif_sizes.seccomp_notif : sizeof *n);
+    struct seccomp_notif_resp *resp =
+        calloc(1, notif_sizes.seccomp_notif_resp > sizeof *resp ? notif_sizes.seccomp_notif_resp : sizeof *resp);
+    while (n && resp) {
+        struct pollfd p = { .fd = l, .events = POLLIN };
+        if (poll(&p, 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p.revents & POLLIN) {
+            memset(n, 0, notif_sizes.seccomp_notif);
+            if (ioctl(l, SECCOMP_IOCTL_NOTIF_RECV, n) == 0)
+                serve_notification(l, n, resp);
+            continue;   /* ENOENT: the caller went away first */
+        }
+        if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+            break;      /* every process it filtered has ended */
+    }
+    free(n);
+    free(resp);
+    close(l);
+    __atomic_sub_fetch(&nthreads, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* 0, or -1 (the listener closed): past SV_MAX_TREES trees at once the next is refused, and
+ * its program runs unsupervised (refused under --strict), with a line in the log */
+#define SV_MAX_TREES 256
+static int start_listener(int l)
+{
+    if (__atomic_load_n(&nthreads, __ATOMIC_RELAXED) >= SV_MAX_TREES) {
+        sv_log("%d supervised process trees at once: one more is not supervised", SV_MAX_TREES);
+        close(l);
+        return -1;
+    }
+    /* the caller's CPU switches to us at once (Linux >= 6.6), as a futex hand-over: no
+     * idle CPU's wake-up per call */
+    ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (uint64_t)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t t;
+    __atomic_add_fetch(&nthreads, 1, __ATOMIC_RELAXED);
+    int r = pthread_create(&t, &attr, listener_thread, (void *)(intptr_t)l);
+    pthread_attr_destroy(&attr);
+    if (r != 0) {
+        __atomic_sub_fetch(&nthreads, 1, __ATOMIC_RELAXED);
+        close(l);
+        return -1;
+    }
+    return 0;
+}
+
 static int serve_role(int sock, pid_t launcher)
 {
     /* detach: the launcher's wait for its descendants must not wait for us */
@@ -201,54 +270,34 @@ static int serve_role(int sock, pid_t launcher)
     if (pfd < 0 && kill(launcher, 0) < 0)
         return 0;
 
-    struct seccomp_notif_sizes sizes;
-    if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0)
+    if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &notif_sizes) < 0)
         return 1;
-    struct seccomp_notif *n = calloc(1, sizes.seccomp_notif > sizeof *n ? sizes.seccomp_notif : sizeof *n);
-    struct seccomp_notif_resp *resp =
-        calloc(1, sizes.seccomp_notif_resp > sizeof *resp ? sizes.seccomp_notif_resp : sizeof *resp);
     for (;;) {
-        struct epoll_event evs[16];
-        int k = epoll_wait(ep, evs, 16, -1);
+        struct epoll_event evs[8];
+        int k = epoll_wait(ep, evs, 8, -1);
         if (k < 0 && errno != EINTR)
             return 1;
         for (int i = 0; i < k; i++) {
             int fd = evs[i].data.fd;
             if (fd == wfd) {
+                pthread_mutex_lock(&sv_serving);
                 writeback_events();
+                pthread_mutex_unlock(&sv_serving);
             } else if (fd == pfd || fd == sfd) {
                 /* the command has ended: what its writers closed, and what processes that
                  * outlived it still hold, is written */
+                pthread_mutex_lock(&sv_serving);
                 writeback_events();
                 writeback_all();
-                return 0;
+                return 0;   /* with the lock held: no call is served after this */
             } else if (fd == sock) {
                 int conn = accept4(sock, NULL, NULL, SOCK_CLOEXEC);
                 if (conn < 0)
                     continue;
                 int l = take_listener(conn);
-                char ok = l >= 0;
-                if (l >= 0) {
-                    /* the caller's CPU switches to us at once (Linux >= 6.6), as a
-                     * futex hand-over: no idle CPU's wake-up per call */
-                    ioctl(l, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (uint64_t)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
-                    struct epoll_event le = { .events = EPOLLIN, .data.fd = l };
-                    if (epoll_ctl(ep, EPOLL_CTL_ADD, l, &le) < 0) {
-                        close(l);
-                        ok = 0;
-                    }
-                }
+                char ok = l >= 0 && start_listener(l) == 0;
                 (void)!send(conn, &ok, 1, MSG_NOSIGNAL);
                 close(conn);
-            } else if (evs[i].events & EPOLLIN) {
-                memset(n, 0, sizes.seccomp_notif);
-                if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, n) < 0)
-                    continue;   /* ENOENT: the caller went away first */
-                writeback_events();     /* a close before this call is written first */
-                serve_notification(fd, n, resp);
-            } else if (evs[i].events & (EPOLLHUP | EPOLLERR)) {
-                epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);     /* every process it filtered has ended */
-                close(fd);
             }
         }
     }

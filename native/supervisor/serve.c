@@ -14,6 +14,7 @@
 #include "supervisor.h"
 #include "calls.h"
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/openat2.h>
@@ -273,34 +274,14 @@ static void record_refusal(pid_t pid, const char *call, const char *where)
     }
 }
 
-void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_notif_resp *resp)
+
+/* A call that names a mount path, under sv_serving (one at a time: the umask, the
+ * preload's state and writeback.c are this process's). */
+static void serve_mount_call(struct sv_target *tp, const struct sv_call *c, int m1, int m2, const char *a1,
+                             const char *a2, struct seccomp_notif_resp *resp)
 {
-    memset(resp, 0, sizeof *resp);
-    resp->id = n->id;
-    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    const struct sv_call *c = sv_call_of(n->data.nr);
-    struct sv_target t = { listener, n, (pid_t)n->pid };
-    static char p1[PATH_MAX], p2[PATH_MAX], a1[SV_PATH_MAX], a2[SV_PATH_MAX];
-    if (c == NULL || n->data.arch != AUDIT_ARCH_X86_64 || (c->op == SV_UTIMENS && n->data.args[c->path] == 0)) {
-        send_resp(listener, resp);
-        return;
-    }
-    /* unreadable, too long or empty (AT_EMPTY_PATH): the kernel gives the caller its answer */
-    ssize_t l1 = target_read_string(&t, n->data.args[c->path], p1, sizeof p1);
-    int m1 = -1, m2 = -1;
-    if (l1 > 0 && target_resolve(&t, c->dirfd >= 0 ? (long)(int)n->data.args[c->dirfd] : AT_FDCWD, p1, a1, sizeof a1) == 0)
-        m1 = mount_of(a1);
-    if (c->path2 >= 0) {
-        ssize_t l2 = target_read_string(&t, n->data.args[c->path2], p2, sizeof p2);
-        if (l2 > 0 && target_resolve(&t, c->dirfd2 >= 0 ? (long)(int)n->data.args[c->dirfd2] : AT_FDCWD, p2, a2, sizeof a2) == 0)
-            m2 = mount_of(a2);
-    }
-    if (m1 < 0 && m2 < 0) {
-        send_resp(listener, resp);
-        return;
-    }
-    if (!target_valid(&t))
-        return;     /* the caller was interrupted or has gone: nothing to answer */
+    struct sv_target t = *tp;
+    int listener = t.listener;
     resp->flags = 0;
     mode_t umask_of = 022;
     long r;
@@ -335,4 +316,38 @@ void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_no
         resp->val = r;
     }
     send_resp(listener, resp);
+}
+
+void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_notif_resp *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->id = n->id;
+    resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    const struct sv_call *c = sv_call_of(n->data.nr);
+    struct sv_target t = { listener, n, (pid_t)n->pid };
+    char p1[PATH_MAX], p2[PATH_MAX], a1[SV_PATH_MAX], a2[SV_PATH_MAX];
+    if (c == NULL || n->data.arch != AUDIT_ARCH_X86_64 || (c->op == SV_UTIMENS && n->data.args[c->path] == 0)) {
+        send_resp(listener, resp);
+        return;
+    }
+    /* unreadable, too long or empty (AT_EMPTY_PATH): the kernel gives the caller its answer */
+    ssize_t l1 = target_read_string(&t, n->data.args[c->path], p1, sizeof p1);
+    int m1 = -1, m2 = -1;
+    if (l1 > 0 && target_resolve(&t, c->dirfd >= 0 ? (long)(int)n->data.args[c->dirfd] : AT_FDCWD, p1, a1, sizeof a1) == 0)
+        m1 = mount_of(a1);
+    if (c->path2 >= 0) {
+        ssize_t l2 = target_read_string(&t, n->data.args[c->path2], p2, sizeof p2);
+        if (l2 > 0 && target_resolve(&t, c->dirfd2 >= 0 ? (long)(int)n->data.args[c->dirfd2] : AT_FDCWD, p2, a2, sizeof a2) == 0)
+            m2 = mount_of(a2);
+    }
+    if (m1 < 0 && m2 < 0) {
+        send_resp(listener, resp);
+        return;
+    }
+    if (!target_valid(&t))
+        return;     /* the caller was interrupted or has gone: nothing to answer */
+    pthread_mutex_lock(&sv_serving);
+    writeback_events();     /* a writer's close before this call reaches the file system first */
+    serve_mount_call(&t, c, m1, m2, a1, a2, resp);
+    pthread_mutex_unlock(&sv_serving);
 }

@@ -11,7 +11,8 @@
  *
  * One file per duty, in the order a notification meets them:
  *
- *   main.c       the roles (serve, exec), the socket listeners arrive on, the loop
+ *   main.c       the roles (serve, exec), the socket listeners arrive on, a thread per
+ *                listener
  *   target.c     the caller: its memory, its identity, its cwd and fds, the validity of
  *                a notification (SECCOMP_IOCTL_NOTIF_ID_VALID)
  *   serve.c      one notification: decode it with calls.h, continue or serve it
@@ -35,6 +36,8 @@
 #endif
 
 /* main.c */
+#include <pthread.h>
+extern pthread_mutex_t sv_serving;      /* held while a call on a mount is served */
 extern int sv_strict;                   /* --strict: what cannot be served fails (EIO) */
 extern int sv_nmounts;
 extern char **sv_mounts;                /* absolute, normalised, no trailing slash */
