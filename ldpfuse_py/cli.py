@@ -82,9 +82,10 @@ def parser():
                         "a statically linked or set-ID program is not started (EPERM), and "
                         "ldpfuse-run names the escapes at the end and exits nonzero")
     p.add_argument("--supervise", action="store_true",
-                   help="serve statically linked programs (CGO_ENABLED=0 Go, busybox-static) from "
-                        "outside: their path calls are stopped by a seccomp filter and answered "
-                        "by ldpfuse-supervisor (docs/supervisor.md)")
+                   help="serve the programs the preload cannot reach, statically linked ones "
+                        "(busybox-static, CGO_ENABLED=0 Go) and Go programs, from outside: their "
+                        "path calls are stopped by a seccomp filter and answered by "
+                        "ldpfuse-supervisor (docs/supervisor.md)")
     p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName, package.module:ClassName, "
                                             "or a fusepy script path/to/script.py (its FUSE() call "
                                             "gives the mount point and options)")
