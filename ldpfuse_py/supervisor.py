@@ -58,6 +58,7 @@ def start(env):
         pass
     env["LDPFUSE_SUPERVISOR"] = path
     env["LDPFUSE_SUPERVISOR_PID"] = str(pid)
+    env["LDPFUSE_SUPERVISOR_HELPER"] = HELPER     # posix_spawn goes through its exec-as role
     return True
 
 

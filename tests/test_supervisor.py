@@ -157,6 +157,21 @@ def test_a_static_program_exec_d_by_a_preloaded_shell_is_supervised(ws, busybox)
                env_extra=SUPERVISE)
 
 
+@pytest.mark.parametrize("how", ["posix_spawn", "posix_spawnp"])
+def test_a_static_program_started_with_posix_spawn_is_supervised(ws, busybox, how):
+    """glibc's posix_spawn execs in its child from inside libc: the preload spawns the
+    supervisor's exec-as role instead, whose exec installs the filter (a bare name for
+    posix_spawnp, found in PATH)."""
+    ws.populate(hello)
+    program = busybox if how == "posix_spawn" else "busybox"
+    script = (f"import os, sys\n"
+              f"d = os.environ['D']\n"
+              f"for args in (['cat', d + '/hello'], ['ls', d]):\n"
+              f"    pid = os.{how}({program!r}, ['busybox', *args], dict(os.environ))\n"
+              f"    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)\n")
+    ws.compare_py(script, env_extra=SUPERVISE)
+
+
 @pytest.mark.parametrize("fs", BOTH)
 def test_a_static_go_program_sees_the_mount_as_a_native_directory(ws, go_static, fs):
     if fs == LOOPBACK:

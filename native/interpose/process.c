@@ -541,7 +541,15 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         argv = plan.argv;
         path = plan.path;
     }
-    if (path && strchr(path, '/') && plan.fd < 0 && escape_check_exec(path, argv) < 0) {
+    /* a static or Go program: spawned through the supervisor's exec-as role */
+    char **supervised = NULL;
+    if (path && plan.fd < 0 &&
+        (supervised = supervise_spawn_argv(path, argv, strcmp(name, "posix_spawnp") == 0)) != NULL) {
+        path = supervised[0];
+        argv = supervised;
+        spawn = by_path;
+    }
+    if (!supervised && path && strchr(path, '/') && plan.fd < 0 && escape_check_exec(path, argv) < 0) {
         int e = errno;
         exec_plan_done(&plan);
         return e;
@@ -551,6 +559,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
     if (planned < 0) {
         int e = errno;
         exec_plan_done(&plan);
+        free(supervised);
         return e;
     }
     char cwdbuf[PATH_MAX + 16], realbuf[PATH_MAX + 24];
@@ -580,6 +589,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         free(env);
     if (planned_exec)
         exec_plan_done(&plan);
+    free(supervised);
     return r;
 }
 

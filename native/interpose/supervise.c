@@ -217,3 +217,52 @@ int supervise_exec(const char *path)
     errno = saved;
     return covered;
 }
+
+char **supervise_spawn_argv(const char *path, char *const argv[], int search)
+{
+    const char *mode = getenv("LDPFUSE_SUPERVISE");
+    const char *helper = getenv("LDPFUSE_SUPERVISOR_HELPER");
+    if (mode == NULL || helper == NULL || helper[0] != '/' || path == NULL || *path == '\0' ||
+        getenv("LDPFUSE_SUPERVISOR") == NULL)
+        return NULL;
+    int all = strcmp(mode, "all") == 0;
+    if (!all && strcmp(mode, "auto") != 0)
+        return NULL;
+    if (all && getenv("LDPFUSE_SUPERVISED") && syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
+        return NULL;    /* covered already */
+    size_t n = 0;
+    while (argv && argv[n])
+        n++;
+    char **out = malloc(sizeof *out * (n + 4) + PATH_MAX);
+    if (out == NULL)
+        return NULL;
+    char *found = (char *)(out + n + 4);
+    if (strchr(path, '/') || !search) {
+        snprintf(found, PATH_MAX, "%s", path);
+    } else {    /* posix_spawnp of a bare name: the program PATH leads to, as execvp finds it */
+        const char *dirs = getenv("PATH");
+        found[0] = '\0';
+        for (const char *d = dirs ? dirs : "/bin:/usr/bin"; d && !found[0];) {
+            const char *e = strchr(d, ':');
+            size_t len = e ? (size_t)(e - d) : strlen(d);
+            int w = snprintf(found, PATH_MAX, "%.*s%s%s", (int)len, d, len ? "/" : "", path);
+            if (w <= 0 || w >= PATH_MAX || syscall(SYS_faccessat, AT_FDCWD, found, X_OK) != 0)
+                found[0] = '\0';
+            d = e ? e + 1 : NULL;
+        }
+    }
+    if (!found[0] || (!all && !needs_supervision(found))) {
+        free(out);
+        return NULL;
+    }
+    /* ldpfuse-supervisor exec-as PATH ARGV0 ARG...: its execv, through this library,
+     * installs the filter (supervise_exec) in the child */
+    out[0] = (char *)helper;
+    out[1] = (char *)"exec-as";
+    out[2] = found;
+    out[3] = n > 0 ? argv[0] : found;
+    for (size_t i = 1; i < n; i++)
+        out[i + 3] = argv[i];
+    out[n > 0 ? n + 3 : 4] = NULL;
+    return out;
+}

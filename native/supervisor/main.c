@@ -9,6 +9,9 @@
  *   ldpfuse-supervisor exec PROGRAM [ARG...]
  *       the launcher's command when it must be supervised from its start: exec PROGRAM
  *       through the preload's execve, which installs the filter (interpose/supervise.c).
+ *   ldpfuse-supervisor exec-as PATH ARGV0 [ARG...]
+ *       what a posix_spawn of a program to supervise spawns instead (glibc's child execs
+ *       from inside libc, where no wrapper runs): the same, for PATH with argv[0] ARGV0.
  *
  * The main thread waits (epoll) on the socket, the write-back watch, the launcher's pidfd
  * and SIGTERM. A listener arrives with the run's secret from a process of our uid, and is
@@ -303,13 +306,28 @@ static int serve_role(int sock, pid_t launcher)
     }
 }
 
+/* exec-as PATH ARGV0 ARG...: a posix_spawn's child (interpose/supervise.c) */
+static int exec_as_role(const char *path, char **argv)
+{
+    const char *mode = getenv("LDPFUSE_SUPERVISE");
+    if (mode && strcmp(mode, "all") == 0)
+        setenv("LDPFUSE_SUPERVISED", "1", 1);
+    execv(path, argv);
+    int e = errno;
+    fprintf(stderr, "ldpfuse-supervisor: cannot run %s: %s\n", path, strerror(e));
+    return 127;     /* posix_spawn's child's status when its exec fails */
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "exec") == 0)
         return exec_role(argv + 2);
+    if (argc >= 4 && strcmp(argv[1], "exec-as") == 0)
+        return exec_as_role(argv[2], argv + 3);
     if (argc == 4 && strcmp(argv[1], "serve") == 0)
         return serve_role(atoi(argv[2]), (pid_t)atoi(argv[3]));
-    fprintf(stderr, "usage: ldpfuse-supervisor serve SOCKET_FD LAUNCHER_PID | exec PROGRAM [ARG...]\n"
+    fprintf(stderr, "usage: ldpfuse-supervisor serve SOCKET_FD LAUNCHER_PID | exec PROGRAM [ARG...] | "
+                    "exec-as PATH ARGV0 [ARG...]\n"
                     "(started by ldpfuse-run --supervise: docs/supervisor.md)\n");
     return 2;
 }
