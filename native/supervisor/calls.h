@@ -31,6 +31,8 @@ enum sv_op {
     SV_UTIMENS,     /* struct timespec[2] at buf_arg, flags_arg */
     SV_UNSERVED,    /* not served on a mount path: the kernel answers (ENOENT), or under
                      * --strict EIO; named once per call in the log */
+    SV_EXIT,        /* no path: the process ends; what it closed for writing is written to
+                     * the file system first (writeback.c), so whoever waits for it sees it */
 };
 
 struct sv_call {
@@ -90,6 +92,7 @@ static const struct sv_call sv_calls[] = {
     { SYS_llistxattr,  "llistxattr",  SV_UNSERVED, -1, 0, -1, -1, -1, -1, -1 },
     { SYS_removexattr, "removexattr", SV_UNSERVED, -1, 0, -1, -1, -1, -1, -1 },
     { SYS_lremovexattr, "lremovexattr", SV_UNSERVED, -1, 0, -1, -1, -1, -1, -1 },
+    { SYS_exit_group,  "exit_group",  SV_EXIT,     -1, -1, -1, -1, -1, -1, -1 },
 };
 #define SV_NCALLS (sizeof sv_calls / sizeof sv_calls[0])
 

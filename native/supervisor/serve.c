@@ -326,6 +326,15 @@ void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_no
     const struct sv_call *c = sv_call_of(n->data.nr);
     struct sv_target t = { listener, n, (pid_t)n->pid };
     char p1[PATH_MAX], p2[PATH_MAX], a1[SV_PATH_MAX], a2[SV_PATH_MAX];
+    if (c != NULL && c->op == SV_EXIT) {
+        /* its closes for writing (a shell's redirection) are written before its parent's
+         * wait returns; fds its exit closes are written just after */
+        pthread_mutex_lock(&sv_serving);
+        writeback_events();
+        pthread_mutex_unlock(&sv_serving);
+        send_resp(listener, resp);
+        return;
+    }
     if (c == NULL || n->data.arch != AUDIT_ARCH_X86_64 || (c->op == SV_UTIMENS && n->data.args[c->path] == 0)) {
         send_resp(listener, resp);
         return;

@@ -44,7 +44,9 @@ static void flush(struct wb *w)
     struct stat st;
     if (fstat(w->ro, &st) < 0)
         return;
-    int err = ftruncate(w->fd, st.st_size) < 0 ? errno : 0;
+    /* the bytes first, then the size: a reader meanwhile sees the old bytes or the new
+     * ones, never a grown file's zeros */
+    int err = 0;
     for (off_t off = 0; !err && off < st.st_size;) {
         ssize_t r = pread(w->ro, buf, sizeof buf, off);
         if (r <= 0)
@@ -58,6 +60,8 @@ static void flush(struct wb *w)
         }
         off += r;
     }
+    if (!err && ftruncate(w->fd, st.st_size) < 0)
+        err = errno;
     if (err)
         sv_log("%s: writing a supervised program's bytes to the file system failed (%s)", w->path, strerror(err));
 }
