@@ -105,6 +105,19 @@ class BuildNative(build_ext):
                                                     # mmap at load costs microseconds
                                                     "-Wl,-z,noseparate-code"])
         self.build_audit(tmp, out_dir)
+        self.build_supervisor(tmp, out_dir)
+
+    def build_supervisor(self, tmp, out_dir):
+        """ldpfuse_py/ldpfuse-supervisor: serves, from outside, the path calls of programs the
+        preload cannot reach (native/supervisor/, docs/supervisor.md)."""
+        sources = sorted(os.path.join(NATIVE, "supervisor", f)
+                         for f in os.listdir(os.path.join(HERE, NATIVE, "supervisor")) if f.endswith(".c"))
+        objects = self.compiler.compile(sources, output_dir=os.path.join(tmp, "supervisor"),
+                                        extra_postargs=CFLAGS,
+                                        depends=[os.path.join(NATIVE, "supervisor", "supervisor.h"),
+                                                 os.path.join(NATIVE, "supervisor", "calls.h")])
+        self.compiler.link_executable(objects, "ldpfuse-supervisor", output_dir=out_dir,
+                                      extra_postargs=["-pthread"])
 
     def build_audit(self, tmp, out_dir):
         """ldpfuse_py/libldpfuse_audit.so: the LD_AUDIT library an exec uses when the new

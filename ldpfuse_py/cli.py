@@ -2,6 +2,7 @@
 
     ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
                 [--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict]
+                [--supervise]
                 FS [FS_ARG...] -- COMMAND [ARG...]
     ldpfuse-run [options] -m MODULE [ARG...] -- COMMAND [ARG...]
 
@@ -49,7 +50,7 @@ def parser():
     p = ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
-              "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] FS [FS_ARG...] -- COMMAND [ARG...]\n"
+              "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] [--supervise] FS [FS_ARG...] -- COMMAND [ARG...]\n"
               "       %(prog)s [options] -m MODULE [ARG...] -- COMMAND [ARG...]",
         description="Run COMMAND (and every process it starts) with the file system FS mounted "
                     "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
@@ -80,6 +81,11 @@ def parser():
                    help="--watch-escapes, but a call outside libc on a mount path fails with EIO, "
                         "a statically linked or set-ID program is not started (EPERM), and "
                         "ldpfuse-run names the escapes at the end and exits nonzero")
+    p.add_argument("--supervise", action="store_true",
+                   help="serve the programs the preload cannot reach, statically linked ones "
+                        "(busybox-static, CGO_ENABLED=0 Go) and Go programs, from outside: their "
+                        "path calls are stopped by a seccomp filter and answered by "
+                        "ldpfuse-supervisor (docs/supervisor.md)")
     p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName, package.module:ClassName, "
                                             "or a fusepy script path/to/script.py (its FUSE() call "
                                             "gives the mount point and options)")
@@ -626,14 +632,18 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     if (args.mode or "shared") == "shared" or not script:
         run_dir.make(env, "LDPFUSE_ALLOW_OTHER" in own_env)     # removed at exit (exit_as)
     record = escapes.configure(args, env)
+    if args.supervise:
+        env["LDPFUSE_SUPERVISE"] = "auto"
+    supervised = env.get("LDPFUSE_SUPERVISE") in ("auto", "all")
     if record:
         reason = unreachable_reason(argv_exec[0])
-        if reason:
+        if reason and not (supervised and reason == "statically linked"):
             os.unlink(record)
             die(f"{argv_exec[0]} is {reason}: the loader will not preload ldpfuse into it, so it "
                 f"cannot see {point}; --strict refuses to run it (see docs/limitations.md)", 126)
     args.escape_record = record
-    warn_if_not_preloaded(argv_exec[0], point)
+    if not (supervised and unreachable_reason(argv_exec[0]) == "statically linked"):
+        warn_if_not_preloaded(argv_exec[0], point)
     sys.stdout.flush()
     sys.stderr.flush()
     # Python ignores SIGPIPE and SIGXFSZ, and exec keeps ignored signals ignored: give the

@@ -45,6 +45,10 @@ def start_command(argv_exec, env, reap_descendants=True):
     are the defaults a shell gives, and a command that cannot run exits 127 (126 when it
     exists) with one line.
     Returns its pid."""
+    from . import supervisor
+
+    if supervisor.wanted(env) and supervisor.start(env):
+        argv_exec = supervisor.command(argv_exec)
     if reap_descendants:
         subreaper()
     pid = os.fork()
@@ -195,6 +199,9 @@ def _wait_all(pid, status, stop, served):
     st = reap_all(pid)
     if st is not None:
         status.append(st)
+    from . import supervisor
+
+    supervisor.stop()   # what supervised writers closed reaches the file system first
     stop()
     grace = op_timeout()
     stuck = grace and _embedded.fs_thread_stuck()
@@ -211,8 +218,9 @@ def _wait_all(pid, status, stop, served):
 def exit_as(status):
     """End with the command's status: the same exit code, or death by the same signal
     (a shell then reports 128 + the signal's number, 137 for SIGKILL)."""
-    from . import run_dir, stats
+    from . import run_dir, stats, supervisor
 
+    supervisor.stop()
     stats.report()
     run_dir.remove()
     if status is not None and os.WIFSIGNALED(status):

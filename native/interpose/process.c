@@ -7,6 +7,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "supervise.h"
 #include "exec_plan.h"
 #include "exec_libs.h"
 #include <paths.h>
@@ -214,6 +215,9 @@ static char **fix_env(char *const envp[], char *cwdbuf, char *realbuf)
 
 static int exec_fd(int fd, char *const argv[], char *const envp[])
 {
+    char self[40];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    supervise_exec(self);   /* a static or Go program stored in a mount */
     return (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
 }
 
@@ -295,7 +299,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
         return ldp_vfork_child_execve(path, argv, envp);
     struct vpath vp;
     const char *target = path;
-    if (!vfs_lookup(AT_FDCWD, &target, &vp) && escape_check_exec(target, argv) < 0)
+    if (!vfs_lookup(AT_FDCWD, &target, &vp) && !supervise_exec(target) && escape_check_exec(target, argv) < 0)
         return -1;
     char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
@@ -538,7 +542,15 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         argv = plan.argv;
         path = plan.path;
     }
-    if (path && strchr(path, '/') && plan.fd < 0 && escape_check_exec(path, argv) < 0) {
+    /* a static or Go program: spawned through the supervisor's exec-as role */
+    char **supervised = NULL;
+    if (path && plan.fd < 0 &&
+        (supervised = supervise_spawn_argv(path, argv, strcmp(name, "posix_spawnp") == 0)) != NULL) {
+        path = supervised[0];
+        argv = supervised;
+        spawn = by_path;
+    }
+    if (!supervised && path && strchr(path, '/') && plan.fd < 0 && escape_check_exec(path, argv) < 0) {
         int e = errno;
         exec_plan_done(&plan);
         return e;
@@ -548,6 +560,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
     if (planned < 0) {
         int e = errno;
         exec_plan_done(&plan);
+        free(supervised);
         return e;
     }
     char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
@@ -577,6 +590,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
         free(env);
     if (planned_exec)
         exec_plan_done(&plan);
+    free(supervised);
     return r;
 }
 

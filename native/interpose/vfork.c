@@ -26,6 +26,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "supervise.h"
 #include "exec_libs.h"
 #include <paths.h>
 #include <stdlib.h>
@@ -279,7 +280,7 @@ int ldp_vfork_child_execve(const char *path, char *const argv[], char *const env
      * execve outside a vfork child can hand over (exec_libs.c): through the shell too */
     int libraries = exec_libs_path_in_mount(env);
     if (path == NULL || path[0] == '\0' || (!libraries && !may_lead_into_a_mount(path))) {
-        if (path && strchr(path, '/') && escape_check_exec(path, argv) < 0)
+        if (path && strchr(path, '/') && !supervise_exec(path) && escape_check_exec(path, argv) < 0)
             return -1;  /* a static or set-ID program: named (stack only), refused under --strict */
         return REAL(execve)(path, argv, env);
     }
@@ -290,7 +291,7 @@ int ldp_vfork_child_execve(const char *path, char *const argv[], char *const env
         return -1;
     }
     if (found[0] == 'R' && !libraries) {
-        if (escape_check_exec(found + 1, argv) < 0)
+        if (!supervise_exec(found + 1) && escape_check_exec(found + 1, argv) < 0)
             return -1;
         return REAL(execve)(found + 1, argv, env);
     }

@@ -1,0 +1,3 @@
+module example.com/gowalk
+
+go 1.19
