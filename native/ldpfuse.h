@@ -115,8 +115,10 @@ int vfs_lookup_outside_link(int dirfd, const char *path, int follow_last, struct
  * whose errors come before EXDEV. */
 int vfs_lookup_refused(const char *path);
 /* The absolute path of a vpath as the program sees it (mountpoint + path); -1 (errno
- * ENAMETOOLONG, out cut short) when it does not fit in size bytes. */
+ * ENAMETOOLONG, out cut short) when it does not fit in size bytes. mount_fullpath: the
+ * same for a mount index and a path (an open file's, with no vpath to make). */
 int vfs_fullpath(const struct vpath *vp, char *out, size_t size);
+int mount_fullpath(int mnt, const char *path, char *out, size_t size);
 /* Map an absolute normalised path to a mount; 1 if inside one. */
 int mount_match(const char *abs, struct vpath *vp);
 void mounts_init(void);
@@ -302,6 +304,7 @@ static inline uint64_t fnv1a(uint64_t h, const char *s, const char **end)
 }
 
 /* ---- attribute cache (vfs/attrcache.c) */
+#define ATTRCACHE_PATH_MAX 256      /* longer paths are not kept */
 /* 1: st filled; -1: known missing (ENOENT); 0: not known */
 int attrcache_get(int mnt, const char *path, struct stat *st);
 /* stamp: attrcache_stamp() of the path before the FS was asked; st NULL: missing */

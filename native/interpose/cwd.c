@@ -63,11 +63,8 @@ int fchdir(int fd)
         errno = ENOTDIR;
         return -1;
     }
-    struct vpath vp;
-    vpath_begin(&vp, v->mnt);
     char full[VPATH_MAX];
-    snprintf(vp.path, sizeof vp.path, "%s", v->path);
-    if (vfs_fullpath(&vp, full, sizeof full) < 0)
+    if (mount_fullpath(v->mnt, v->path, full, sizeof full) < 0)
         return -1;
     cwd_set(full);
     return 0;

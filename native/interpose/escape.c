@@ -302,10 +302,7 @@ static int fd_names(long fd, char *where, size_t n)
         return NOT_OURS;
     if (v->kind == VF_WRITER)
         return QUIET;       /* a passthrough file: the kernel serves it, the wrapper keeps count */
-    struct vpath vp;
-    vpath_begin(&vp, v->mnt);
-    snprintf(vp.path, sizeof vp.path, "%s", v->path);
-    vfs_fullpath(&vp, where, n);
+    mount_fullpath(v->mnt, v->path, where, n);
     return OURS;
 }
 

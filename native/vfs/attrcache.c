@@ -26,7 +26,6 @@
 
 #define SLOTS 4096              /* power of two */
 #define WAYS 4                  /* slots per set: names that collide still fit */
-#define MAXPATH 256             /* longer paths are not cached */
 
 struct slot {
     uint64_t gen;                   /* the stamp of the answer; 0: empty */
@@ -34,7 +33,7 @@ struct slot {
     int mnt;
     struct timespec expires;
     struct stat st;
-    char path[MAXPATH];
+    char path[ATTRCACHE_PATH_MAX];
 };
 
 /* in the library's zero-filled data, not allocated: no page of it costs anything until
@@ -110,7 +109,7 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
         return 0;
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
-    if (len >= MAXPATH)
+    if (len >= ATTRCACHE_PATH_MAX)
         return 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
@@ -152,7 +151,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t st
     }
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
-    if (len >= MAXPATH)
+    if (len >= ATTRCACHE_PATH_MAX)
         return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);

@@ -292,9 +292,8 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     if (be->create_open == NULL || (flags & (O_PATH | O_DIRECTORY)) || vp->trailing_slash ||
         attrcache_get(vp->mnt, vp->path, &st) != 0 || vpath_name_too_long(vp->path))
         return -2;
-    /* the directory as the cache knows it: a directory, or let the server look (the cache
-     * keeps no name as long as a path buffer) */
-    char dir[256];
+    /* the directory as the cache knows it: a directory, or let the server look */
+    char dir[ATTRCACHE_PATH_MAX];
     const char *slash = strrchr(vp->path, '/');
     size_t dl = slash && slash != vp->path ? (size_t)(slash - vp->path) : 1;
     int parent_is_dir = 0;

@@ -341,21 +341,23 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
     if (v->kind != VF_DIR)
         return 0;
     char base[VPATH_MAX];
-    const struct mount *m = &ldp_mounts[v->mnt];
-    int n = snprintf(base, sizeof base, "%s%s", m->point, strcmp(v->path, "/") == 0 ? "" : v->path);
-    if (n < 0 || (size_t)n >= sizeof base)
+    if (mount_fullpath(v->mnt, v->path, base, sizeof base) < 0)
         return refuse_too_long(pathp);
     return resolve(base, pathp, vp);
 }
 
-int vfs_fullpath(const struct vpath *vp, char *out, size_t size)
+int mount_fullpath(int mnt, const char *path, char *out, size_t size)
 {
-    const struct mount *m = &ldp_mounts[vp->mnt];
-    int n = strcmp(vp->path, "/") == 0 ? snprintf(out, size, "%s", m->point)
-                                       : snprintf(out, size, "%s%s", m->point, vp->path);
+    const struct mount *m = &ldp_mounts[mnt];
+    int n = snprintf(out, size, "%s%s", m->point, strcmp(path, "/") == 0 ? "" : path);
     if (n < 0 || (size_t)n >= size) {
         errno = ENAMETOOLONG;
         return -1;
     }
     return 0;
+}
+
+int vfs_fullpath(const struct vpath *vp, char *out, size_t size)
+{
+    return mount_fullpath(vp->mnt, vp->path, out, size);
 }
