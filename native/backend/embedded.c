@@ -1159,6 +1159,21 @@ static int be_ioctl(int mnt, const char *path, unsigned int cmd, void *arg, uint
                   data ? PyLong_FromVoidPtr(data) : (Py_INCREF(Py_None), Py_None));
 }
 
+/* Does the class have a method name (*s: its interned name, made at the first ask)? For
+ * the optional methods a class without them answers ENOSYS to, with no call (the GIL
+ * held). */
+static int has_method(int mnt, PyObject **s, const char *name)
+{
+    if (*s == NULL)
+        *s = PyUnicode_InternFromString(name);
+    PyObject *m = *s ? PyObject_GetAttr(mnts[mnt].ops, *s) : NULL;
+    int yes = m != NULL && m != Py_None && PyCallable_Check(m);
+    if (m == NULL)
+        PyErr_Clear();
+    Py_XDECREF(m);
+    return yes;
+}
+
 /* fusepy's lock(path, fh, cmd, lock): lock is the address of a struct flock (fusepy's
  * c_voidp), the class reads it and, for F_GETLK, writes it with ctypes. A class whose lock
  * is None (Operations') takes no locks: -ENOSYS without a call. */
@@ -1168,17 +1183,8 @@ static int be_lock(int mnt, const char *path, uint64_t fh, int cmd, struct flock
     if (!Py_IsInitialized())
         return -EIO;
     struct pyctx g = gil_enter();
-    int r;
-    if (s_lock == NULL)
-        s_lock = PyUnicode_InternFromString("lock");
-    PyObject *m = s_lock ? PyObject_GetAttr(mnts[mnt].ops, s_lock) : NULL;
-    if (m == NULL || m == Py_None || !PyCallable_Check(m)) {
-        PyErr_Clear();
-        r = -ENOSYS;
-    } else {
-        r = call_status(mnt, s_lock, path, 3, fh_obj(fh), PyLong_FromLong(cmd), PyLong_FromVoidPtr(lk));
-    }
-    Py_XDECREF(m);
+    int r = !has_method(mnt, &s_lock, "lock") ? -ENOSYS
+          : call_status(mnt, s_lock, path, 3, fh_obj(fh), PyLong_FromLong(cmd), PyLong_FromVoidPtr(lk));
     GIL_LEAVE(g);
     return r;
 }
@@ -1189,17 +1195,8 @@ static int be_flock(int mnt, const char *path, uint64_t fh, int op)
     if (!Py_IsInitialized())
         return -EIO;
     struct pyctx g = gil_enter();
-    int r;
-    if (s_flock == NULL)
-        s_flock = PyUnicode_InternFromString("flock");
-    PyObject *m = s_flock ? PyObject_GetAttr(mnts[mnt].ops, s_flock) : NULL;
-    if (m == NULL || m == Py_None || !PyCallable_Check(m)) {
-        PyErr_Clear();
-        r = -ENOSYS;
-    } else {
-        r = call_status(mnt, s_flock, path, 2, fh_obj(fh), PyLong_FromLong(op));
-    }
-    Py_XDECREF(m);
+    int r = !has_method(mnt, &s_flock, "flock") ? -ENOSYS
+          : call_status(mnt, s_flock, path, 2, fh_obj(fh), PyLong_FromLong(op));
     GIL_LEAVE(g);
     return r;
 }
