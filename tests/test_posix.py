@@ -163,15 +163,20 @@ def test_removing_or_renaming_dot_and_dotdot_is_refused(ws, fs):
     assert "a/b:" in native.stdout
 
 
-LONG_RELATIVE_PATH = r'''
-cd "$D"
+# A relative name of PATH_MAX - 1 bytes in $p (15 directories of NAME_MAX bytes and a file),
+# its directories made.
+PATH_MAX_NAME = r'''
 name=$(printf 'n%.0s' $(seq 255))
 p=$name
 for i in $(seq 14); do p=$p/$name; done
 p=$p/$(printf 'f%.0s' $(seq 255))
 echo ${#p}
 mkdir -p "${p%/*}"
-touch "$p"
+'''
+
+LONG_RELATIVE_PATH = r'''
+cd "$D"
+''' + PATH_MAX_NAME + r'''touch "$p"
 chmod 640 "$p"
 stat -c %a "$p"
 echo data >> "$p"
@@ -196,7 +201,7 @@ def test_relative_paths_of_path_max_minus_one_bytes_work(ws, fs):
     assert "File name too long" in native.stdout
 
 
-# The same from a working directory 3,000 bytes deep in the mount: the resolved path
+# The same from a working directory 3,060 bytes deep in the mount: the resolved path
 # (about 7,100 bytes) is past PATH_MAX, and `mkdir -p` and `rm -r` chdir down the
 # components, so the working directory itself goes past PATH_MAX; a symlink in the
 # middle of such a path is followed, and xattrs reach the file.
@@ -205,13 +210,7 @@ deep=$(for i in $(seq 15); do printf "d%02d%0200d/" $i 0; done)
 mkdir -p "$D/$deep"
 cd "$D/$deep"
 echo ${#deep}
-name=$(printf 'n%.0s' $(seq 255))
-p=$name
-for i in $(seq 14); do p=$p/$name; done
-p=$p/$(printf 'f%.0s' $(seq 255))
-echo ${#p}
-mkdir -p "${p%/*}"
-echo data > "$p"
+''' + PATH_MAX_NAME + r'''echo data > "$p"
 cat "$p"
 ln -s "$name" lnk
 cat "lnk/${p#*/}"
