@@ -41,9 +41,9 @@ static struct scache *lru_head, **lru_tail = &lru_head;
 
 static unsigned name_bucket(int mnt, const char *path)
 {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(unsigned)mnt;   /* FNV-1a */
+    uint64_t h = coh_seed(mnt);     /* the change table's FNV-1a (coherence.h) */
     for (const unsigned char *c = (const unsigned char *)path; *c; c++)
-        h = (h ^ *c) * 1099511628211ULL;
+        h = coh_step(h, *c);
     return (unsigned)(h ^ (h >> 32)) & (SCACHE_BUCKETS - 1);
 }
 
