@@ -6,7 +6,7 @@ Some cannot: a process of another user that may not read the interpreter (a venv
 root's 0700 home), a Python program of another minor version, or of ours before its
 interpreter runs (a venv in the mount), a program where libpython cannot be loaded. Those
 are served by the launcher instead, as in the shared mode (native/backend/shared.c to
-server.c, with the caller's rights), and share the launcher's one instance of the file
+native/server/, with the caller's rights), and share the launcher's one instance of the file
 system.
 
 So the launcher starts the command as its child rather than exec it, and listens on the

@@ -3,7 +3,7 @@
 The launcher itself becomes the file system process: it builds the Operations objects
 (the embedded backend's code, with this interpreter as its host), listens on an abstract
 unix socket (nothing is left on disk), forks the command, and answers every process of the
-tree (native/backend/server.c) until the command and all its descendants have ended. It is
+tree (native/server/) until the command and all its descendants have ended. It is
 a child subreaper, so descendants that outlive the command are still waited for. Its exit
 status is the command's (a command killed by a signal kills it with the same signal), and
 a kill of it reaches the command even while its FS thread is stuck (forward_signals).

@@ -42,7 +42,7 @@ def preload_sources():
     out = []
     for d in ("", "vfs", "interpose", "backend"):
         for f in sorted((NATIVE / d).glob("*.c")):
-            if f.name not in ("embedded.c", "server.c", "signal_forward.c"):
+            if f.name not in ("embedded.c", "signal_forward.c"):
                 out.append(f)
     return out
 

@@ -11,7 +11,7 @@
  * for a short process's first operation), and the end of either side (a closed socket is
  * how each learns that the other died).
  *
- * Both ends (backend/channel.c in the preload, backend/server.c in the extension) include
+ * Both ends (backend/channel.c in the preload, server/ in the extension) include
  * this header; its layout is the contract.
  */
 #ifndef LDPFUSE_CHANNEL_H

@@ -1,7 +1,7 @@
 /*
  * How every process's caches hear of changes (the shared mode): a table of change counters
  * in shared memory that the server owns and bumps after each operation that changes a name
- * (backend/server.c), mapped by every client (backend/shared.c: its memfd comes with each
+ * (server/coherence.c), mapped by every client (backend/shared.c: its memfd comes with each
  * connection's region, or from W_COHERENCE). A process keeps attributes, missing names, open decisions and
  * listings (vfs/attrcache.c, shared.c) stamped with coherence_stamp() of their path as it
  * was before it asked; an answer whose stamp has changed since is not used.

@@ -1499,7 +1499,7 @@ static PyObject *guard_this_thread(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (server.c). */
+/* Importable as ldpfuse_py._embedded: the shared mode's server runs from it (native/server/). */
 PyObject *ldp_serve_init(PyObject *self, PyObject *args);
 PyObject *ldp_serve_start(PyObject *self, PyObject *args);
 PyObject *ldp_context(PyObject *self, PyObject *args);

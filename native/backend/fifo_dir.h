@@ -4,7 +4,7 @@
  * process of the command, the real FIFO named from its mount and path there, so processes
  * that each run their own instance of the FS (and those the launcher serves) meet in one
  * kernel pipe, and each opens it itself: blocking, signals and EINTR as natively. Shared
- * by embedded.c and server.c; no state.
+ * by embedded.c and server/fifos.c; no state.
  */
 #ifndef LDPFUSE_FIFO_DIR_H
 #define LDPFUSE_FIFO_DIR_H

@@ -1,6 +1,6 @@
 /*
  * The shared mode's wire format: one request, one response, between a client thread
- * (backend/shared.c, in the preload) and the file system process (backend/server.c, in the
+ * (backend/shared.c, in the preload) and the file system process (native/server/, in the
  * extension module the launcher runs). They travel through the thread's channel
  * (backend/channel.h: a region of shared memory, a futex word, and the connection's unix
  * stream socket beside it). Both ends are on one machine with one ABI, so structs (stat,

@@ -1,7 +1,7 @@
 /*
  * The page cache of files the FS serves itself (not passthrough): one memfd per file,
  * shared by every fd of this process on the file (and, through fork and exec, by the
- * children that inherit it; with the shared server, by every process: backend/server.c
+ * children that inherit it; with the shared server, by every process: server/page_caches.c
  * scache_*), as the kernel keeps one page cache per inode.
  *
  * The memfd is sized to the file at open and filled lazily, by range. Which ranges are
