@@ -162,6 +162,8 @@ struct vfile {
     size_t ra_win;          /* and the window it would get */
     off_t filled_lo, filled_hi; /* a range of the cache seen filled, while filled_gen */
     unsigned filled_gen;        /* is the cache's generation (holes made since: +1) */
+    off_t seq_small, seq_next;  /* bytes read in a row by small reads found filled page by
+                                 * page (pcache_fill), and where the next would start */
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */

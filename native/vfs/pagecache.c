@@ -589,10 +589,23 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
         off_t end = off + (off_t)len;
         int filled = v->filled_gen == gen && off >= v->filled_lo && end <= v->filled_hi;
         if (!filled && len <= 4096) {
+            /* A small sequential reader finds the range ahead with SEEK_HOLE once it has read
+             * a 32nd of the file (what the walk would cost, 35 ns a page here, is then at most
+             * what its SEEK_DATAs, 400 ns each, already cost), and reads on with no call. */
+            if (off == v->seq_next && v->seq_small > 0 && v->seq_small >= pc->known_size / 32)
+                goto walk;
             /* two pages at most: SEEK_DATA at a filled page answers at once */
             filled = REAL(lseek)(pc->mfd, off, SEEK_DATA) == off &&
                      ((off ^ (end - 1)) < 4096 || REAL(lseek)(pc->mfd, end - 1, SEEK_DATA) == end - 1);
+            if (filled) {
+                v->seq_small = off == v->seq_next ? v->seq_small + (off_t)len : (off_t)len;
+                v->seq_next = end;
+                if (off == v->ra_next)
+                    v->ra_next = end;
+                return 0;
+            }
         }
+    walk:
         if (!filled) {
             off_t h = REAL(lseek)(pc->mfd, off, SEEK_HOLE);
             if (h >= end) {
