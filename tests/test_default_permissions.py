@@ -1,7 +1,8 @@
 """-o default_permissions (implied by -o allow_other): the server checks the caller's rights
 from what the class's getattr says, as kernel FUSE does, for classes that check nothing
-themselves (the memory example). pjdfstest is not available here (no Debian package, no
-source to fetch), so each of its permission rules is a test of its own: the same commands
+themselves (the memory example). pjdfstest is not part of the suite (it is built outside
+the tree: docs/testing.md, where the memory example with -o default_permissions,allow_other
+passes its 238 files), so each of its permission rules is a test of its own: the same commands
 run as uid/gid 65534 (and with supplementary groups, setpriv --groups) on a native
 directory and on the memory example mounted with -o allow_other, after the same set-up by
 root; their outcomes (what each step printed, or its error) and the tree left behind
