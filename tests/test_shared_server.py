@@ -173,6 +173,30 @@ def test_a_dead_clients_handles_are_released(tmp_path):
     assert after <= before + 2      # not one per dead client
 
 
+def test_the_servers_fd_table_is_grown_before_its_threads_share_it(tmp_path):
+    """The kernel grows an fd table that threads share only after an RCU grace period
+    (4-17 ms here): the first request that made a high fd in the server paid it, so the
+    first O_APPEND write of a command (the append lock file, at fd 600) took 5-17 ms
+    where the next took 0.1. The table is grown before the server's threads start: no
+    request grows it, neither the append nor the file system's own fds (from 512)."""
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    (lower / "f").write_text("x\n")
+    m = tmp_path / "mnt"
+    r = ldp(tmp_path, LOOPBACK, lower, options=["passthrough=no"], cmd=["sh", "-c", f"""
+        grep FDSize: /proc/$PPID/status
+        echo appended >> {m}/f
+        cat {m}/f > /dev/null
+        grep FDSize: /proc/$PPID/status
+        ulimit -n
+    """])
+    assert r.returncode == 0, r.stderr
+    before, after, limit = r.stdout.split("\n")[:3]
+    assert before == after, r.stdout
+    assert int(before.split()[1]) >= min(1024, int(limit)), r.stdout
+    assert (lower / "f").read_text() == "x\nappended\n"
+
+
 def test_an_open_after_a_change_the_process_saw_opens_what_the_fs_says_now(tmp_path):
     """Opens of passthrough files may skip the class's open while its answer is fresh
     (docs/processes-and-modes.md), but never past a change the process made itself or

@@ -174,6 +174,7 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
     h->fh = fh;
     h->live = 1;
     h->owner = cl->proc;
+    h->pid = cl->proc->pid;
     pthread_mutex_lock(&handles_lock);
     h->token = token_new();
     h->hnext = htab[h->token & (HBUCKETS - 1)];
@@ -284,10 +285,11 @@ void handle_release(struct handle *h)
     handle_quiesce(h);
     if (h->kind == W_OPEN) {
         /* a process gone without closing the file: its locks go, as the kernel's do (a
-         * process's close tells the class itself: vfs/locks.c) */
+         * process's close tells the class itself: vfs/locks.c), asked for as that process:
+         * orphans_sweep releases with no client current, which gave the class l_pid 0 */
         int locked = __atomic_load_n(&h->locked, __ATOMIC_ACQUIRE);
         if ((locked & 1) && fs_ops->lock) {
-            struct flock all = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_pid = srv_current ? srv_current->pid : 0 };
+            struct flock all = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_pid = h->pid };
             fs_ops->lock(h->mnt, h->path, h->fh, F_SETLK, &all);
         }
         if ((locked & 2) && fs_ops->flock)

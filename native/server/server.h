@@ -85,6 +85,7 @@ struct handle {
     int live;               /* still in the table (not released) */
     int inflight;           /* requests using it now (handle_get .. handle_put) */
     struct proc *owner;     /* the process it was given to */
+    pid_t pid;              /* and its pid (the owner goes before its handles are released) */
     int locked;             /* the class's lock (1) or flock (2) took a lock through it: let go
                                of when the process goes without closing it (handle_release) */
 };
