@@ -245,6 +245,18 @@ def mounted_objects():
     return [m[0] for m in _MOUNTED]
 
 
+def fuse_thread_loop():
+    """The MountLoop of the one file system this process serves when its calls must run on
+    the thread of its script's FUSE() call (fusepy's nothreads: ratarmount's SQLite
+    connection belongs to that thread), else None. The server's FS thread can then be
+    that thread, and no call is handed from one thread to the other (shared_mode)."""
+    objects = mounted_objects()
+    if len(objects) != 1:
+        return None
+    ops = getattr(objects[0], "ops", objects[0])     # under --trace, TracedOps
+    return getattr(ops, "_loop", None)
+
+
 # Operations' methods whose default answers success and does nothing: not called when a
 # class keeps them (embedded.c, struct mnt's defaults)
 NOT_CALLED_WHEN_DEFAULT = ("flush", "release", "releasedir", "opendir", "fsync", "access")

@@ -23,7 +23,9 @@ Where the script runs:
 - in the launcher (``ldpfuse-run``), on its main thread, as ``python script.py`` would.
   Its ``FUSE()`` calls the launcher back (``launch``): ``--mode embedded`` execs the
   command there and then; ``--mode shared`` starts the command and serves it from this
-  process, and ``FUSE()`` returns when the command has ended;
+  process (with ``nothreads``, from the ``FUSE()`` call's own thread: the server's loop
+  is handed to it once, not each call: ``shared_mode.serve_until_stopped``), and
+  ``FUSE()`` returns when the command has ended;
 - in every other process that builds the file system (``--mode embedded``), on a thread
   of its own (:func:`start_script`), since the process's own thread must go back to the
   program as soon as the operations exist. The thread is the file system's own (its I/O

@@ -157,16 +157,26 @@ def wait(pid):
 def serve_until_stopped():
     """This thread answers the calls of a class that is not thread_safe (on the launcher's
     main thread, the one that built the objects: sqlite3 connections made in __init__
-    work) until serve_stop(). Then run the exit hooks (the file systems' destroy(), which
-    also ends a fusepy script's FUSE() call)."""
-    from . import _embedded
+    work) until serve_stop(); a fusepy script's with nothreads, whose calls must run on the
+    thread of its FUSE() call, is answered from that thread, this one waiting (each call
+    handed from one thread to the other cost about 12 us: bench/NOTES.md). Then run the
+    exit hooks (the file systems' destroy(), which also ends a fusepy script's FUSE()
+    call)."""
+    from . import _embedded, _runtime
 
-    while True:
-        try:
-            _embedded.serve_loop()
-            break
-        except InterruptedError:
-            continue
+    def serve():
+        while True:
+            try:
+                _embedded.serve_loop()
+                break
+            except InterruptedError:
+                continue
+
+    loop = _runtime.fuse_thread_loop()
+    if loop is not None:
+        loop.run_here(serve)
+    else:
+        serve()
     import atexit
 
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
