@@ -142,7 +142,9 @@ struct backend_ops {
     /* What an answer about path depends on, as a number that grows whenever any process
      * changes it through the mount (backend/coherence.h): the core's caches stamp their
      * answers with it. 0: the backend cannot tell (NULL: the embedded mode, where each
-     * process has its own FS and hears only of its own changes). */
+     * process has its own FS and hears only of its own changes). Called outside
+     * guard_enter (it is on every cached lookup and open): a backend guards what of it a
+     * signal handler must not enter. */
     uint64_t (*stamp)(int mnt, const char *path);
     /* A passthrough file this process had open for writing was closed: tell every
      * process's caches (the kernel wrote it, past the backend). 0: cannot (NULL too). */

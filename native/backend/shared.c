@@ -284,7 +284,7 @@ static int sh_truncate_uncached(int mnt, const char *path, off_t len)
  * as they would in the server), with no round trip. They live as long as the attribute
  * cache's answers, stamped the same way (attrcache_stamp): a change any process makes to
  * the name through the mount, or a child this one waited for, forgets it. */
-#define OPENCACHE_SLOTS 4096
+#define OPENCACHE_SLOTS 16384     /* as many as the attribute cache (vfs/attrcache.c) */
 #define DECISION_WAYS 4
 struct open_decision {
     int mnt, flags;
@@ -966,7 +966,9 @@ static uint64_t sh_stamp(int mnt, const char *path)
     if (UNLIKELY(t == NULL)) {
         if (coh_refused || !__atomic_load_n(&coh_offered, __ATOMIC_ACQUIRE))
             return 0;       /* not connected yet: the first request brings the table */
+        guard_enter();      /* a lock and a request, once */
         coh_map();
+        guard_leave();
         if ((t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE)) == NULL)
             return 0;
     }

@@ -24,7 +24,11 @@
 #include <string.h>
 #include <time.h>
 
-#define SLOTS 4096              /* power of two */
+/* power of two. Names a program touches within attr_timeout: fio's web-server workload
+ * (bench/workloads, 4,000 files read by 100 threads) found a quarter of its answers gone
+ * with 4096 (each lookup then a round trip); 16384 slots of 440 bytes are 7 MB of
+ * zero-filled data, touched only as answers are kept */
+#define SLOTS 16384
 #define WAYS 4                  /* slots per set: names that collide still fit */
 
 struct slot {
@@ -79,10 +83,7 @@ static uint64_t backend_stamp(int mnt, const char *path)
     struct backend_ops *be = path ? backend_get() : NULL;
     if (be == NULL || be->stamp == NULL)
         return 0;
-    guard_enter();
-    uint64_t s = be->stamp(mnt, path);
-    guard_leave();
-    return s;
+    return be->stamp(mnt, path);        /* a read of shared memory: no guard (backend.h) */
 }
 
 uint64_t attrcache_stamp(int mnt, const char *path)
