@@ -8,15 +8,15 @@ import statistics
 from run import (BENCH, FIRSTOP_TARGET_MS, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
-DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-shared', 'fusepy-loop', 'libfuse-pt']
-MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-shared', 'fusepy-mem']
+DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt']
+MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-embedded', 'fusepy-mem']
 TARGET_CONFIG = 'ldp-loop'
 LABELS = {
     'native': 'native (disk)', 'ldp-loop': 'ldpfuse-py loopback',
     'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no',
-    'ldp-loop-shared': 'ldpfuse-py loopback, --mode shared', 'fusepy-loop': 'fusepy loopback (FUSE)',
+    'ldp-loop-embedded': 'ldpfuse-py loopback, --mode embedded', 'fusepy-loop': 'fusepy loopback (FUSE)',
     'libfuse-pt': 'libfuse C passthrough (FUSE)', 'native-tmpfs': 'native (tmpfs)',
-    'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-shared': 'ldpfuse-py memory, --mode shared',
+    'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-embedded': 'ldpfuse-py memory, --mode embedded',
     'fusepy-mem': 'fusepy memory (FUSE)',
 }
 
@@ -202,7 +202,8 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
            'Written by `python3 bench/run.py%s%s` (bench/README.md says what each workload and '
            'configuration is). Values are medians over interleaved rounds; `xN` is the ratio to the '
            'native directory the configuration stands on (disk for loopbacks, tmpfs for the memory '
-           'file systems), higher is better. "spread" is (max - min) / median of the native runs: '
+           'file systems), higher is better. The ldpfuse-py configurations run in the default mode '
+           '(no `--mode` flag, as a user runs them) unless their name says `--mode embedded`. "spread" is (max - min) / median of the native runs: '
            'the noise floor of this machine.' % (' --quick' if results.get('quick') else '',
                                          ' --only ...' if results.get('filtered') else ''), '',
            '## Machine', '']
@@ -249,9 +250,9 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
         out.append('| %s on a non-mount path: ns added by the preload | a few ns (<= %.0f) | %s | %s |' % (
             title, NONMOUNT_TARGET_NS, '-' if d is None else '%+.1f ns' % d,
             mark(None if d is None else d <= NONMOUNT_TARGET_NS)))
-    for cfg in ('ldp-loop', 'ldp-mem', 'ldp-loop-shared', 'ldp-mem-shared'):
+    for cfg in ('ldp-loop', 'ldp-mem', 'ldp-loop-embedded', 'ldp-mem-embedded'):
         v = md.get(cfg, 'firstop.first_op_ms')
-        if v is None and cfg.endswith('-shared'):
+        if v is None and cfg.endswith('-embedded'):
             continue
         out.append('| first operation in a fresh process, %s | < %.0f ms | %s | %s |' % (
             LABELS[cfg], FIRSTOP_TARGET_MS, '-' if v is None else '%.1f ms' % v,
@@ -289,7 +290,7 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
         out.append('(not run)')
 
     # ---- non-mount and first op
-    nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-shared', 'ldp-mem', 'ldp-mem-shared')
+    nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'ldp-mem', 'ldp-mem-embedded')
                if md.get(c, NONMOUNT[0][0] + '.ns') is not None]
     out += ['', '## Cost of a call on a non-mount path (ns per call)', '',
             'Each round runs the calls in a process without the preload and, right after, in one '
@@ -374,9 +375,9 @@ def plot(md, present, png_path=RESULTS_PNG):
         print('[bench] no ratios to plot: no results.png')
         return False
     fig, axes = plt.subplots(len(panels), 1, figsize=(17, 5.5 * len(panels)), squeeze=False)
-    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'ldp-loop-shared': '#17becf',
+    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'ldp-loop-embedded': '#17becf',
               'fusepy-loop': '#d62728', 'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c',
-              'ldp-mem-shared': '#98df8a', 'fusepy-mem': '#9467bd'}
+              'ldp-mem-embedded': '#98df8a', 'fusepy-mem': '#9467bd'}
     for ax, (keys, title) in zip(axes[:, 0], panels):
         cfgs = [c for c in series if any(md.ratio(c, k, ref[c]) for k in keys)]
         width = 0.8 / max(1, len(cfgs))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run ldpfuse-py's benchmark suite and write bench/RESULTS.md and bench/results.png.
 
-    python3 bench/run.py                 full run (about 20 minutes on 2 cores)
+    python3 bench/run.py                 full run (about 25 minutes on 2 cores)
     python3 bench/run.py --quick         short run (about 3 minutes), for a first look
     python3 bench/run.py --only micro    only the micro-benchmarks (or: thesis, cache, a
                                          workload name, or a configuration name)
@@ -261,7 +261,9 @@ class Config:
     name = label = ''
     native_ref = 'native'   # the native configuration its ratios are taken against
     memory = False          # the fixture must be created through the mount
-    inprocess = False       # the FS lives in the command's process (ldpfuse embedded)
+    setup_in_command = False  # the FS's state lasts one command (ldpfuse-run's server in the
+                              # default mode, the process in embedded mode): the timed command
+                              # creates the fixture itself, before timing
     thesis = True           # runs the thesis workloads
     nonmount = False        # measures non-mount call costs against native (ldpfuse)
     in_quick = True         # part of a --quick run unless named with --only
@@ -302,7 +304,7 @@ class NativeTmpfs(Config):
 class Ldpfuse(Config):
     fs = None
     opts = ()
-    mode = 'embedded'
+    mode = None             # the default mode (shared), as a user runs it: no --mode flag
     nonmount = True
 
     def start(self):
@@ -345,7 +347,7 @@ class LdpfuseLoopbackNoPassthrough(LdpfuseLoopback):
 class LdpfuseMemory(Ldpfuse):
     name, label = 'ldp-mem', 'ldpfuse-py memory'
     native_ref = 'native-tmpfs'
-    memory = inprocess = True
+    memory = setup_in_command = True
     thesis = False
 
     def start(self):
@@ -356,16 +358,16 @@ class LdpfuseMemory(Ldpfuse):
         return self.mnt
 
 
-class LdpfuseLoopbackShared(LdpfuseLoopback):
-    name, label = 'ldp-loop-shared', 'ldpfuse-py loopback --mode shared'
-    mode = 'shared'
+class LdpfuseLoopbackEmbedded(LdpfuseLoopback):
+    name, label = 'ldp-loop-embedded', 'ldpfuse-py loopback --mode embedded'
+    mode = 'embedded'
     nonmount = False
     in_quick = False
 
 
-class LdpfuseMemoryShared(LdpfuseMemory):
-    name, label = 'ldp-mem-shared', 'ldpfuse-py memory --mode shared'
-    mode = 'shared'
+class LdpfuseMemoryEmbedded(LdpfuseMemory):
+    name, label = 'ldp-mem-embedded', 'ldpfuse-py memory --mode embedded'
+    mode = 'embedded'
     nonmount = False
     in_quick = False
 
@@ -448,9 +450,9 @@ class LibfusePassthrough(FuseDaemon):
         return self.mnt + self.ctx.lower
 
 
-CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackShared,
+CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackEmbedded,
                   FusepyLoopback, LibfusePassthrough, NativeTmpfs, LdpfuseMemory,
-                  LdpfuseMemoryShared, FusepyMemory]
+                  LdpfuseMemoryEmbedded, FusepyMemory]
 CONFIG_NAMES = [c.name for c in CONFIG_CLASSES]
 
 
@@ -508,7 +510,7 @@ def start_configs(ctx, configs):
             log('SKIP %s: %s' % (cfg.name, e))
             continue
         micro = os.path.join(cfg.root(), 'micro')
-        if cfg.memory and not cfg.inprocess:
+        if cfg.memory and not cfg.setup_in_command:
             cmd = [MICROBENCH, 'setup', micro, '--large-mb', str(large_mb(ctx, cfg))]
             rc, out, err = run_cmd(cmd, 600)
             if rc != 0:
@@ -517,7 +519,7 @@ def start_configs(ctx, configs):
                 cfg.stop()
                 continue
         cmd = cfg.wrap([MICROBENCH, 'check', micro, '--large-mb', str(large_mb(ctx, cfg))]
-                       + (['--setup'] if cfg.inprocess else []))
+                       + (['--setup'] if cfg.setup_in_command else []))
         rc, out, err = run_cmd(cmd, 600)
         if rc != 0 or 'CHECK OK' not in out:
             record_failure(ctx, cfg, 'check', cmd, rc, out, err)
@@ -542,7 +544,7 @@ def micro_round(ctx, cfg, rnd, keys):
     cmd = cfg.wrap([MICROBENCH, 'run', micro, '-d', str(s['duration']), '-w', str(s['warmup']),
                     '-n', str(s['firstop_n']), '--large-mb', str(large_mb(ctx, cfg)),
                     '--outside', ctx.outside, '--root', cfg.root()]
-                   + (['--setup'] if cfg.inprocess else []) + wl)
+                   + (['--setup'] if cfg.setup_in_command else []) + wl)
     budget = 120 + len(wl) * (s['duration'] + s['warmup']) * 3 + s['firstop_n'] * 2
     t0 = time.time()
     rc, out, err = run_cmd(cmd, int(budget))
@@ -897,7 +899,7 @@ def main():
     configs = [c(ctx) for c in CONFIG_CLASSES
                if c.name in cfg_filter or (not cfg_filter and (c.in_quick or not args.quick))]
     if args.quick and not cfg_filter:
-        log('--quick: the shared-mode configurations are left out (name them in --only to run them)')
+        log('--quick: the --mode embedded configurations are left out (name them in --only to run them)')
     # each configuration's native reference runs too
     refs = {c.native_ref for c in configs}
     configs = [c(ctx) for c in CONFIG_CLASSES
