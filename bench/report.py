@@ -5,6 +5,7 @@
 import os
 import statistics
 
+import data_loader as DL
 from run import (BENCH, FIRSTOP_TARGET_MS, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
@@ -19,6 +20,7 @@ LABELS = {
     'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-embedded': 'ldpfuse-py memory, --mode embedded',
     'fusepy-mem': 'fusepy memory (FUSE)',
 }
+LABELS.update((c, l) for c, l in DL.LABELS.items() if c not in LABELS)   # data-loader configurations
 
 
 def fmt(v):
@@ -121,6 +123,73 @@ def micro_table(md, configs, present):
     return lines
 
 
+def loader_medians(results):
+    """{(configuration, workers): median seconds} of the data loader's rounds."""
+    samples = {}
+    for r in results.get('loader', []):
+        samples.setdefault((r['config'], r['workers']), []).append(r['seconds'])
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def loader_ratios(med):
+    """The speed ratios issue 24 asks of the data loader (higher is better): a dict per ratio,
+    key, title, configs (the two compared), ratio (None without both medians), secs (theirs)."""
+    def row(key, title, a, b):       # how many times faster a is than b
+        ok = a in med and b in med and med[a]
+        return {'key': key, 'title': title, 'configs': (a[0], b[0]),
+                'ratio': med[b] / med[a] if ok else None, 'secs': (med.get(a), med.get(b))}
+    rows = []
+    for w in DL.WORKERS:
+        rows.append(row('rat-ldp/rat-fuse:%d' % w, 'ratarmount under ldpfuse-run vs over kernel FUSE, '
+                        '%d worker%s' % (w, 's' if w > 1 else ''), ('rat-ldp', w), ('rat-fuse', w)))
+    for w in DL.WORKERS:
+        rows.append(row('archive-ldp/native:%d' % w, 'examples/archive.py under ldpfuse-run vs native, '
+                        '%d worker%s' % (w, 's' if w > 1 else ''), ('archive-ldp', w), ('native', w)))
+    one, more = DL.WORKERS
+    rows.append(row('archive-ldp:%d/%d' % (more, one), 'examples/archive.py under ldpfuse-run, %d workers vs %d'
+                    % (more, one), ('archive-ldp', more), ('archive-ldp', one)))
+    return rows
+
+
+def loader_summary(results):
+    """What results.json keeps of the data loader besides its samples: medians and ratios."""
+    med = loader_medians(results)
+    return {'info': results.get('loader_info'), 'skipped': results.get('loader_skipped', {}),
+            'median_s': {c: {str(w): med[(c, w)] for w in DL.WORKERS if (c, w) in med}
+                         for c in DL.CONFIGS if any((c, w) in med for w in DL.WORKERS)},
+            'ratios': {r['key']: r['ratio'] for r in loader_ratios(med)}}
+
+
+def loader_table(results):
+    """The data loader's section of RESULTS.md, or [] when it did not run."""
+    info = results.get('loader_info')
+    if not info:
+        return []
+    med = loader_medians(results)
+    skipped = results.get('loader_skipped', {})
+    out = ['', '## Data loader, issue 24 (bench/data_loader.py; seconds, median of %d interleaved rounds)' % info['rounds'],
+           '', 'Every file of a tar of %d files of 1-32 KiB (%.0f MiB) read by 1 and by 4 forked workers '
+           '(the workers\' listing and reads, timed inside the reader: the mount\'s start is not counted); '
+           'ldpfuse-run in the default mode. `xN`: speed relative to native.' % (info['files'], info['bytes'] / 2**20),
+           '', '| configuration | 1 worker | 4 workers |', '|---|---:|---:|']
+    for c in DL.CONFIGS:
+        if c in skipped:
+            out.append('| %s | skipped: %s | |' % (DL.LABELS[c], skipped[c]))
+            continue
+        cells = []
+        for w in DL.WORKERS:
+            m, n = med.get((c, w)), med.get(('native', w))
+            if m is None:
+                cells.append('failed (see Failures)')
+            elif c == 'native' or not n:
+                cells.append('%.3f' % m)
+            else:
+                cells.append('%.3f (%s)' % (m, fmt_ratio(n / m)))
+        out.append('| %s | %s |' % (DL.LABELS[c], ' | '.join(cells)))
+    out += [''] + ['- %s: %s' % (r['title'], fmt_ratio(r['ratio'])) for r in loader_ratios(med)]
+    return out
+
+
 def cache_tables(results):
     """The page cache's workloads (run.py: cache_round), medians of whole-command times."""
     rows = results.get('cache', [])
@@ -216,6 +285,8 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
                    results.get('elapsed_s', 0)))
     out.append('- fixture: large file %s MiB (%s MiB in the memory configurations), 1000 files '
                'of 16 KiB, a 1000-entry directory' % (scale.get('large_mb'), scale.get('mem_large_mb')))
+    if results.get('loader_info'):
+        out.append('- data loader: a tar of %(files)d files, %(rounds)d interleaved rounds' % results['loader_info'])
 
     # ---- targets
     out += ['', '## Targets of issue 3', '',
@@ -288,6 +359,7 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
             out.append('| %s | %s | %s |' % (name, ' | '.join(cells), '%.0f%%' % (sp * 100) if sp is not None else '-'))
     else:
         out.append('(not run)')
+    out += loader_table(results)
 
     # ---- non-mount and first op
     nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'ldp-mem', 'ldp-mem-embedded')
