@@ -6,7 +6,7 @@ import os
 import statistics
 
 import data_loader as DL
-from run import (BENCH, FIRSTOP_TARGET_MS, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
+from run import (BENCH, FIRSTOP_TARGET_MS, ISSUE24, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
 DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt']
@@ -190,6 +190,63 @@ def loader_table(results):
     return out
 
 
+def issue24_targets(results, md):
+    """The section "Targets of issue 24 (default mode)": [(target, measured, met or None)]."""
+    titles = {m[0]: m[1] for m in MICRO}
+    units = {m[0]: m[3] for m in MICRO}
+    rows = []
+
+    def ratio_row(target, cfg, key, ref, want, strict=False):
+        r, a, b = md.ratio(cfg, key, ref), md.get(cfg, key), md.get(ref, key)
+        measured = '-' if r is None else '%s (%s vs %s %s)' % (fmt_ratio(r), fmt(a), fmt(b), units.get(key, 'MB/s'))
+        rows.append((target, measured, None if r is None else (r > want if strict else r >= want)))
+
+    skipped = results.get('loader_skipped', {})
+    for r in loader_ratios(loader_medians(results)):
+        kind, workers = r['key'].split(':')
+        n_workers = '%s worker%s' % (workers, '' if workers == '1' else 's')
+        if kind == 'rat-ldp/rat-fuse':
+            goal = ISSUE24['loader_vs_fuse']
+            target = 'data loader, %s: ratarmount under ldpfuse-run >= x%g of ratarmount over kernel FUSE' % (n_workers, goal)
+        elif kind == 'archive-ldp/native':
+            goal = ISSUE24['archive_vs_native']
+            target = 'data loader, %s: examples/archive.py under ldpfuse-run >= x%g of native' % (n_workers, goal)
+        else:
+            goal = None
+            target = 'data loader: examples/archive.py under ldpfuse-run, %s workers faster than %s' % tuple(workers.split('/'))
+        if r['ratio'] is None:
+            why = ['%s skipped: %s' % (DL.LABELS[c], skipped[c]) for c in dict.fromkeys(r['configs']) if c in skipped]
+            rows.append((target, '; '.join(why) or '-', None))
+        else:
+            rows.append((target, '%s (%.3f s vs %.3f s)' % ((fmt_ratio(r['ratio']),) + r['secs']),
+                         r['ratio'] >= goal if goal else r['ratio'] > 1.0))
+    ratio_row('memory example, %s: >= x%g of fusepy memory over kernel FUSE' % (titles['orc:1'], ISSUE24['memory_vs_fusepy']),
+              'ldp-mem', 'orc:1', 'fusepy-mem', ISSUE24['memory_vs_fusepy'])
+    a, b = md.get('ldp-mem', 'orc:8'), md.get('ldp-mem', 'orc:1')
+    rows.append(('memory example, open+read+close: 8 threads >= 1 thread',
+                 '-' if a is None or not b else '%s (%s vs %s ops/s)' % (fmt_ratio(a / b), fmt(a), fmt(b)),
+                 None if a is None or not b else a >= b))
+    ratio_row('memory example, %s: >= x%g of tmpfs' % (titles['seqread:1'], ISSUE24['memory_seqread']),
+              'ldp-mem', 'seqread:1', 'native-tmpfs', ISSUE24['memory_seqread'])
+    for key, goal in ISSUE24['loop'].items():
+        ratio_row('loopback example, %s: >= x%g of native' % (titles[key], goal), 'ldp-loop', key, 'native', goal)
+    for name, *_ in THESIS:
+        ratio_row('thesis %s (loopback example): >= x%g of native' % (name, ISSUE24['thesis']),
+                  'ldp-loop', name, 'native', ISSUE24['thesis'])
+    return rows
+
+
+def issue24_section(results, md):
+    out = ['', '## Targets of issue 24 (default mode)', '',
+           'ldpfuse-py as a user runs it, with no `--mode` flag: the loopback example (`ldp-loop`), the '
+           'memory example (`ldp-mem`), ratarmount and examples/archive.py under ldpfuse-run. Ratios are '
+           'speeds (higher is better); "not run": this run did not measure it.', '',
+           '| target | measured | |', '|---|---|---|']
+    for target, measured, met in issue24_targets(results, md):
+        out.append('| %s | %s | %s |' % (target, measured, 'not run' if met is None else mark(met)))
+    return out
+
+
 def cache_tables(results):
     """The page cache's workloads (run.py: cache_round), medians of whole-command times."""
     rows = results.get('cache', [])
@@ -328,6 +385,7 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
         out.append('| first operation in a fresh process, %s | < %.0f ms | %s | %s |' % (
             LABELS[cfg], FIRSTOP_TARGET_MS, '-' if v is None else '%.1f ms' % v,
             mark(None if v is None else v < FIRSTOP_TARGET_MS)))
+    out += issue24_section(results, md)
 
     # ---- micro tables
     out += ['', '## Micro-benchmarks (bench/microbench.c), disk', '']

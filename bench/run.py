@@ -97,6 +97,15 @@ MEMORY_TARGET = 20.0   # ldpfuse memory vs fusepy memory over FUSE, orc and crea
 NONMOUNT_TARGET_NS = 10.0
 FIRSTOP_TARGET_MS = 30.0
 
+# Targets of issue 24, in the default mode (report.py's "Targets of issue 24"): speed ratios.
+ISSUE24 = dict(
+    loader_vs_fuse=3.0,        # data loader: ratarmount under ldpfuse-run vs over kernel FUSE
+    archive_vs_native=0.5,     # data loader: examples/archive.py under ldpfuse-run vs native
+    memory_vs_fusepy=20.0,     # ldp-mem vs fusepy-mem, open+read 4K+close, 1 thread
+    memory_seqread=0.9,        # ldp-mem vs native-tmpfs, sequential 4K read
+    loop={'orc:1': 0.8, 'orc:8': 0.8, 'create:1': 0.7, 'create:8': 0.7},   # ldp-loop vs native
+    thesis=0.9,                # ldp-loop vs native, each thesis workload
+)
 
 # ---------------------------------------------------------------- helpers
 
