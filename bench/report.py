@@ -461,7 +461,9 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
     # ---- skipped and failures
     out += ['', '## Skipped configurations', '']
     skipped = results.get('skipped', {})
-    out += ['- %s: %s' % (LABELS.get(k, k), v) for k, v in skipped.items()] or ['(none)']
+    lines = ['- %s: %s' % (LABELS.get(k, k), v) for k, v in skipped.items()]
+    lines += ['- data loader, %s: %s' % (DL.LABELS[k], v) for k, v in results.get('loader_skipped', {}).items()]
+    out += lines or ['(none)']
     out += ['', '## Failures', '']
     fails = results.get('failures', [])
     if not fails:
@@ -493,7 +495,7 @@ def plot(md, present, png_path=RESULTS_PNG):
         return False
     series = [c for c in DISK_CONFIGS[1:] + MEM_CONFIGS[1:] if c in present]
     if not series:
-        print('[bench] only native configurations ran: no results.png')
+        print('[bench] no configuration but the native ones ran: no results.png')
         return False
     ref = {c: ('native-tmpfs' if c in MEM_CONFIGS else 'native') for c in series}
     micro_keys = [m[0] for m in MICRO if any(md.ratio(c, m[0], ref[c]) for c in series)]
