@@ -10,17 +10,21 @@ in interleaved rounds; prints the median seconds of the read phase (the workers'
 and reads; the mount's start is not counted) and the ratios.
 
     python3 bench/data_loader.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]
+
+bench/run.py runs it too (`--only loader`, setup() and measure() below) and puts it in
+RESULTS.md.
 """
 import argparse
+import io
 import os
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARCHIVE = os.path.join(os.path.dirname(HERE), "examples", "archive.py") + ":Archive"
@@ -59,6 +63,16 @@ print(f"RESULT files={len(names)} bytes={total} secs={time.perf_counter() - t0:.
 '''
 
 
+CONFIGS = ["native", "rat-fuse", "rat-ldp", "archive-ldp"]
+LABELS = {
+    "native": "native (the tar extracted)",
+    "rat-fuse": "ratarmount over kernel FUSE",
+    "rat-ldp": "ratarmount under ldpfuse-run",
+    "archive-ldp": "examples/archive.py under ldpfuse-run",
+}
+WORKERS = (1, 4)
+
+
 def make_tar(path, files, seed=42):
     rnd = random.Random(seed)
     total = 0
@@ -69,10 +83,54 @@ def make_tar(path, files, seed=42):
             info = tarfile.TarInfo(f"d{i % 100:02d}/f{i:05d}.bin")
             info.size = size
             info.mtime = 1700000000
-            import io
             tar.addfile(info, io.BytesIO(data))
             total += size
     return total
+
+
+def find_ratarmount():
+    cand = shutil.which("ratarmount") or os.path.join(os.path.dirname(sys.executable), "ratarmount")
+    return cand if os.path.exists(cand) else None
+
+
+def setup(workdir, files, ldpfuse_run):
+    """Makes the tar of `files` files in workdir (a new directory), its extracted copy and
+    the reader program; returns the context measure() takes."""
+    os.makedirs(workdir)
+    ctx = {"tar": os.path.join(workdir, "data.tar"), "extracted": os.path.join(workdir, "extracted"),
+           "mnt": os.path.join(workdir, "mnt"), "fuse_mnt": os.path.join(workdir, "fuse"),
+           "reader": os.path.join(workdir, "reader.py"), "ldp": ldpfuse_run,
+           "ratarmount": find_ratarmount(), "files": files}
+    with open(ctx["reader"], "w") as f:
+        f.write(READER)
+    ctx["bytes"] = make_tar(ctx["tar"], files)
+    with tarfile.open(ctx["tar"]) as t:
+        t.extractall(ctx["extracted"])
+    if ctx["ratarmount"] and ctx["ldp"]:
+        # ratarmount's index, made once (as a user's second mount finds it)
+        subprocess.run([ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--", "true"],
+                       capture_output=True, timeout=900)
+    return ctx
+
+
+def unavailable(ctx):
+    """{configuration: why it cannot run here} for those of CONFIGS that cannot."""
+    why = {}
+    if not ctx["ratarmount"]:
+        why["rat-fuse"] = why["rat-ldp"] = "ratarmount not installed (pip install ratarmount)"
+    if not os.path.exists("/dev/fuse"):
+        why.setdefault("rat-fuse", "/dev/fuse does not exist")
+    elif shutil.which("fusermount") is None:
+        why.setdefault("rat-fuse", "fusermount not found (apt-get install fuse)")
+    if not ctx["ldp"]:
+        why.setdefault("rat-ldp", "ldpfuse-run not found")
+        why["archive-ldp"] = "ldpfuse-run not found"
+    return why
+
+
+def teardown(workdir):
+    subprocess.run(["fusermount", "-u", os.path.join(workdir, "fuse")], capture_output=True)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def parse(out):
@@ -83,29 +141,58 @@ def parse(out):
     return None
 
 
-def run_one(cfg, workers, ctx):
+def command(cfg, workers, ctx):
+    """The timed command of cfg (for rat-fuse, the reader run on the FUSE mount)."""
     reader = [sys.executable, ctx["reader"]]
     if cfg == "native":
-        argv = reader + [ctx["extracted"], str(workers)]
-    elif cfg == "rat-ldp":
-        argv = [ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--"] + reader + [ctx["mnt"], str(workers)]
-    elif cfg == "archive-ldp":
-        argv = [ctx["ldp"], "--mountpoint", ctx["mnt"], ARCHIVE, ctx["tar"], "--"] + reader + [ctx["mnt"], str(workers)]
-    elif cfg == "rat-fuse":
+        return reader + [ctx["extracted"], str(workers)]
+    if cfg == "rat-ldp":
+        return [ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--"] + reader + [ctx["mnt"], str(workers)]
+    if cfg == "archive-ldp":
+        return [ctx["ldp"], "--mountpoint", ctx["mnt"], ARCHIVE, ctx["tar"], "--"] + reader + [ctx["mnt"], str(workers)]
+    if cfg == "rat-fuse":
+        return reader + [ctx["fuse_mnt"], str(workers)]
+    raise ValueError(cfg)
+
+
+def run_one(cfg, workers, ctx):
+    """(seconds, None) or (None, why it failed): one timed read of every file."""
+    try:
+        return _run_one(cfg, workers, ctx)
+    except subprocess.TimeoutExpired as e:
+        return None, f"timed out after {e.timeout:.0f} s: {shlex.join(e.cmd)}"
+
+
+def _run_one(cfg, workers, ctx):
+    argv = command(cfg, workers, ctx)
+    if cfg == "rat-fuse":
         os.makedirs(ctx["fuse_mnt"], exist_ok=True)
         m = subprocess.run([ctx["ratarmount"], ctx["tar"], ctx["fuse_mnt"]], capture_output=True, text=True, timeout=300)
         if m.returncode != 0:
             return None, f"ratarmount over FUSE failed: {m.stderr.strip()[-300:]}"
         try:
-            argv = reader + [ctx["fuse_mnt"], str(workers)]
             r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
         finally:
             subprocess.run(["fusermount", "-u", ctx["fuse_mnt"]], capture_output=True)
-        res = parse(r.stdout)
-        return res, None if res else (r.stderr.strip()[-300:] or "no result")
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    else:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     res = parse(r.stdout)
-    return res, None if res else (r.stderr.strip()[-300:] or "no result")
+    if res is None:
+        return None, r.stderr.strip()[-300:] or "no result"
+    if res[:2] != (ctx["files"], ctx["bytes"]):
+        return None, f"read {res[0]} files, {res[1]} bytes; expected {ctx['files']} files, {ctx['bytes']} bytes"
+    return res[2], None
+
+
+def measure(ctx, configs, rounds):
+    """Interleaved rounds (each round: 1 worker then 4, every configuration, the starting one
+    rotated each round); yields (round, configuration, workers, seconds or None, error)."""
+    for rnd in range(1, rounds + 1):
+        k = (rnd - 1) % max(1, len(configs))
+        for w in WORKERS:
+            for c in configs[k:] + configs[:k]:
+                secs, err = run_one(c, w, ctx)
+                yield rnd, c, w, secs, err
 
 
 def main():
@@ -115,43 +202,29 @@ def main():
     ap.add_argument("--ldpfuse-run", default=shutil.which("ldpfuse-run"))
     ap.add_argument("--only", default="", help="comma-separated configurations")
     args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="ldpfuse-loader-", dir="/var/tmp")
+    tmp = os.path.join(tempfile.mkdtemp(prefix="ldpfuse-loader-", dir="/var/tmp"), "work")
     try:
-        ctx = {"tar": os.path.join(tmp, "data.tar"), "extracted": os.path.join(tmp, "extracted"),
-               "mnt": os.path.join(tmp, "mnt"), "fuse_mnt": os.path.join(tmp, "fuse"),
-               "reader": os.path.join(tmp, "reader.py"), "ldp": args.ldpfuse_run,
-               "ratarmount": shutil.which("ratarmount") or os.path.join(os.path.dirname(sys.executable), "ratarmount")}
-        with open(ctx["reader"], "w") as f:
-            f.write(READER)
-        total = make_tar(ctx["tar"], args.files)
-        with tarfile.open(ctx["tar"]) as t:
-            t.extractall(ctx["extracted"])
-        # ratarmount's index, made once (as a user's second mount finds it)
-        subprocess.run([ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--", "true"], capture_output=True)
-        configs = ["native", "rat-fuse", "rat-ldp", "archive-ldp"]
-        if args.only:
-            configs = [c for c in configs if c in args.only.split(",")]
-        if not os.path.exists("/dev/fuse") or shutil.which("fusermount") is None:
-            print("rat-fuse: skipped (no /dev/fuse or fusermount: apt-get install fuse)")
-            configs = [c for c in configs if c != "rat-fuse"]
-        times = {(c, w): [] for c in configs for w in (1, 4)}
+        ctx = setup(tmp, args.files, args.ldpfuse_run)
+        configs = [c for c in CONFIGS if not args.only or c in args.only.split(",")]
+        for c, why in unavailable(ctx).items():
+            if c in configs:
+                print(f"{c}: skipped ({why})")
+                configs.remove(c)
+        times = {(c, w): [] for c in configs for w in WORKERS}
         failures = {}
-        for rnd in range(args.rounds):
-            for w in (1, 4):
-                for c in configs:
-                    res, err = run_one(c, w, ctx)
-                    if res is None or res[0] != args.files or res[1] != total:
-                        failures[(c, w)] = err or f"read {res[:2] if res else None}, expected {args.files} files, {total} bytes"
-                        continue
-                    times[(c, w)].append(res[2])
-                    print(f"[round {rnd + 1}] {c:12s} {w} worker(s): {res[2]:.3f} s", flush=True)
-        print(f"\nData loader: {args.files} files of 1-32 KiB ({total / 2**20:.0f} MiB) in one tar; "
+        for rnd, c, w, secs, err in measure(ctx, configs, args.rounds):
+            if secs is None:
+                failures[(c, w)] = err
+                continue
+            times[(c, w)].append(secs)
+            print(f"[round {rnd}] {c:12s} {w} worker(s): {secs:.3f} s", flush=True)
+        print(f"\nData loader: {args.files} files of 1-32 KiB ({ctx['bytes'] / 2**20:.0f} MiB) in one tar; "
               f"medians of {args.rounds} interleaved rounds, seconds (x = speed relative to native)")
-        nat = {w: statistics.median(times[("native", w)]) for w in (1, 4) if times.get(("native", w))}
+        nat = {w: statistics.median(times[("native", w)]) for w in WORKERS if times.get(("native", w))}
         print(f"{'configuration':14s} {'1 worker':>18s} {'4 workers':>18s}")
         for c in configs:
             cells = []
-            for w in (1, 4):
+            for w in WORKERS:
                 t = times[(c, w)]
                 if not t:
                     cells.append("failed".rjust(18))
@@ -163,8 +236,8 @@ def main():
         for (c, w), err in failures.items():
             print(f"failed: {c}, {w} worker(s): {err}")
     finally:
-        subprocess.run(["fusermount", "-u", os.path.join(tmp, "fuse")], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        teardown(tmp)
+        shutil.rmtree(os.path.dirname(tmp), ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@
  *       -d SECONDS   measured time per workload (default 1)
  *       -w SECONDS   warm-up before each workload (default 0.2)
  *       --setup      create the fixture first, in this process (for file
- *                    systems whose state lives in the process: ldpfuse memory)
+ *                    systems whose state lasts one command: ldpfuse memory,
+ *                    in its server or, embedded, in the process)
  *       --large-mb N size of large.dat (default 256)
  *       --outside D  a native directory holding a fixture (nm-* and firstop)
  *       -n N         iterations of firstop (default 20)

@@ -5,20 +5,22 @@
 import os
 import statistics
 
-from run import (BENCH, FIRSTOP_TARGET_MS, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
+import data_loader as DL
+from run import (BENCH, FIRSTOP_TARGET_MS, ISSUE24, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
-DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-shared', 'fusepy-loop', 'libfuse-pt']
-MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-shared', 'fusepy-mem']
+DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt']
+MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-embedded', 'fusepy-mem']
 TARGET_CONFIG = 'ldp-loop'
 LABELS = {
     'native': 'native (disk)', 'ldp-loop': 'ldpfuse-py loopback',
     'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no',
-    'ldp-loop-shared': 'ldpfuse-py loopback, --mode shared', 'fusepy-loop': 'fusepy loopback (FUSE)',
+    'ldp-loop-embedded': 'ldpfuse-py loopback, --mode embedded', 'fusepy-loop': 'fusepy loopback (FUSE)',
     'libfuse-pt': 'libfuse C passthrough (FUSE)', 'native-tmpfs': 'native (tmpfs)',
-    'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-shared': 'ldpfuse-py memory, --mode shared',
+    'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-embedded': 'ldpfuse-py memory, --mode embedded',
     'fusepy-mem': 'fusepy memory (FUSE)',
 }
+LABELS.update((c, l) for c, l in DL.LABELS.items() if c not in LABELS)   # data-loader configurations
 
 
 def fmt(v):
@@ -121,6 +123,130 @@ def micro_table(md, configs, present):
     return lines
 
 
+def loader_medians(results):
+    """{(configuration, workers): median seconds} of the data loader's rounds."""
+    samples = {}
+    for r in results.get('loader', []):
+        samples.setdefault((r['config'], r['workers']), []).append(r['seconds'])
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def loader_ratios(med):
+    """The speed ratios issue 24 asks of the data loader (higher is better): a dict per ratio,
+    key, title, configs (the two compared), ratio (None without both medians), secs (theirs)."""
+    def row(key, title, a, b):       # how many times faster a is than b
+        ok = a in med and b in med and med[a]
+        return {'key': key, 'title': title, 'configs': (a[0], b[0]),
+                'ratio': med[b] / med[a] if ok else None, 'secs': (med.get(a), med.get(b))}
+    rows = []
+    for w in DL.WORKERS:
+        rows.append(row('rat-ldp/rat-fuse:%d' % w, 'ratarmount under ldpfuse-run vs over kernel FUSE, '
+                        '%d worker%s' % (w, 's' if w > 1 else ''), ('rat-ldp', w), ('rat-fuse', w)))
+    for w in DL.WORKERS:
+        rows.append(row('archive-ldp/native:%d' % w, 'examples/archive.py under ldpfuse-run vs native, '
+                        '%d worker%s' % (w, 's' if w > 1 else ''), ('archive-ldp', w), ('native', w)))
+    one, more = DL.WORKERS
+    rows.append(row('archive-ldp:%d/%d' % (more, one), 'examples/archive.py under ldpfuse-run, %d workers vs %d'
+                    % (more, one), ('archive-ldp', more), ('archive-ldp', one)))
+    return rows
+
+
+def loader_summary(results):
+    """What results.json keeps of the data loader besides its samples: medians and ratios."""
+    med = loader_medians(results)
+    return {'info': results.get('loader_info'), 'skipped': results.get('loader_skipped', {}),
+            'median_s': {c: {str(w): med[(c, w)] for w in DL.WORKERS if (c, w) in med}
+                         for c in DL.CONFIGS if any((c, w) in med for w in DL.WORKERS)},
+            'ratios': {r['key']: r['ratio'] for r in loader_ratios(med)}}
+
+
+def loader_table(results):
+    """The data loader's section of RESULTS.md, or [] when it did not run."""
+    info = results.get('loader_info')
+    if not info:
+        return []
+    med = loader_medians(results)
+    skipped = results.get('loader_skipped', {})
+    out = ['', '## Data loader, issue 24 (bench/data_loader.py; seconds, median of %d interleaved rounds)' % info['rounds'],
+           '', 'Every file of a tar of %d files of 1-32 KiB (%.0f MiB) read by 1 and by 4 forked workers '
+           '(the workers\' listing and reads, timed inside the reader: the mount\'s start is not counted); '
+           'ldpfuse-run in the default mode. `xN`: speed relative to native.' % (info['files'], info['bytes'] / 2**20),
+           '', '| configuration | 1 worker | 4 workers |', '|---|---:|---:|']
+    for c in DL.CONFIGS:
+        if c in skipped:
+            out.append('| %s | skipped: %s | |' % (DL.LABELS[c], skipped[c]))
+            continue
+        cells = []
+        for w in DL.WORKERS:
+            m, n = med.get((c, w)), med.get(('native', w))
+            if m is None:
+                cells.append('failed (see Failures)')
+            elif c == 'native' or not n:
+                cells.append('%.3f' % m)
+            else:
+                cells.append('%.3f (%s)' % (m, fmt_ratio(n / m)))
+        out.append('| %s | %s |' % (DL.LABELS[c], ' | '.join(cells)))
+    out += [''] + ['- %s: %s' % (r['title'], fmt_ratio(r['ratio'])) for r in loader_ratios(med)]
+    return out
+
+
+def issue24_targets(results, md):
+    """The section "Targets of issue 24 (default mode)": [(target, measured, met or None)]."""
+    titles = {m[0]: m[1] for m in MICRO}
+    units = {m[0]: m[3] for m in MICRO}
+    rows = []
+
+    def ratio_row(target, cfg, key, ref, want, strict=False):
+        r, a, b = md.ratio(cfg, key, ref), md.get(cfg, key), md.get(ref, key)
+        measured = '-' if r is None else '%s (%s vs %s %s)' % (fmt_ratio(r), fmt(a), fmt(b), units.get(key, 'MB/s'))
+        rows.append((target, measured, None if r is None else (r > want if strict else r >= want)))
+
+    skipped = results.get('loader_skipped', {})
+    for r in loader_ratios(loader_medians(results)):
+        kind, workers = r['key'].split(':')
+        n_workers = '%s worker%s' % (workers, '' if workers == '1' else 's')
+        if kind == 'rat-ldp/rat-fuse':
+            goal = ISSUE24['loader_vs_fuse']
+            target = 'data loader, %s: ratarmount under ldpfuse-run >= x%g of ratarmount over kernel FUSE' % (n_workers, goal)
+        elif kind == 'archive-ldp/native':
+            goal = ISSUE24['archive_vs_native']
+            target = 'data loader, %s: examples/archive.py under ldpfuse-run >= x%g of native' % (n_workers, goal)
+        else:
+            goal = None
+            target = 'data loader: examples/archive.py under ldpfuse-run, %s workers faster than %s' % tuple(workers.split('/'))
+        if r['ratio'] is None:
+            why = ['%s skipped: %s' % (DL.LABELS[c], skipped[c]) for c in dict.fromkeys(r['configs']) if c in skipped]
+            rows.append((target, '; '.join(why) or '-', None))
+        else:
+            rows.append((target, '%s (%.3f s vs %.3f s)' % ((fmt_ratio(r['ratio']),) + r['secs']),
+                         r['ratio'] >= goal if goal else r['ratio'] > 1.0))
+    ratio_row('memory example, %s: >= x%g of fusepy memory over kernel FUSE' % (titles['orc:1'], ISSUE24['memory_vs_fusepy']),
+              'ldp-mem', 'orc:1', 'fusepy-mem', ISSUE24['memory_vs_fusepy'])
+    a, b = md.get('ldp-mem', 'orc:8'), md.get('ldp-mem', 'orc:1')
+    rows.append(('memory example, open+read+close: 8 threads >= 1 thread',
+                 '-' if a is None or not b else '%s (%s vs %s ops/s)' % (fmt_ratio(a / b), fmt(a), fmt(b)),
+                 None if a is None or not b else a >= b))
+    ratio_row('memory example, %s: >= x%g of tmpfs' % (titles['seqread:1'], ISSUE24['memory_seqread']),
+              'ldp-mem', 'seqread:1', 'native-tmpfs', ISSUE24['memory_seqread'])
+    for key, goal in ISSUE24['loop'].items():
+        ratio_row('loopback example, %s: >= x%g of native' % (titles[key], goal), 'ldp-loop', key, 'native', goal)
+    for name, *_ in THESIS:
+        ratio_row('thesis %s (loopback example): >= x%g of native' % (name, ISSUE24['thesis']),
+                  'ldp-loop', name, 'native', ISSUE24['thesis'])
+    return rows
+
+
+def issue24_section(results, md):
+    out = ['', '## Targets of issue 24 (default mode)', '',
+           'ldpfuse-py as a user runs it, with no `--mode` flag: the loopback example (`ldp-loop`), the '
+           'memory example (`ldp-mem`), ratarmount and examples/archive.py under ldpfuse-run. Ratios are '
+           'speeds (higher is better); "not run": this run did not measure it.', '',
+           '| target | measured | |', '|---|---|---|']
+    for target, measured, met in issue24_targets(results, md):
+        out.append('| %s | %s | %s |' % (target, measured, 'not run' if met is None else mark(met)))
+    return out
+
+
 def cache_tables(results):
     """The page cache's workloads (run.py: cache_round), medians of whole-command times."""
     rows = results.get('cache', [])
@@ -202,7 +328,8 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
            'Written by `python3 bench/run.py%s%s` (bench/README.md says what each workload and '
            'configuration is). Values are medians over interleaved rounds; `xN` is the ratio to the '
            'native directory the configuration stands on (disk for loopbacks, tmpfs for the memory '
-           'file systems), higher is better. "spread" is (max - min) / median of the native runs: '
+           'file systems), higher is better. The ldpfuse-py configurations run in the default mode '
+           '(no `--mode` flag, as a user runs them) unless their name says `--mode embedded`. "spread" is (max - min) / median of the native runs: '
            'the noise floor of this machine.' % (' --quick' if results.get('quick') else '',
                                          ' --only ...' if results.get('filtered') else ''), '',
            '## Machine', '']
@@ -215,6 +342,8 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
                    results.get('elapsed_s', 0)))
     out.append('- fixture: large file %s MiB (%s MiB in the memory configurations), 1000 files '
                'of 16 KiB, a 1000-entry directory' % (scale.get('large_mb'), scale.get('mem_large_mb')))
+    if results.get('loader_info'):
+        out.append('- data loader: a tar of %(files)d files, %(rounds)d interleaved rounds' % results['loader_info'])
 
     # ---- targets
     out += ['', '## Targets of issue 3', '',
@@ -249,13 +378,14 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
         out.append('| %s on a non-mount path: ns added by the preload | a few ns (<= %.0f) | %s | %s |' % (
             title, NONMOUNT_TARGET_NS, '-' if d is None else '%+.1f ns' % d,
             mark(None if d is None else d <= NONMOUNT_TARGET_NS)))
-    for cfg in ('ldp-loop', 'ldp-mem', 'ldp-loop-shared', 'ldp-mem-shared'):
+    for cfg in ('ldp-loop', 'ldp-mem', 'ldp-loop-embedded', 'ldp-mem-embedded'):
         v = md.get(cfg, 'firstop.first_op_ms')
-        if v is None and cfg.endswith('-shared'):
+        if v is None and cfg.endswith('-embedded'):
             continue
         out.append('| first operation in a fresh process, %s | < %.0f ms | %s | %s |' % (
             LABELS[cfg], FIRSTOP_TARGET_MS, '-' if v is None else '%.1f ms' % v,
             mark(None if v is None else v < FIRSTOP_TARGET_MS)))
+    out += issue24_section(results, md)
 
     # ---- micro tables
     out += ['', '## Micro-benchmarks (bench/microbench.c), disk', '']
@@ -287,9 +417,10 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
             out.append('| %s | %s | %s |' % (name, ' | '.join(cells), '%.0f%%' % (sp * 100) if sp is not None else '-'))
     else:
         out.append('(not run)')
+    out += loader_table(results)
 
     # ---- non-mount and first op
-    nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-shared', 'ldp-mem', 'ldp-mem-shared')
+    nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'ldp-mem', 'ldp-mem-embedded')
                if md.get(c, NONMOUNT[0][0] + '.ns') is not None]
     out += ['', '## Cost of a call on a non-mount path (ns per call)', '',
             'Each round runs the calls in a process without the preload and, right after, in one '
@@ -330,7 +461,9 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
     # ---- skipped and failures
     out += ['', '## Skipped configurations', '']
     skipped = results.get('skipped', {})
-    out += ['- %s: %s' % (LABELS.get(k, k), v) for k, v in skipped.items()] or ['(none)']
+    lines = ['- %s: %s' % (LABELS.get(k, k), v) for k, v in skipped.items()]
+    lines += ['- data loader, %s: %s' % (DL.LABELS[k], v) for k, v in results.get('loader_skipped', {}).items()]
+    out += lines or ['(none)']
     out += ['', '## Failures', '']
     fails = results.get('failures', [])
     if not fails:
@@ -362,7 +495,7 @@ def plot(md, present, png_path=RESULTS_PNG):
         return False
     series = [c for c in DISK_CONFIGS[1:] + MEM_CONFIGS[1:] if c in present]
     if not series:
-        print('[bench] only native configurations ran: no results.png')
+        print('[bench] no configuration but the native ones ran: no results.png')
         return False
     ref = {c: ('native-tmpfs' if c in MEM_CONFIGS else 'native') for c in series}
     micro_keys = [m[0] for m in MICRO if any(md.ratio(c, m[0], ref[c]) for c in series)]
@@ -374,9 +507,9 @@ def plot(md, present, png_path=RESULTS_PNG):
         print('[bench] no ratios to plot: no results.png')
         return False
     fig, axes = plt.subplots(len(panels), 1, figsize=(17, 5.5 * len(panels)), squeeze=False)
-    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'ldp-loop-shared': '#17becf',
+    colors = {'ldp-loop': '#1f77b4', 'ldp-loop-nopt': '#6baed6', 'ldp-loop-embedded': '#17becf',
               'fusepy-loop': '#d62728', 'libfuse-pt': '#ff7f0e', 'ldp-mem': '#2ca02c',
-              'ldp-mem-shared': '#98df8a', 'fusepy-mem': '#9467bd'}
+              'ldp-mem-embedded': '#98df8a', 'fusepy-mem': '#9467bd'}
     for ax, (keys, title) in zip(axes[:, 0], panels):
         cfgs = [c for c in series if any(md.ratio(c, k, ref[c]) for k in keys)]
         width = 0.8 / max(1, len(cfgs))

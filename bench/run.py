@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Run ldpfuse-py's benchmark suite and write bench/RESULTS.md and bench/results.png.
 
-    python3 bench/run.py                 full run (about 20 minutes on 2 cores)
+    python3 bench/run.py                 full run (about 25 minutes on 2 cores)
     python3 bench/run.py --quick         short run (about 3 minutes), for a first look
-    python3 bench/run.py --only micro    only the micro-benchmarks (or: thesis, cache, a
-                                         workload name, or a configuration name)
+    python3 bench/run.py --only micro    only the micro-benchmarks (or: thesis, cache, loader,
+                                         a workload name, or a configuration name)
     python3 bench/run.py --report-only   rewrite RESULTS.md/results.png from bench/out/results.json
 
 Every workload runs in every configuration, in interleaved rounds (round 1:
@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+import data_loader as DL        # bench/data_loader.py: issue 24's data-loader workload
+
 BENCH = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH)
 OUT = os.path.join(BENCH, 'out')
@@ -38,13 +40,13 @@ MOUNT_BASE = '/tmp/ldpfuse-bench-mnt'
 
 SCALES = {
     'full': dict(rounds=5, duration=0.5, warmup=0.1, large_mb=256, mem_large_mb=64,
-                 firstop_n=20, thesis_rounds=3, fio_runtime=4,
+                 firstop_n=20, thesis_rounds=3, fio_runtime=4, loader_rounds=3, loader_files=10000,
                  fio=dict(FIO_SQ1_SIZE='1g', FIO_SQ32_SIZE='32m', FIO_CRWR_NRFILES='200000',
                           FIO_CRWR32_NRFILES='6250', FIO_WEB_NRFILES='4000',
                           FIO_FS_NRFILES='200'),
                  fio_fuse=dict(FIO_CRWR_NRFILES='10000', FIO_CRWR32_NRFILES='320')),
     'quick': dict(rounds=2, duration=0.2, warmup=0.05, large_mb=64, mem_large_mb=32,
-                  firstop_n=5, thesis_rounds=1, fio_runtime=2,
+                  firstop_n=5, thesis_rounds=1, fio_runtime=2, loader_rounds=2, loader_files=2000,
                   fio=dict(FIO_SQ1_SIZE='256m', FIO_SQ32_SIZE='8m', FIO_CRWR_NRFILES='40000',
                            FIO_CRWR32_NRFILES='1250', FIO_WEB_NRFILES='2000',
                            FIO_FS_NRFILES='40'),
@@ -94,6 +96,16 @@ THESIS_TARGET = 0.95
 MEMORY_TARGET = 20.0   # ldpfuse memory vs fusepy memory over FUSE, orc and create
 NONMOUNT_TARGET_NS = 10.0
 FIRSTOP_TARGET_MS = 30.0
+
+# Targets of issue 24, in the default mode (report.py's "Targets of issue 24"): speed ratios.
+ISSUE24 = dict(
+    loader_vs_fuse=3.0,        # data loader: ratarmount under ldpfuse-run vs over kernel FUSE
+    archive_vs_native=0.5,     # data loader: examples/archive.py under ldpfuse-run vs native
+    memory_vs_fusepy=20.0,     # ldp-mem vs fusepy-mem, open+read 4K+close, 1 thread
+    memory_seqread=0.9,        # ldp-mem vs native-tmpfs, sequential 4K read
+    loop={'orc:1': 0.8, 'orc:8': 0.8, 'create:1': 0.7, 'create:8': 0.7},   # ldp-loop vs native
+    thesis=0.9,                # ldp-loop vs native, each thesis workload
+)
 
 # ---------------------------------------------------------------- helpers
 
@@ -163,7 +175,7 @@ def unmount(path):
 # ---------------------------------------------------------------- dependencies
 
 APT_PACKAGES = ['fuse', 'libfuse2', 'libfuse3-dev', 'fio', 'pkg-config']
-PIP_PACKAGES = ['fusepy', 'matplotlib']
+PIP_PACKAGES = ['fusepy', 'matplotlib', 'ratarmount']
 
 
 def missing_dependencies():
@@ -181,6 +193,8 @@ def missing_dependencies():
             __import__(mod)
         except Exception:
             pip.append(pkg)
+    if not DL.find_ratarmount():
+        pip.append('ratarmount')
     return apt, pip
 
 
@@ -261,7 +275,9 @@ class Config:
     name = label = ''
     native_ref = 'native'   # the native configuration its ratios are taken against
     memory = False          # the fixture must be created through the mount
-    inprocess = False       # the FS lives in the command's process (ldpfuse embedded)
+    setup_in_command = False  # the FS's state lasts one command (ldpfuse-run's server in the
+                              # default mode, the process in embedded mode): the timed command
+                              # creates the fixture itself, before timing
     thesis = True           # runs the thesis workloads
     nonmount = False        # measures non-mount call costs against native (ldpfuse)
     in_quick = True         # part of a --quick run unless named with --only
@@ -302,7 +318,7 @@ class NativeTmpfs(Config):
 class Ldpfuse(Config):
     fs = None
     opts = ()
-    mode = 'embedded'
+    mode = None             # the default mode (shared), as a user runs it: no --mode flag
     nonmount = True
 
     def start(self):
@@ -345,7 +361,7 @@ class LdpfuseLoopbackNoPassthrough(LdpfuseLoopback):
 class LdpfuseMemory(Ldpfuse):
     name, label = 'ldp-mem', 'ldpfuse-py memory'
     native_ref = 'native-tmpfs'
-    memory = inprocess = True
+    memory = setup_in_command = True
     thesis = False
 
     def start(self):
@@ -356,16 +372,16 @@ class LdpfuseMemory(Ldpfuse):
         return self.mnt
 
 
-class LdpfuseLoopbackShared(LdpfuseLoopback):
-    name, label = 'ldp-loop-shared', 'ldpfuse-py loopback --mode shared'
-    mode = 'shared'
+class LdpfuseLoopbackEmbedded(LdpfuseLoopback):
+    name, label = 'ldp-loop-embedded', 'ldpfuse-py loopback --mode embedded'
+    mode = 'embedded'
     nonmount = False
     in_quick = False
 
 
-class LdpfuseMemoryShared(LdpfuseMemory):
-    name, label = 'ldp-mem-shared', 'ldpfuse-py memory --mode shared'
-    mode = 'shared'
+class LdpfuseMemoryEmbedded(LdpfuseMemory):
+    name, label = 'ldp-mem-embedded', 'ldpfuse-py memory --mode embedded'
+    mode = 'embedded'
     nonmount = False
     in_quick = False
 
@@ -448,9 +464,9 @@ class LibfusePassthrough(FuseDaemon):
         return self.mnt + self.ctx.lower
 
 
-CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackShared,
+CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackEmbedded,
                   FusepyLoopback, LibfusePassthrough, NativeTmpfs, LdpfuseMemory,
-                  LdpfuseMemoryShared, FusepyMemory]
+                  LdpfuseMemoryEmbedded, FusepyMemory]
 CONFIG_NAMES = [c.name for c in CONFIG_CLASSES]
 
 
@@ -465,15 +481,18 @@ class Context:
         self.tmpfs = os.path.abspath(args.tmpfs_dir)
         self.outside = os.path.join(self.lower, 'outside')
         self.ldpfuse_run = find_ldpfuse_run(args.ldpfuse_run)
-        self.results = {'micro': [], 'thesis': [], 'nonmount': [], 'cache': [], 'failures': [], 'skipped': {},
+        self.results = {'micro': [], 'thesis': [], 'nonmount': [], 'cache': [], 'loader': [],
+                        'loader_skipped': {}, 'failures': [], 'skipped': {},
                         'configs': {}, 'scale': scale, 'quick': args.quick}
 
 
 def record_failure(ctx, cfg, phase, cmd, rc, out, err, env_note=''):
-    entry = {'config': cfg.name, 'phase': phase, 'command': env_note + shlex.join(cmd),
+    """cfg: a Config, or the name of a data-loader configuration."""
+    name = getattr(cfg, 'name', cfg)
+    entry = {'config': name, 'phase': phase, 'command': env_note + shlex.join(cmd),
              'rc': str(rc), 'stdout': tail(out), 'stderr': tail(err)}
     ctx.results['failures'].append(entry)
-    log('FAILED %s %s (rc %s): %s' % (cfg.name, phase, rc, entry['command']))
+    log('FAILED %s %s (rc %s): %s' % (name, phase, rc, entry['command']))
     for line in (tail(err, 8) or tail(out, 8)).splitlines():
         log('    ' + line)
 
@@ -508,7 +527,7 @@ def start_configs(ctx, configs):
             log('SKIP %s: %s' % (cfg.name, e))
             continue
         micro = os.path.join(cfg.root(), 'micro')
-        if cfg.memory and not cfg.inprocess:
+        if cfg.memory and not cfg.setup_in_command:
             cmd = [MICROBENCH, 'setup', micro, '--large-mb', str(large_mb(ctx, cfg))]
             rc, out, err = run_cmd(cmd, 600)
             if rc != 0:
@@ -517,7 +536,7 @@ def start_configs(ctx, configs):
                 cfg.stop()
                 continue
         cmd = cfg.wrap([MICROBENCH, 'check', micro, '--large-mb', str(large_mb(ctx, cfg))]
-                       + (['--setup'] if cfg.inprocess else []))
+                       + (['--setup'] if cfg.setup_in_command else []))
         rc, out, err = run_cmd(cmd, 600)
         if rc != 0 or 'CHECK OK' not in out:
             record_failure(ctx, cfg, 'check', cmd, rc, out, err)
@@ -542,7 +561,7 @@ def micro_round(ctx, cfg, rnd, keys):
     cmd = cfg.wrap([MICROBENCH, 'run', micro, '-d', str(s['duration']), '-w', str(s['warmup']),
                     '-n', str(s['firstop_n']), '--large-mb', str(large_mb(ctx, cfg)),
                     '--outside', ctx.outside, '--root', cfg.root()]
-                   + (['--setup'] if cfg.inprocess else []) + wl)
+                   + (['--setup'] if cfg.setup_in_command else []) + wl)
     budget = 120 + len(wl) * (s['duration'] + s['warmup']) * 3 + s['firstop_n'] * 2
     t0 = time.time()
     rc, out, err = run_cmd(cmd, int(budget))
@@ -752,6 +771,40 @@ def cache_round(ctx, rnd, keys):
     save(ctx)
 
 
+# ---------------------------------------------------------------- the data loader (issue 24)
+
+
+def loader_run(ctx):
+    """bench/data_loader.py's workload: a tar of loader_files files (1-32 KiB) read by 1 and
+    4 forked workers, natively, through ratarmount over kernel FUSE, ratarmount under
+    ldpfuse-run and examples/archive.py under ldpfuse-run (default mode), in interleaved
+    rounds. The tar is made in the lower directory and removed at the end."""
+    work = os.path.join(ctx.lower, 'loader')
+    DL.teardown(work)                    # what an interrupted run left
+    files, rounds = ctx.scale['loader_files'], ctx.scale['loader_rounds']
+    t0 = time.time()
+    dl = DL.setup(work, files, ctx.ldpfuse_run)
+    try:
+        log('data loader: %d files (%d MiB) in %s, set up in %.1fs' % (
+            files, dl['bytes'] >> 20, dl['tar'], time.time() - t0))
+        ctx.results['loader_info'] = {'files': files, 'bytes': dl['bytes'], 'rounds': rounds}
+        skipped = DL.unavailable(dl)
+        ctx.results['loader_skipped'] = skipped
+        for c, why in skipped.items():
+            log('SKIP data loader %s: %s' % (c, why))
+        configs = [c for c in DL.CONFIGS if c not in skipped]
+        for rnd, c, w, secs, err in DL.measure(dl, configs, rounds):
+            if secs is None:
+                record_failure(ctx, c, 'data loader, %d worker(s), round %d' % (w, rnd),
+                               DL.command(c, w, dl), 'failed', '', err)
+                continue
+            ctx.results['loader'].append({'config': c, 'workers': w, 'round': rnd, 'seconds': secs})
+            log('round %d data loader %-12s %d worker(s) %8.3f s' % (rnd, c, w, secs))
+        save(ctx)
+    finally:
+        DL.teardown(work)
+
+
 def report_paths(filtered):
     """A run filtered with --only reports under bench/out, never over the full run's files."""
     if filtered:
@@ -826,7 +879,7 @@ def main():
     ap.add_argument('--rounds', type=int, help='interleaved rounds of micro-benchmarks')
     ap.add_argument('--thesis-rounds', type=int, help='interleaved rounds of thesis workloads')
     ap.add_argument('--only', action='append', default=[],
-                    help='comma-separated: micro, thesis, nonmount, firstop, workload names '
+                    help='comma-separated: micro, thesis, nonmount, firstop, cache, loader, workload names '
                          '(stat, orc, create, seqread, randread, readdir, orc:8, sq-re-4KB-1th-1f, ...) '
                          'and/or configuration names (%s)' % ', '.join(CONFIG_NAMES))
     ap.add_argument('--dir', default='/var/tmp/ldpfuse-bench',
@@ -834,6 +887,8 @@ def main():
     ap.add_argument('--tmpfs-dir', default='/dev/shm/ldpfuse-bench',
                     help='native directory for the memory configurations (default %(default)s)')
     ap.add_argument('--ldpfuse-run', help='path of ldpfuse-run (default: found on PATH)')
+    ap.add_argument('--loader-files', type=int,
+                    help='files in the data loader\'s tar (default 10000, --quick 2000)')
     ap.add_argument('--no-install', action='store_true',
                     help='do not apt-get/pip install missing tools; print the commands instead')
     ap.add_argument('--report-only', action='store_true',
@@ -853,6 +908,8 @@ def main():
         scale['rounds'] = args.rounds
     if args.thesis_rounds:
         scale['thesis_rounds'] = args.thesis_rounds
+    if args.loader_files:
+        scale['loader_files'] = args.loader_files
     ctx = Context(args, scale)
     ctx.results['filtered'] = bool(args.only)
 
@@ -860,7 +917,7 @@ def main():
     cfg_filter = [w for w in only if w in CONFIG_NAMES]
     wl_filter = [w for w in only if w not in CONFIG_NAMES]
     for w in wl_filter:
-        known = {'micro', 'thesis', 'nonmount', 'firstop', 'cache'} | set(THESIS_KEYS) | set(MICRO_KEYS) \
+        known = {'micro', 'thesis', 'nonmount', 'firstop', 'cache', 'loader'} | set(THESIS_KEYS) | set(MICRO_KEYS) \
             | set(CACHE_KEYS) | {'cache-' + r[0] for r in CACHE_READS} | {'appends'} \
             | {k.split(':')[0] for k in MICRO_KEYS}
         if w not in known:
@@ -869,6 +926,8 @@ def main():
     def want(name):
         if not wl_filter:
             return True
+        if name == 'loader':
+            return name in wl_filter
         if name in wl_filter:
             return True
         group = 'thesis' if name in THESIS_KEYS else 'cache' if name in CACHE_KEYS else 'micro'
@@ -896,17 +955,20 @@ def main():
 
     configs = [c(ctx) for c in CONFIG_CLASSES
                if c.name in cfg_filter or (not cfg_filter and (c.in_quick or not args.quick))]
-    if args.quick and not cfg_filter:
-        log('--quick: the shared-mode configurations are left out (name them in --only to run them)')
     # each configuration's native reference runs too
     refs = {c.native_ref for c in configs}
     configs = [c(ctx) for c in CONFIG_CLASSES
                if c.name in {x.name for x in configs} | refs]
     if not (micro_keys or want('nonmount') or want('firstop')):
         configs = [c for c in configs if c.thesis]
+    if not (micro_keys or want('nonmount') or want('firstop') or thesis_items):
+        configs = []                     # e.g. --only loader or --only cache: no fixture to serve
+    if args.quick and not cfg_filter and configs:
+        log('--quick: the --mode embedded configurations are left out (name them in --only to run them)')
     os.makedirs(MOUNT_BASE, exist_ok=True)
     t_start = time.time()
-    prepare_fixtures(ctx, configs)
+    if configs:
+        prepare_fixtures(ctx, configs)
     ready = start_configs(ctx, configs)
     try:
         if micro_keys or want('nonmount') or want('firstop'):
@@ -939,13 +1001,16 @@ def main():
     finally:
         for cfg in ready:
             cfg.stop()
+    sys.path.insert(0, BENCH)
+    import report
+    if want('loader'):
+        loader_run(ctx)                  # after the FUSE daemons above are gone
+        ctx.results['loader_summary'] = report.loader_summary(ctx.results)
     ctx.results['machine'] = machine_info(ctx)
     ctx.results['elapsed_s'] = time.time() - t_start
     save(ctx)
     stamp = time.strftime('%Y%m%d-%H%M%S', time.gmtime())
     shutil.copy(RESULTS_JSON, os.path.join(OUT, 'results-%s.json' % stamp))
-    sys.path.insert(0, BENCH)
-    import report
     md_path, png_path = report_paths(ctx.results['filtered'])
     written = report.write(ctx.results, md_path, png_path)
     log('done in %.0fs: %s' % (time.time() - t_start, ', '.join(written)))

@@ -45,10 +45,8 @@ SHORT_PROCS_MIN = 0.7
 PROCS = 200
 
 
-class LdpfuseLoopbackDefault(R.LdpfuseLoopback):
-    name, label = 'ldp-loop-default', 'ldpfuse-py loopback, default mode'
-    mode = None
-    nonmount = False
+# run.py's ldp-loop: the loopback example in the default mode (no --mode flag)
+LdpfuseLoopbackDefault = R.LdpfuseLoopback
 
 
 def evaluate(results, short):
