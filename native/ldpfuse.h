@@ -319,7 +319,9 @@ int attrcache_coherent(void);       /* the backend tells every process of every 
 void attrcache_invalidate(void);    /* a change no backend tells of: forget everything */
 void attrcache_changed(void);       /* this process changed something through the backend */
 void attrcache_fork(int phase);
-extern int ldp_writers;
+/* A passthrough file open for writing here (delta 1) or closed (-1) under path, or a
+ * rename moved it (-1 from the old name, 1 to the new). */
+void attrcache_writer(int mnt, const char *path, int delta);
 
 /* ---- locks on files the FS serves where no kernel file is shared (vfs/locks.c) */
 int vfs_lock_standin_needed(const struct vfile *v);

@@ -160,6 +160,11 @@ struct backend_ops {
      * always looks up first. */
     int (*create_open)(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
                        struct open_result *res, struct stat *st, int *outcome);
+    /* open() of a name this process opened before with the same flags, when the backend
+     * knows which lower file that open gave and nothing has changed the name since: that
+     * file opened here (flags less O_CREAT), or -1 with errno kept. Called with no
+     * guard_enter and before any lookup. NULL: no such knowledge. */
+    int (*open_decided)(int mnt, const char *path, int flags);
     /* The stamp (backend stamp part) the last create_open's answer on this thread was
      * taken at, for a process that had no stamps yet when it asked (its first request):
      * 0 if none. NULL: the backend has none to give. */

@@ -86,8 +86,10 @@ static inline int coh_fs_stuck(const struct coherence *t)
     return ns > since && ns - since >= after;
 }
 
-/* The stamp of an answer about path (an FS path, "/" = the mount's root). */
-static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const char *path)
+/* The stamp of an answer about path (an FS path, "/" = the mount's root); with written
+ * 0, of what does not change when the file's data is written past the server (which file
+ * a name leads to: shared.c's open decisions). */
+static inline uint64_t coherence_stamp_of(const struct coherence *t, int mnt, const char *path, int written)
 {
     uint64_t h = coh_seed(mnt), s = coh_get(&t->global);
     const char *p = path;
@@ -102,7 +104,12 @@ static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const
             s += coh_get(&t->below[h & (COH_SLOTS - 1)]);     /* each directory above */
         h = coh_step(h, (unsigned char)*p);
     }
-    return s + coh_get(&t->self[h & (COH_SLOTS - 1)]) + coh_get(&t->written[h & (COH_SLOTS - 1)]);
+    return s + coh_get(&t->self[h & (COH_SLOTS - 1)]) + (written ? coh_get(&t->written[h & (COH_SLOTS - 1)]) : 0);
+}
+
+static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const char *path)
+{
+    return coherence_stamp_of(t, mnt, path, 1);
 }
 
 /* The slot of the first len bytes of path. */

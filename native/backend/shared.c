@@ -281,9 +281,11 @@ static int sh_truncate_uncached(int mnt, const char *path, off_t len)
 
 /* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
  * this process opens that file itself for the same path and flags (its own rights apply,
- * as they would in the server), with no round trip. They live as long as the attribute
- * cache's answers, stamped the same way (attrcache_stamp): a change any process makes to
- * the name through the mount, or a child this one waited for, forgets it. */
+ * as they would in the server), with no round trip, and before any lookup
+ * (sh_open_decided). They live as long as the attribute cache's answers, stamped the same
+ * way but for the file's data (decision_stamp): a change any process makes to the name
+ * through the mount, or a child this one waited for, forgets it; a write to the file
+ * past the server (W_WRITTEN) does not, as it leaves the name leading to the same file. */
 #define OPENCACHE_SLOTS 16384     /* as many as the attribute cache (vfs/attrcache.c) */
 #define DECISION_WAYS 4
 struct open_decision {
@@ -297,6 +299,14 @@ static pthread_mutex_t decisions_lock = PTHREAD_MUTEX_INITIALIZER;
 static double decision_ttl = -1;
 
 #define DECISION_FLAGS (O_ACCMODE | O_TRUNC | O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_NOATIME | O_DIRECTORY | O_NOFOLLOW)
+
+static TLS int decisions_held;      /* this thread holds decisions_lock: a signal handler's open asks the server */
+
+static uint64_t decision_stamp(int mnt, const char *path)
+{
+    struct coherence *t = shared_coherence();
+    return attrcache_stamp_from(t ? coherence_stamp_of(t, mnt, path, 0) : 0);
+}
 
 static int later(const struct timespec *a, const struct timespec *b)
 {
@@ -344,6 +354,12 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
+    if (decisions_held) {
+        free(p);
+        free(l);
+        return;
+    }
+    decisions_held = 1;
     pthread_mutex_lock(&decisions_lock);
     /* DECISION_WAYS slots per set: this name's, else an empty one, else the one that
      * expires first */
@@ -366,16 +382,22 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     d->expires.tv_sec = (time_t)end;
     d->expires.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
     pthread_mutex_unlock(&decisions_lock);
+    decisions_held = 0;
 }
 
-/* The fd of the lower file (close-on-exec as flags say), or -1: ask the server. */
+/* The fd of the lower file (close-on-exec as flags say), or -1: ask the server. Needs no
+ * guard_enter (a signal handler's open on this thread while it holds the lock asks the
+ * server instead). */
 static int decision_open(int mnt, const char *path, int flags)
 {
     char lower[PATH_MAX];
     int found = 0;
+    if (!decisions_on() || decisions_held)
+        return -1;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t gen = attrcache_stamp(mnt, path);
+    uint64_t gen = decision_stamp(mnt, path);
+    decisions_held = 1;
     pthread_mutex_lock(&decisions_lock);
     struct open_decision *d = &decisions[decision_slot(mnt, path, flags) & ~(DECISION_WAYS - 1u)];
     for (int way = 0; way < DECISION_WAYS && !found; way++, d++)
@@ -385,6 +407,7 @@ static int decision_open(int mnt, const char *path, int flags)
             found = 1;
         }
     pthread_mutex_unlock(&decisions_lock);
+    decisions_held = 0;
     if (!found)
         return -1;
     int saved = errno;
@@ -397,7 +420,7 @@ static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t 
 
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
-    uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
+    uint64_t gen = decision_stamp(mnt, path);     /* a change during the call: not kept */
     CALL(op, mnt, path);
     c.rq.a = a;
     c.rq.b = op == W_OPEN ? want_lower() | (pcache_held(mnt, path) ? 0 : WANT_CACHE) : b;
@@ -442,6 +465,12 @@ static int sh_open(int mnt, const char *path, int flags, struct open_result *res
         return 0;
     }
     return open_common(W_OPEN, mnt, path, flags, 0, res);
+}
+/* open() of a name whose passthrough open this process has made before (decisions): the
+ * lower file's fd, or -1 (errno kept): look up and open as usual. */
+static int sh_open_decided(int mnt, const char *path, int flags)
+{
+    return decision_open(mnt, path, flags);
 }
 static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
 {
@@ -503,7 +532,7 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
         char lower[PATH_MAX];
     } got = { .ans = { .outcome = CO_ASK } };
     struct wire_create_open *ans = &got.ans;
-    uint64_t gen = attrcache_stamp(mnt, path);     /* a change during the call: not kept */
+    uint64_t gen = decision_stamp(mnt, path);     /* a change during the call: not kept */
     int had_table = sh_stamp(mnt, path) != 0;
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
@@ -1082,7 +1111,7 @@ static struct backend_ops shared_ops = {
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .create_open = sh_create_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .create_open = sh_create_open, .open_decided = sh_open_decided, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock,
 };
 

@@ -11,7 +11,12 @@
  * through the mount is seen by every process at once, and a change to one name forgets
  * only the answers about that name and its directory. An answer whose stamp moved is not
  * used. While a passthrough file is open for writing here, the kernel changes its size
- * and times behind us, so the cache is not used at all.
+ * and times behind us, so no answer about its name is used or kept (attrcache_writer: a
+ * count per hash of the names of this process's writers, which renames here move); where
+ * the backend is not coherent a file's other names (hard links) are kept too, so there no
+ * answer at all is used while any such file is open. A file another process renames
+ * while this one writes it is seen under its new name as the FS says when asked, for
+ * attr_timeout (as between processes: close-to-open).
  *
  * Missing names are kept too (st_mode 0: ENOENT), but only where the backend tells of
  * every change (coherent): a name another process creates must not stay missing here.
@@ -49,7 +54,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t generation = 1;    /* this process's changes that no backend tells of */
 static struct timespec timeout = { 1, 0 };
 static int enabled = -1;
-int ldp_writers;                /* passthrough fds open for writing in this process */
+static int ldp_writers;         /* passthrough fds open for writing in this process */
+#define WRITER_BUCKETS 1024     /* power of two */
+static int writer_buckets[WRITER_BUCKETS];      /* the same, by the hash of their names */
 static TLS int holding;         /* this thread holds the lock: a signal handler's stat skips the cache */
 
 static int cache_on(void)
@@ -61,7 +68,7 @@ static int cache_on(void)
         timeout.tv_nsec = (long)((secs - (double)timeout.tv_sec) * 1e9);
         enabled = secs > 0;
     }
-    return enabled && __atomic_load_n(&ldp_writers, __ATOMIC_RELAXED) == 0;
+    return enabled;
 }
 
 static uint64_t hash_path(int mnt, const char *p, size_t *len)
@@ -75,6 +82,25 @@ static uint64_t hash_path(int mnt, const char *p, size_t *len)
 static int later(const struct timespec *a, const struct timespec *b)
 {
     return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+/* A file this process has open for writing, past the FS (a passthrough fd), has the name
+ * whose hash is h: its answers would go stale as the kernel writes. */
+static int written_here(uint64_t h)
+{
+    if (__atomic_load_n(&ldp_writers, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    if (!attrcache_coherent())
+        return 1;       /* its other names are kept too (hard links): use nothing */
+    return __atomic_load_n(&writer_buckets[h & (WRITER_BUCKETS - 1)], __ATOMIC_ACQUIRE) != 0;
+}
+
+void attrcache_writer(int mnt, const char *path, int delta)
+{
+    size_t len;
+    uint64_t h = hash_path(mnt, path, &len);
+    __atomic_add_fetch(&writer_buckets[h & (WRITER_BUCKETS - 1)], delta, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&ldp_writers, delta, __ATOMIC_ACQ_REL);
 }
 
 /* The backend's stamp of path (0: it has none); path NULL: only our own generation. */
@@ -110,7 +136,7 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
         return 0;
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
-    if (len >= ATTRCACHE_PATH_MAX)
+    if (len >= ATTRCACHE_PATH_MAX || written_here(h))
         return 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
@@ -152,7 +178,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t st
     }
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
-    if (len >= ATTRCACHE_PATH_MAX)
+    if (len >= ATTRCACHE_PATH_MAX || written_here(h))
         return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);

@@ -40,7 +40,9 @@ void vfile_unref(struct vfile *v)
         guard_leave();
         if (!told)
             attrcache_invalidate();
-        __atomic_sub_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_lock(&names_lock);        /* not while a rename moves its name */
+        attrcache_writer(v->mnt, v->path, -1);
+        pthread_mutex_unlock(&names_lock);
     }
     if (v->kind == VF_FILE)
         vfs_lock_last_close(v);     /* the class's flock goes before its release */
@@ -250,7 +252,9 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
     if ((flags & O_ACCMODE) != O_RDONLY) {
         struct vfile *v = vfile_new(VF_WRITER, vp, flags, 0, 0);
         if (v) {
-            __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
+            pthread_mutex_lock(&names_lock);
+            attrcache_writer(v->mnt, v->path, 1);
+            pthread_mutex_unlock(&names_lock);
             fdtable_set(pfd, v);
         }
     }
@@ -342,6 +346,24 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     return open_made(vp, flags, outcome == CO_OPENED, &st, &res);
 }
 
+/* open() of a passthrough file this process opened before with these flags, the name
+ * unchanged since (backend.h open_decided): no lookup, no round trip. O_CREAT asks
+ * nothing of a file that exists. Returns the fd, or -2: look up as usual. */
+static int decided_open(struct backend_ops *be, const struct vpath *vp, int flags)
+{
+    if (be->open_decided == NULL || (flags & (O_EXCL | O_PATH | O_DIRECTORY | __O_TMPFILE)) ||
+        vp->trailing_slash)
+        return -2;
+    int saved = errno;
+    int pfd = be->open_decided(vp->mnt, vp->path, flags & ~(O_CREAT | O_NOCTTY));
+    if (pfd < 0) {
+        errno = saved;
+        return -2;
+    }
+    struct open_result res = { .passthrough_fd = pfd, .fd_flags_set = 1 };
+    return open_made(vp, flags, 1, NULL, &res);
+}
+
 int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
 {
     struct vpath vp;
@@ -356,7 +378,10 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
         errno = EIO;
         return -1;
     }
-    int fd = lookup_open(vp, flags, mode);
+    int fd = decided_open(be, vp, flags);
+    if (fd != -2)
+        return fd;
+    fd = lookup_open(vp, flags, mode);
     if (fd != -2)
         return fd;
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
@@ -528,8 +553,11 @@ void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
     }
     if (kind == VF_FILE && fd == 0 && (flags & O_ACCMODE) != O_WRONLY)
         pcache_fill(v, 0, 0, 1);    /* stdin: glibc's stdio reads it past every wrapper */
-    if (kind == VF_WRITER)
-        __atomic_add_fetch(&ldp_writers, 1, __ATOMIC_ACQ_REL);
+    if (kind == VF_WRITER) {
+        pthread_mutex_lock(&names_lock);
+        attrcache_writer(v->mnt, v->path, 1);
+        pthread_mutex_unlock(&names_lock);
+    }
     fdtable_set(fd, v);
 }
 
@@ -590,6 +618,10 @@ void vfs_renamed(int mnt, const char *from, const char *to)
             continue;
         strcpy(np, to);
         strcat(np, v->path + fl);
+        if (v->kind == VF_WRITER) {
+            attrcache_writer(mnt, v->path, -1);
+            attrcache_writer(mnt, np, 1);
+        }
         retire_path(__atomic_exchange_n(&v->path, np, __ATOMIC_ACQ_REL));
     }
     pthread_mutex_unlock(&names_lock);
