@@ -346,9 +346,6 @@ class Memory(Operations):
             entries.append((name, {"st_ino": child.ino, "st_mode": child.mode}, 0))
         return entries
 
-    def releasedir(self, path, fh):
-        return 0
-
     # Names
 
     def mknod(self, path, mode, dev):
@@ -519,12 +516,6 @@ class Memory(Operations):
         else:
             buf.extend(bytes(length - len(buf)))
         self._written_by_caller(node)
-
-    def flush(self, path, fh):
-        return 0
-
-    def fsync(self, path, datasync, fh):
-        return 0
 
     def release(self, path, fh):
         self._handles.pop(fh, None)  # an unlinked inode goes with its last handle
