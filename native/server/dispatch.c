@@ -76,9 +76,41 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
     return -ENOMEM;
 }
 
+/* ---- a small file's data with its open's answer (issue 24): the open that made a file's
+ * page cache fills it with the file, when the file is small enough that the caller's
+ * first read() would fetch it whole (the client's first window, vfs/pagecache.c RA_MIN),
+ * so that read finds it filled: one round trip per file, not two (a data loader reading
+ * 10,000 small files; the first `cat` of each). Only
+ *  - for an open that may read (not O_WRONLY, not O_TRUNC): no read the program could not
+ *    make (tests/test_unasked_reads.py);
+ *  - into a memfd this very request made, with one FS thread (a class that is not
+ *    thread_safe): then no other process holds it, nor can get it before this answer, and
+ *    every write to the file comes as a request after this one, so nothing newer is
+ *    written over (with threads, the fills' order is the clients' turn, vfs/cache_turn.c,
+ *    which the server does not take);
+ *  - when the FS gives exactly the size its getattr gave: anything else (an error, a
+ *    short or long read) is left for the caller's own read to meet, as without this.
+ * The client notes the memfd's state as it receives it (a fresh cache), so the data counts
+ * as read from the FS, not as owed to it. */
+#define FIRST_WINDOW (128u << 10)
+
+static void fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int flags)
+{
+    struct stat k;
+    if (!serialise || (flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) || fstat(fd, &k) < 0 ||
+        k.st_size <= 0 || k.st_size > (off_t)FIRST_WINDOW)
+        return;
+    char *buf = malloc((size_t)k.st_size);
+    ssize_t n = buf ? fs_ops->read(mnt, path, buf, (size_t)k.st_size, 0, fh) : -1;
+    if (n == (ssize_t)k.st_size)
+        (void)!pwrite(fd, buf, (size_t)n, 0);   /* a part (no memory): the rest stays holes */
+    free(buf);
+}
+
 /* A cached open's page cache, brought along with its answer (the client would ask for it
- * next): its fd, its token in ans; -1 if there is none (the client then asks). */
-static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st,
+ * next): its fd, its token in ans; -1 if there is none (the client then asks). fh and
+ * flags: the open's, for fill_first_window. */
+static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st, uint64_t fh, int flags,
                        int32_t *cache, uint64_t *cache_token)
 {
     int fresh;
@@ -87,6 +119,8 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
     int fd = st ? scache_open_sized(mnt, path, st, &fresh, &id) : scache_open(mnt, path, 0, NULL, &fresh, &id);
     if (fd < 0)
         return -1;
+    if (fresh)
+        fill_first_window(fd, mnt, path, fh, flags);
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
     int file_kind = cl->added_kind;
     if (hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &token) < 0) {
@@ -211,7 +245,7 @@ void do_op(struct client *cl)
             /* a cached open: its page cache comes along (the client would ask for it next) */
             _Static_assert(sizeof(struct wire_open_cache) <= sizeof cl->small, "fits the small answer");
             struct wire_open_cache *oc = memset(small, 0, sizeof *oc);
-            if ((pass_fd = cache_along(cl, mnt, path, NULL, &oc->cache, &oc->cache_token)) >= 0) {
+            if ((pass_fd = cache_along(cl, mnt, path, NULL, res.fh, (int)rq->a, &oc->cache, &oc->cache_token)) >= 0) {
                 out = oc;
                 out_len = sizeof *oc;
                 r |= OPEN_CACHE_BROUGHT;
@@ -410,8 +444,8 @@ void do_op(struct client *cl)
             r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
         if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO) &&
             peer_may_share_cache(cl->as_uid, flags))
-            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, &ans->cache,
-                                  &ans->cache_token);
+            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, res.fh, flags,
+                                  &ans->cache, &ans->cache_token);
         char *lower;
         size_t ll;
         if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
