@@ -73,11 +73,15 @@ class GetattrReturnsNone(TwoFiles):
 # method waits for ever; a thread_safe twin lets the other files be served meanwhile.
 
 class TwoFilesAndStuck(TwoFiles):
-    """'/f', '/boom' and '/stuck'; the subclasses block on '/stuck'."""
+    """'/f', '/boom' and '/stuck'; the subclasses block on '/stuck'. /stuck says it is
+    larger than what an open reads along for a small file (server/dispatch.c,
+    fill_first_window), so that its read() is the program's own."""
+
+    STUCK_SIZE = 256 << 10
 
     def getattr(self, path, fh=None):
         if path == "/stuck":
-            return super().getattr("/f", fh)
+            return dict(super().getattr("/f", fh), st_size=self.STUCK_SIZE)
         return super().getattr(path, fh)
 
     def readdir(self, path, fh):
