@@ -130,7 +130,10 @@ def run_cmd(cmd, timeout, env=None, cwd=None):
         out, err = p.communicate()
         return 'timeout after %ds' % timeout, out, err
     except BaseException:
-        os.killpg(p.pid, signal.SIGKILL)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass                        # the group is gone already
         p.wait()
         raise
     return p.returncode, out, err
@@ -1018,4 +1021,7 @@ def main():
 
 
 if __name__ == '__main__':
+    # a kill (SIGTERM) ends the run as Ctrl-C does: through main()'s finally, which
+    # unmounts the FUSE daemons it started (killed outright, they stayed mounted)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())

@@ -221,15 +221,13 @@ int fs_fd(int fd)
     if (fd < 0 || fd >= fs_fd_base())
         return fd;
     int saved = errno;
-    int high = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fs_fd_base());
+    /* keep the fd's close-on-exec setting (Python asks for it; a C library may not) */
+    int fdflags = REAL(fcntl)(fd, F_GETFD);
+    int high = REAL(fcntl)(fd, fdflags >= 0 && !(fdflags & FD_CLOEXEC) ? F_DUPFD : F_DUPFD_CLOEXEC, fs_fd_base());
     if (high < 0) {
         errno = saved;
         return fd;          /* no room up there: keep it where it is */
     }
-    /* keep the fd's close-on-exec setting (Python asks for it; a C library may not) */
-    int fdflags = REAL(fcntl)(fd, F_GETFD);
-    if (fdflags >= 0 && !(fdflags & FD_CLOEXEC))
-        REAL(fcntl)(high, F_SETFD, 0);
     REAL(close)(fd);
     errno = saved;
     return high;
