@@ -1,8 +1,9 @@
 /*
  * The page caches of cached files in the server (docs/cache.md): one memfd per file for
- * every client. Clients fill and write them themselves (vfs/pagecache.c); the server only
- * hands them out, after the caller's own open of the file succeeded, and keeps each alive
- * while a client holds it, and after, while the file is unchanged (below: scache_idle).
+ * every client. Clients fill and write them themselves (vfs/pagecache.c); the server hands
+ * them out, after the caller's own open of the file succeeded (a small file's new cache
+ * filled by that open: dispatch.c, fill_first_window), and keeps each alive while a client
+ * holds it, and after, while the file is unchanged (below: scache_idle).
  *
  * A new cache is sized by the file system's getattr, asked here when the cache is made,
  * never by the size the client saw: that was looked up earlier (an attribute cache, an
