@@ -281,11 +281,12 @@ static int sh_truncate_uncached(int mnt, const char *path, off_t len)
 
 /* ---- open decisions: a passthrough open names the lower file it chose; for attr_timeout
  * this process opens that file itself for the same path and flags (its own rights apply,
- * as they would in the server), with no round trip, and before any lookup
- * (sh_open_decided). They live as long as the attribute cache's answers, stamped the same
- * way but for the file's data (decision_stamp): a change any process makes to the name
- * through the mount, or a child this one waited for, forgets it; a write to the file
- * past the server (W_WRITTEN) does not, as it leaves the name leading to the same file. */
+ * as they would in the server), with no round trip, and before any lookup (decision_open,
+ * the backend's open_decided). They live as long as the attribute cache's answers,
+ * stamped the same way but for the file's data (decision_stamp): a change any process
+ * makes to the name through the mount, or a child this one waited for, forgets it; a
+ * write to the file past the server (W_WRITTEN) does not, as it leaves the name leading
+ * to the same file. */
 #define OPENCACHE_SLOTS 16384     /* as many as the attribute cache (vfs/attrcache.c) */
 #define DECISION_WAYS 4
 struct open_decision {
@@ -341,8 +342,8 @@ static int want_lower(void)
 
 static void decision_keep(int mnt, const char *path, int flags, const char *lower, size_t len, uint64_t gen)
 {
-    if (!decisions_on())
-        return;
+    if (!decisions_on() || decisions_held)
+        return;     /* held: a signal handler's open on a thread that keeps one already */
     char *p = strdup(path), *l = malloc(len + 1);
     if (p == NULL || l == NULL) {
         free(p);
@@ -354,11 +355,6 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double end = (double)now.tv_sec + now.tv_nsec / 1e9 + decision_ttl;
-    if (decisions_held) {
-        free(p);
-        free(l);
-        return;
-    }
     decisions_held = 1;
     pthread_mutex_lock(&decisions_lock);
     /* DECISION_WAYS slots per set: this name's, else an empty one, else the one that
@@ -385,9 +381,9 @@ static void decision_keep(int mnt, const char *path, int flags, const char *lowe
     decisions_held = 0;
 }
 
-/* The fd of the lower file (close-on-exec as flags say), or -1: ask the server. Needs no
- * guard_enter (a signal handler's open on this thread while it holds the lock asks the
- * server instead). */
+/* The fd of the lower file (close-on-exec as flags say), or -1 with errno kept: ask the
+ * server. Needs no guard_enter (a signal handler's open on this thread while it holds the
+ * lock asks the server instead). The backend's open_decided, tried before any lookup. */
 static int decision_open(int mnt, const char *path, int flags)
 {
     char lower[PATH_MAX];
@@ -457,6 +453,8 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
 }
 static int sh_open(int mnt, const char *path, int flags, struct open_result *res)
 {
+    /* tried again here: the lookup may have resolved links on the way (the decision is
+     * kept under the path the open was made with) */
     int fd = decision_open(mnt, path, flags);
     if (fd >= 0) {
         res->passthrough_fd = fd;
@@ -465,12 +463,6 @@ static int sh_open(int mnt, const char *path, int flags, struct open_result *res
         return 0;
     }
     return open_common(W_OPEN, mnt, path, flags, 0, res);
-}
-/* open() of a name whose passthrough open this process has made before (decisions): the
- * lower file's fd, or -1 (errno kept): look up and open as usual. */
-static int sh_open_decided(int mnt, const char *path, int flags)
-{
-    return decision_open(mnt, path, flags);
 }
 static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
 {
@@ -1111,7 +1103,7 @@ static struct backend_ops shared_ops = {
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .create_open = sh_create_open, .open_decided = sh_open_decided, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock,
 };
 

@@ -27,6 +27,15 @@ void vfile_ref(struct vfile *v)
  * longer in the table) waits for a walk that may still be looking at it. */
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A passthrough writer v opened (1) or let go of (-1), counted under its name
+ * (attrcache_writer), not while a rename moves the name. */
+static void writer_counted(const struct vfile *v, int delta)
+{
+    pthread_mutex_lock(&names_lock);
+    attrcache_writer(v->mnt, v->path, delta);
+    pthread_mutex_unlock(&names_lock);
+}
+
 void vfile_unref(struct vfile *v)
 {
     if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
@@ -40,9 +49,7 @@ void vfile_unref(struct vfile *v)
         guard_leave();
         if (!told)
             attrcache_invalidate();
-        pthread_mutex_lock(&names_lock);        /* not while a rename moves its name */
-        attrcache_writer(v->mnt, v->path, -1);
-        pthread_mutex_unlock(&names_lock);
+        writer_counted(v, -1);
     }
     if (v->kind == VF_FILE)
         vfs_lock_last_close(v);     /* the class's flock goes before its release */
@@ -250,9 +257,7 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
     if ((flags & O_ACCMODE) != O_RDONLY) {
         struct vfile *v = vfile_new(VF_WRITER, vp, flags, 0, 0);
         if (v) {
-            pthread_mutex_lock(&names_lock);
-            attrcache_writer(v->mnt, v->path, 1);
-            pthread_mutex_unlock(&names_lock);
+            writer_counted(v, 1);
             fdtable_set(pfd, v);
         }
     }
@@ -352,12 +357,9 @@ static int decided_open(struct backend_ops *be, const struct vpath *vp, int flag
     if (be->open_decided == NULL || (flags & (O_EXCL | O_PATH | O_DIRECTORY | __O_TMPFILE)) ||
         vp->trailing_slash)
         return -2;
-    int saved = errno;
     int pfd = be->open_decided(vp->mnt, vp->path, flags & ~(O_CREAT | O_NOCTTY));
-    if (pfd < 0) {
-        errno = saved;
-        return -2;
-    }
+    if (pfd < 0)
+        return -2;      /* errno as it was (backend.h) */
     struct open_result res = { .passthrough_fd = pfd, .fd_flags_set = 1 };
     return open_made(vp, flags, 1, NULL, &res);
 }
@@ -551,11 +553,8 @@ void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
     }
     if (kind == VF_FILE && fd == 0 && (flags & O_ACCMODE) != O_WRONLY)
         pcache_fill(v, 0, 0, 1);    /* stdin: glibc's stdio reads it past every wrapper */
-    if (kind == VF_WRITER) {
-        pthread_mutex_lock(&names_lock);
-        attrcache_writer(v->mnt, v->path, 1);
-        pthread_mutex_unlock(&names_lock);
-    }
+    if (kind == VF_WRITER)
+        writer_counted(v, 1);
     fdtable_set(fd, v);
 }
 
