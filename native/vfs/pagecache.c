@@ -333,12 +333,15 @@ void pcache_ref(struct pcache *pc)
     table_leave();
 }
 
-void pcache_unref(struct pcache *pc)
+/* Drop a reference; at the last, let go of the memfd and tell the backend: with the release
+ * of v's handle when v is given (the file's last close in the process), else alone. Returns
+ * 1 if v's release went with it, 0 if the caller still has to release. */
+static int unref(struct pcache *pc, const struct vfile *v)
 {
     table_enter();
     if (--pc->refs > 0) {
         table_leave();
-        return;
+        return 0;
     }
     for (struct pcache **p = &table; *p; p = &(*p)->next)
         if (*p == pc) {
@@ -348,14 +351,31 @@ void pcache_unref(struct pcache *pc)
     table_leave();
     REAL(close)(pc->mfd);
     struct backend_ops *be = backend_get();
+    int released = 0;
     if (pc->backend_ref && be && be->cache_close) {
         guard_enter();
-        be->cache_close(pc->mnt, pc->path, pc->backend_token);
+        if (v && be->release_cached) {
+            be->release_cached(v->mnt, v->path, v->flags, v->fh, pc->backend_token);
+            released = 1;
+        } else {
+            be->cache_close(pc->mnt, pc->path, pc->backend_token);
+        }
         guard_leave();
     }
     pthread_mutex_destroy(&pc->lock);
     free(pc->path);
     free(pc);
+    return released;
+}
+
+void pcache_unref(struct pcache *pc)
+{
+    unref(pc, NULL);
+}
+
+int pcache_unref_releasing(struct pcache *pc, const struct vfile *v)
+{
+    return unref(pc, v);
 }
 
 /* A new open file description of the cache with the caller's access mode and flags. */
@@ -607,13 +627,27 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
         }
     walk:
         if (!filled) {
+            int e = errno;
             off_t h = REAL(lseek)(pc->mfd, off, SEEK_HOLE);
             if (h >= end) {
                 v->filled_lo = off;
                 v->filled_hi = h;
                 v->filled_gen = gen;
                 filled = 1;
+            } else if (!pc->size_unknown) {
+                /* A read that runs past the end (a reader asks for more than is left, to
+                 * see the end) or starts there: what the locked fill would find, found
+                 * without the lock or a buffer. ENXIO: off is at or past the cache's end;
+                 * nothing to fill unless the file grew past off. Else the hole at h is
+                 * the end (h == the cache's size) and all before it is filled. */
+                struct stat st;
+                if (h < 0)
+                    filled = errno == ENXIO && attrcache_get(pc->mnt, v->path, &st) > 0 &&
+                             S_ISREG(st.st_mode) && st.st_size <= off;
+                else
+                    filled = h > off && REAL(fstat)(pc->mfd, &st) == 0 && st.st_size == h;
             }
+            errno = e;
         }
         if (filled) {
             if (off == v->ra_next)
