@@ -166,6 +166,7 @@ struct vfile {
                                  * page (pcache_fill), and where the next would start */
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
+    int noflush;            /* the class has no flush(): close() does not ask (OPEN_NOFLUSH) */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
     int lock_fd1;           /* VF_FILE: 1 + the fd of its locks' stand-in (vfs/locks.c), 0: none */
     int class_locked;       /* the class's lock took a record lock through it: F_UNLCK at close */
@@ -226,6 +227,10 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
 int pcache_held(int mnt, const char *path);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
+/* pcache_unref at the last close of v (whose handle is still to be released): if that was
+ * the cache's last reference, the backend's release_cached does both in one request and 1
+ * is returned; 0: the caller releases v's handle */
+int pcache_unref_releasing(struct pcache *pc, const struct vfile *v);
 int pcache_new_fd(struct pcache *pc, int flags);
 off_t pcache_size_of(int mnt, const char *path, uint64_t ino);    /* -1: not cached here */
 void pcache_set_mapped(struct pcache *pc);

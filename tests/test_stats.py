@@ -6,7 +6,9 @@ import subprocess
 
 import pytest
 
-from conftest import LOOPBACK, base_env, ldpfuse_run_argv
+from conftest import EXAMPLES, LOOPBACK, base_env, ldpfuse_run_argv
+
+ARCHIVE = f"{EXAMPLES / 'archive.py'}:Archive"
 
 
 def run(tmp_path, *flags, cmd, mode="shared"):
@@ -64,3 +66,25 @@ def test_stats_in_the_embedded_mode_says_what_it_can_count(tmp_path):
     r = run(tmp_path, "--stats", cmd=f"cat {tmp_path}/mnt/f0", mode="embedded")
     assert r.returncode == 0 and r.stdout == "0\n", r.stderr
     assert "ldpfuse-run --stats:" in r.stderr
+
+
+def test_close_asks_for_flush_only_from_a_class_that_has_one(tmp_path):
+    """FUSE's FOPEN_NOFLUSH: the archive example keeps Operations' flush (it does nothing),
+    so close() asks the server nothing for it; the loopback's flush is called at each close."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        (src / f"f{i}").write_text(f"{i}\n")
+    tar = tmp_path / "a.tar"
+    subprocess.run(["tar", "-cf", str(tar), "-C", str(src), "f0", "f1", "f2"], check=True)
+    m = tmp_path / "mnt"
+    argv = ldpfuse_run_argv() + ["--stats", "--mountpoint", str(m), ARCHIVE, str(tar), "--", "sh", "-c",
+                                 f"for i in 0 1 2; do cat {m}/f$i; done"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env(), cwd="/")
+    assert r.returncode == 0 and r.stdout == "0\n1\n2\n", r.stderr
+    table = rows(r.stderr)
+    assert "flush" not in table and table["release"][0] == 3, r.stderr
+
+    r = run(tmp_path, "--stats", cmd=f"for i in 0 1 2; do cat {m}/f$i; done")
+    assert r.returncode == 0 and r.stdout == "0\n1\n2\n", r.stderr
+    assert rows(r.stderr)["flush"][0] == 3, r.stderr

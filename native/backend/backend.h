@@ -30,6 +30,7 @@ struct open_result {
 };
 #define OPEN_DIRECT_IO  1u  /* reads go to the FS at the offset asked, past the page cache */
 #define OPEN_KEEP_CACHE 2u  /* the page cache may outlive the last close */
+#define OPEN_NOFLUSH    4u  /* the class has no flush(): close() asks nothing (FUSE's FOPEN_NOFLUSH) */
 
 /* One directory entry as readdir produced it. */
 struct dirent_rec {
@@ -130,6 +131,9 @@ struct backend_ops {
     int (*cache_open)(int mnt, const char *path, off_t size, const uint64_t *fh, int *fd, int *fresh,
                       uint64_t *token);
     void (*cache_close)(int mnt, const char *path, uint64_t token);
+    /* release and then cache_close of token, as one request: a file's last close in the
+     * process that was also its page cache's (NULL: the two calls) */
+    void (*release_cached)(int mnt, const char *path, int flags, uint64_t fh, uint64_t token);
     /* A FIFO, socket or device node of the FS, opened as the kernel opens one of a FUSE
      * mount: without the FS's open (NULL: call open as for a file, the embedded mode,
      * where the process itself may block). Returns a kernel fd, or -errno. */

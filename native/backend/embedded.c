@@ -722,6 +722,8 @@ static int be_open(int mnt, const char *path, int flags, struct open_result *res
     PyObject *r = call(mnt, s_open, path, extra, 1);
     Py_DECREF(extra[0]);
     int ret = open_result_of(s_open, path, r, res);
+    if (ret == 0 && KEPT_DEFAULT(mnt, flush))
+        res->open_flags |= OPEN_NOFLUSH;
     GIL_LEAVE(g);
     return ret;
 }
@@ -750,6 +752,8 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
     }
     if (ret == 0 && n == 2 && res->passthrough_fd < 0)
         res->open_flags |= open_flags_of(extra[1]);     /* create(path, mode, fi) set them */
+    if (ret == 0 && KEPT_DEFAULT(mnt, flush))
+        res->open_flags |= OPEN_NOFLUSH;
     Py_XDECREF(extra[0]);
     Py_XDECREF(extra[1]);
     GIL_LEAVE(g);

@@ -53,7 +53,10 @@ void vfile_unref(struct vfile *v)
     }
     if (v->kind == VF_FILE)
         vfs_lock_last_close(v);     /* the class's flock goes before its release */
-    if (be && v->fh_valid == 1) {       /* 2: inherited through fork, the parent's */
+    int release = be && v->fh_valid == 1;      /* 2: inherited through fork, the parent's */
+    if (v->pc && pcache_unref_releasing(v->pc, release && v->kind == VF_FILE ? v : NULL))
+        release = 0;        /* the page cache's last close carried the release */
+    if (release) {
         guard_enter();
         if (v->kind == VF_FILE)
             be->release(v->mnt, v->path, v->flags, v->fh);
@@ -61,8 +64,6 @@ void vfile_unref(struct vfile *v)
             be->releasedir(v->mnt, v->path, v->fh);
         guard_leave();
     }
-    if (v->pc)
-        pcache_unref(v->pc);
     vfs_lock_release(v);
     pthread_mutex_lock(&names_lock);
     pthread_mutex_unlock(&names_lock);
@@ -184,6 +185,7 @@ static int open_cached(const struct vpath *vp, int flags, const struct open_resu
     }
     v->pc = pc;
     v->direct_io = (res->open_flags & OPEN_DIRECT_IO) != 0;
+    v->noflush = (res->open_flags & OPEN_NOFLUSH) != 0;
     if ((flags & O_APPEND) && size > 0 && (flags & O_ACCMODE) != O_RDONLY)
         pcache_fill(v, size - 1, 1, 0);     /* stdio appends past the wrappers, into this page */
     fdtable_set(fd, v);
@@ -483,7 +485,7 @@ int vfs_flush(int fd, struct vfile *v)
     int ret = pcache_sync_untracked(v);
     int e = errno;
     struct backend_ops *be = backend_get();
-    if (be && v->fh_valid) {
+    if (be && v->fh_valid && !v->noflush) {
         guard_enter();
         int r = be->flush(v->mnt, v->path, v->fh);
         guard_leave();
