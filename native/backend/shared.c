@@ -87,7 +87,7 @@ static int stats_on(void)
     return on;
 }
 
-static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh);
+static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh, int64_t b, int64_t c);
 static uint64_t sh_stamp(int mnt, const char *path);
 
 static int64_t xact(struct call *c)
@@ -487,7 +487,7 @@ static void brought_drop(int tell_server)
     REAL(close)(brought.fd);
     brought.fd = -1;
     if (tell_server)
-        post(W_CACHE_CLOSE, brought.mnt, brought.path ? brought.path : "/", 0, &brought.token);
+        post(W_CACHE_CLOSE, brought.mnt, brought.path ? brought.path : "/", 0, &brought.token, 0, 0);
     free(brought.path);
     brought.path = NULL;
 }
@@ -646,7 +646,7 @@ static int sh_flush(int mnt, const char *path, uint64_t fh)
  * not posted). */
 static int sh_release(int mnt, const char *path, int flags, uint64_t fh)
 {
-    return post(W_RELEASE, mnt, path, flags, &fh) ? 0 : -EIO;
+    return post(W_RELEASE, mnt, path, flags, &fh, 0, 0) ? 0 : -EIO;
 }
 static int sh_fsync(int mnt, const char *path, int datasync, uint64_t fh)
 {
@@ -821,7 +821,7 @@ static int sh_releasedir(int mnt, const char *path, uint64_t fh)
 {
     if (fh == LISTING_FH)
         return 0;
-    return post(W_RELEASEDIR, mnt, path, 0, &fh) ? 0 : -EIO;
+    return post(W_RELEASEDIR, mnt, path, 0, &fh, 0, 0) ? 0 : -EIO;
 }
 static int sh_access(int mnt, const char *path, int mode)
 {
@@ -899,7 +899,14 @@ static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *
 
 static void sh_cache_close(int mnt, const char *path, uint64_t token)
 {
-    post(W_CACHE_CLOSE, mnt, path, 0, &token);
+    post(W_CACHE_CLOSE, mnt, path, 0, &token, 0, 0);
+}
+
+/* A close that ends both the open and the process's hold on the page cache: one posted
+ * request, not a release and then a cache close that waits for the release's answer. */
+static void sh_release_cached(int mnt, const char *path, int flags, uint64_t fh, uint64_t token)
+{
+    post(W_RELEASE, mnt, path, flags, &fh, (int64_t)token, RELEASE_CACHE_TOO);
 }
 
 /* FIFOs, sockets and devices never reach the FS's open, as with the kernel: a FIFO is a
@@ -999,10 +1006,10 @@ static uint64_t sh_stamp(int mnt, const char *path)
 /* A request whose answer the caller does not need (backend/channel.c, channel_post): its
  * answer is taken before the thread's next request, so requests stay in order. 0: it could
  * not be sent. */
-static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh)
+static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh, int64_t b, int64_t c)
 {
     size_t pl = strlen(path);
-    struct wire_req rq = { .op = (uint16_t)op, .mnt = (uint16_t)mnt, .a = a, .path_len = (uint32_t)pl,
+    struct wire_req rq = { .op = (uint16_t)op, .mnt = (uint16_t)mnt, .a = a, .b = b, .c = c, .path_len = (uint32_t)pl,
                            .len = (uint32_t)pl, .uid = (uint32_t)geteuid(), .gid = (uint32_t)getegid() };
     if (fh) {
         rq.has_fh = 1;
@@ -1028,7 +1035,7 @@ static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh
  * next. 0: it could not (the caller forgets its own). */
 static int sh_written(int mnt, const char *path)
 {
-    return post(W_WRITTEN, mnt, path, 0, NULL);
+    return post(W_WRITTEN, mnt, path, 0, NULL, 0, 0);
 }
 
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
@@ -1102,6 +1109,7 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
+    .release_cached = sh_release_cached,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
     .written = sh_written, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock,

@@ -92,6 +92,10 @@ static inline const char *wire_op_name(unsigned op)
  * (besides the OPEN_* flags, backend.h), the fd riding along is the cache, and the data is
  * this. */
 #define OPEN_CACHE_BROUGHT (1u << 30)
+
+/* W_RELEASE's c: RELEASE_CACHE_TOO, b is the token of the caller's page cache of the file,
+ * let go of after the release (W_CACHE_CLOSE in the same request) */
+#define RELEASE_CACHE_TOO 1
 struct wire_open_cache {
     int32_t cache;          /* 1: the file's page cache, 2: a new one */
     int32_t unused;

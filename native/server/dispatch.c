@@ -310,6 +310,13 @@ void do_op(struct client *cl)
         r = h ? fs_ops->release(mnt, path, h->flags, h->fh) : -EBADF;   /* flags: the open's */
         if (h)
             handle_free(h);
+        if (rq->c == RELEASE_CACHE_TOO) {
+            /* the process's last hold on the file's page cache went with it: as W_CACHE_CLOSE,
+             * by a token only a process that was given it can name */
+            struct handle *ch = handle_take(W_CACHE_OPEN, mnt, (uint64_t)rq->b);
+            if (ch)
+                handle_release(ch);
+        }
         break;
     }
     case W_FSYNC: r = fs_ops->fsync(mnt, path, (int)rq->a, hfh); break;

@@ -167,6 +167,10 @@ static int request_check(struct client *cl, struct wire_req *rq)
         if (rq->a < 0)
             return -EINVAL;
         break;
+    case W_RELEASE:     /* b: a page cache's token, released too (dispatch.c checks it) */
+        if (rq->c != 0 && rq->c != RELEASE_CACHE_TOO)
+            return -EINVAL;
+        break;
     case W_CHOWN:
         if (!valid_id(rq->a) || !valid_id(rq->b))
             return -EINVAL;
