@@ -302,7 +302,9 @@ def boot(host_owns=0):
         # libfuse's unset flush and release cost nothing
         defaults = tuple(name for name in NOT_CALLED_WHEN_DEFAULT
                          if direct and getattr(type(ops), name, None) is getattr(Operations, name))
-        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl, defaults))
+        # a class that is not thread_safe is called one operation at a time (embedded.c)
+        thread_safe = bool(getattr(ops, "thread_safe", False))
+        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl, defaults, thread_safe))
     _MOUNTED[:] = mounts
     _configure_logging(host_owns)
     if host_owns:

@@ -50,6 +50,8 @@ struct mnt {
     /* 1 << OP_x: the class keeps Operations' own x, which answers success and does nothing
      * (_runtime.NOT_CALLED_WHEN_DEFAULT): not called, as FUSE's no_open/no_opendir */
     unsigned defaults;
+    /* not thread_safe: called one operation at a time (serial_enter) */
+    int serial;
 };
 #define KEPT_DEFAULT(mnt, op) ((mnts[mnt].defaults >> OP_##op) & 1u)
 
@@ -101,7 +103,28 @@ static __thread int tstate_ready;
 struct pyctx {
     PyGILState_STATE gil;
     PyObject *type, *value, *tb;
+    int serial;             /* this call holds (a level of) serial_lock */
 };
+
+/*
+ * A class that is not thread_safe is called one operation at a time, as the shared mode's
+ * single FS thread calls it and as fusepy's FUSE(nothreads=True) does: in the embedded mode
+ * every thread of the program calls the process's own instance, and under the GIL alone
+ * their calls interleave wherever a method lets go of it (a sleep, a socket read), so a
+ * class that hands out handles with `fh = self.next; self.next += 1` could give two opens
+ * one handle. serial_lock is held from the call's gil_enter to its gil_leave, taken with
+ * the GIL let go while it waits (a thread in a method that waits for the GIL must be able
+ * to get it back). A thread already inside a call (a signal handler's I/O) goes on in.
+ * Not in the shared server (serving): its FS thread already serialises such a class.
+ */
+static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int serial_depth;
+static int serving;
+
+void ldp_embedded_serving(void)
+{
+    serving = 1;
+}
 
 static struct pyctx gil_enter(void)
 {
@@ -114,6 +137,7 @@ static struct pyctx gil_enter(void)
         tstate_ready = 1;
     }
     c.gil = PyGILState_Ensure();
+    c.serial = 0;
     PyErr_Fetch(&c.type, &c.value, &c.tb);
     return c;
 }
@@ -142,7 +166,32 @@ static void gil_leave(struct pyctx *c)
     if (PyErr_Occurred())
         PyErr_Clear();
     PyErr_Restore(c->type, c->value, c->tb);
+    if (c->serial && --serial_depth == 0)
+        pthread_mutex_unlock(&serial_lock);
     PyGILState_Release(c->gil);
+}
+
+/* The child of a fork made while another thread was inside a call: that thread is not
+ * in the child, nor will it let go of the lock. */
+static void serial_after_fork(void)
+{
+    if (serial_depth == 0)
+        pthread_mutex_init(&serial_lock, NULL);
+}
+
+/* gil_enter for a call of mount mnt's class: one at a time if it is not thread_safe. */
+static struct pyctx gil_enter_mnt(int mnt)
+{
+    struct pyctx c = gil_enter();
+    if (serving || mnt < 0 || mnt >= nmnts || !mnts[mnt].serial)
+        return c;
+    c.serial = 1;
+    if (serial_depth++ == 0 && pthread_mutex_trylock(&serial_lock) != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&serial_lock);
+        Py_END_ALLOW_THREADS
+    }
+    return c;
 }
 #define GIL_LEAVE(g) gil_leave(&(g))
 
@@ -495,7 +544,7 @@ static int be_getattr(int mnt, const char *path, const uint64_t *fh, struct stat
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[1] = { NULL };
     int n = 0;
     if (fh)
@@ -576,7 +625,7 @@ static int be_readlink(int mnt, const char *path, char *buf, size_t size)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *r = call(mnt, s_readlink, path, NULL, 0);
     ssize_t n = bytes_result(s_readlink, path, r, buf, size, 0);
     GIL_LEAVE(g);
@@ -589,7 +638,7 @@ static PyObject *str_obj(const char *s)
 }
 
 #define STATUS(mnt, op, path, n, ...) (!Py_IsInitialized() ? -EIO : ({ \
-    struct pyctx g_ = gil_enter(); \
+    struct pyctx g_ = gil_enter_mnt(mnt); \
     int r_ = call_status(mnt, op, path, n, ##__VA_ARGS__); \
     GIL_LEAVE(g_); \
     r_; }))
@@ -717,7 +766,7 @@ static int be_open(int mnt, const char *path, int flags, struct open_result *res
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[1] = { PyLong_FromLong(flags) };
     PyObject *r = call(mnt, s_open, path, extra, 1);
     Py_DECREF(extra[0]);
@@ -732,7 +781,7 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[2] = { PyLong_FromLong(mode), NULL };
     int n = 1;
     if (mnts[mnt].create_fi) {
@@ -764,7 +813,7 @@ static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t 
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[3] = { PyLong_FromSize_t(size), PyLong_FromLongLong(off), fh_obj(fh) };
     PyObject *r = call(mnt, s_read, path, extra, 3);
     for (int i = 0; i < 3; i++)
@@ -778,7 +827,7 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[3] = { PyBytes_FromStringAndSize(buf, (Py_ssize_t)size), PyLong_FromLongLong(off),
                            fh_obj(fh) };
     PyObject *r = call(mnt, s_write, path, extra, 3);
@@ -864,7 +913,7 @@ static int be_statfs(int mnt, const char *path, struct statvfs *sv)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *r = call(mnt, s_statfs, path, NULL, 0);
     int ret = 0;
     memset(sv, 0, sizeof *sv);
@@ -924,7 +973,7 @@ static int be_opendir(int mnt, const char *path, uint64_t *fh)
     }
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *r = call(mnt, s_opendir, path, NULL, 0);
     int ret = 0;
     *fh = 0;
@@ -993,7 +1042,7 @@ static int be_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *ou
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[1] = { fh_obj(fh) };
     PyObject *r = call(mnt, s_readdir, path, extra, 1);
     Py_DECREF(extra[0]);
@@ -1059,7 +1108,7 @@ static int be_utimens(int mnt, const char *path, const struct timespec ts[2])
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     /* NULL is "now" (touch, utimensat with UTIME_NOW twice): times=None, so that the FS
      * applies the rule for it (the owner or a writer may), not that for explicit times */
     PyObject *t = ts == NULL ? (Py_INCREF(Py_None), Py_None)
@@ -1083,7 +1132,7 @@ static ssize_t be_getxattr(int mnt, const char *path, const char *name, void *va
         return -EOPNOTSUPP;
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *extra[1] = { str_obj(name) };
     PyObject *r = extra[0] ? call(mnt, s_getxattr, path, extra, 1) : NULL;
     Py_XDECREF(extra[0]);
@@ -1096,7 +1145,7 @@ static ssize_t be_listxattr(int mnt, const char *path, char *list, size_t size)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     PyObject *r = call(mnt, s_listxattr, path, NULL, 0);
     ssize_t ret = 0;
     if (r == NULL) {
@@ -1186,7 +1235,7 @@ static int be_lock(int mnt, const char *path, uint64_t fh, int cmd, struct flock
 {
     if (!Py_IsInitialized())
         return -EIO;
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     int r = !has_method(mnt, &s_lock, "lock") ? -ENOSYS
           : call_status(mnt, s_lock, path, 3, fh_obj(fh), PyLong_FromLong(cmd), PyLong_FromVoidPtr(lk));
     GIL_LEAVE(g);
@@ -1198,7 +1247,7 @@ static int be_flock(int mnt, const char *path, uint64_t fh, int op)
 {
     if (!Py_IsInitialized())
         return -EIO;
-    struct pyctx g = gil_enter();
+    struct pyctx g = gil_enter_mnt(mnt);
     int r = !has_method(mnt, &s_flock, "flock") ? -ENOSYS
           : call_status(mnt, s_flock, path, 2, fh_obj(fh), PyLong_FromLong(op));
     GIL_LEAVE(g);
@@ -1424,13 +1473,15 @@ static int boot(char *err, size_t errsize)
     nmnts = (int)PyList_GET_SIZE(r);
     mnts = calloc((size_t)nmnts + 1, sizeof *mnts);
     for (int i = 0; i < nmnts; i++) {
-        PyObject *t = PyList_GET_ITEM(r, i);    /* (ops, use_ns, create_fi, direct) */
+        /* (ops, use_ns, create_fi, direct, posix_acl, defaults, thread_safe) */
+        PyObject *t = PyList_GET_ITEM(r, i);
         mnts[i].ops = PyTuple_GetItem(t, 0);
         Py_XINCREF(mnts[i].ops);
         mnts[i].use_ns = PyObject_IsTrue(PyTuple_GetItem(t, 1));
         mnts[i].create_fi = PyObject_IsTrue(PyTuple_GetItem(t, 2));
         mnts[i].direct = PyTuple_Size(t) > 3 && PyObject_IsTrue(PyTuple_GetItem(t, 3));
         mnts[i].posix_acl = PyTuple_Size(t) > 4 && PyObject_IsTrue(PyTuple_GetItem(t, 4));
+        mnts[i].serial = PyTuple_Size(t) > 6 && !PyObject_IsTrue(PyTuple_GetItem(t, 6));
         PyObject *defaults = PyTuple_Size(t) > 5 ? PyTuple_GetItem(t, 5) : NULL;
         for (Py_ssize_t k = 0; defaults && PyTuple_Check(defaults) && k < PyTuple_GET_SIZE(defaults); k++)
             for (int o = 0; o < NOPS; o++)
@@ -1464,6 +1515,7 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
         return NULL;
     if (!host_owns)
         pthread_atfork(fork_prepare, fork_parent, fork_child);
+    pthread_atfork(NULL, NULL, serial_after_fork);
     return &ops;
 }
 

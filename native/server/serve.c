@@ -23,6 +23,7 @@
 #include <time.h>
 
 void ldp_thread_done(void);
+void ldp_embedded_serving(void);
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
                                                   size_t errsize);
 int serialise = 1;
@@ -311,6 +312,7 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
         return NULL;
     }
     serialise = !thread_safe;
+    ldp_embedded_serving();     /* the FS thread orders the calls, not the backend's lock */
     coh_ensure();       /* before any client: one_thread is set from serialise */
     own_uid = geteuid();
     own_gid = getegid();
