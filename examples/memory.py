@@ -14,7 +14,6 @@
 #   ldpfuse-run --mountpoint /mnt/m examples/memory.py:Memory -- python3 script.py
 
 import os
-import threading
 import time
 from errno import (
     EACCES, EBUSY, EEXIST, EFBIG, EINVAL, EISDIR, ELOOP, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY,
@@ -110,18 +109,8 @@ class Memory(Operations):
         self._handles = {}  # fh -> Inode
         uid, gid, _ = fuse_get_context()
         self.root = Directory(self._new_ino(), S_IFDIR | 0o755, uid, gid, time.time_ns())
-        # A multi-threaded caller may run operations concurrently: serialise
-        # them at the single dispatch point. A child forked while another
-        # thread held the lock gets a fresh one (that thread is not copied).
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._new_lock)
-
-    def _new_lock(self):
-        self._lock = threading.Lock()
-
-    def __call__(self, op, *args):
-        with self._lock:
-            return super().__call__(op, *args)
+        # No lock: the class is not thread_safe, so ldpfuse calls it one
+        # operation at a time, in both modes, whatever the program's threads.
 
     # Tree walking
 

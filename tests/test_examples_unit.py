@@ -606,31 +606,6 @@ def test_memory_dispatch_through_call(mem):
     raises_errno(errno.ENOENT, mem, "getattr", "/nope")
 
 
-def test_memory_call_waits_while_another_operation_holds_the_lock():
-    import threading
-
-    fs = Memory()
-    fh = fs("create", "/f", 0o644, FileInfo(os.O_RDWR | os.O_CREAT))
-    writer = threading.Thread(target=fs, args=("write", "/f", b"late", 0, fh))
-    with fs._lock:  # an operation in progress on another thread
-        writer.start()
-        writer.join(0.1)
-        assert writer.is_alive()
-        assert fs.getattr("/f", fh)["st_size"] == 0
-    writer.join(5)
-    assert fs.read("/f", 10, 0, fh) == b"late"
-
-
-def test_memory_child_after_fork_gets_an_unlocked_lock():
-    fs = Memory()
-    with fs._lock:
-        pid = os.fork()
-        if pid == 0:  # child: the lock must be usable at once
-            os._exit(0 if fs._lock.acquire(timeout=5) else 1)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-
-
 # ---------------------------------------------------------------- Loopback
 
 
