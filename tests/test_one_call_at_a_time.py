@@ -4,12 +4,12 @@ FUSE(nothreads=True) calls it; a thread_safe one is called from several threads 
 In the embedded mode every thread of the program calls the process's own instance: under
 the GIL alone, their calls would interleave wherever a method lets go of it."""
 
-import subprocess
 import sys
 
 import pytest
 
 from conftest import FS_FIXTURES, base_env, ldpfuse_run_argv
+from conftest import run as run_in_session
 
 OVERLAP = FS_FIXTURES / "overlap.py"
 
@@ -42,8 +42,7 @@ print(os.waitstatus_to_exitcode(status))
 def run(tmp_path, cls, mode, program):
     argv = ldpfuse_run_argv() + ["--mode", mode, "--mountpoint", str(tmp_path / "mnt"),
                                  f"{OVERLAP}:{cls}", "--", sys.executable, "-c", program, str(tmp_path / "mnt")]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env(),
-                          start_new_session=True)
+    return run_in_session(argv, timeout=60, env=base_env())     # a hang kills the whole group
 
 
 @pytest.mark.parametrize("mode", ["shared", "embedded"])
