@@ -162,6 +162,8 @@ struct vfile {
     size_t ra_win;          /* and the window it would get */
     off_t filled_lo, filled_hi; /* a range of the cache seen filled, while filled_gen */
     unsigned filled_gen;        /* is the cache's generation (holes made since: +1) */
+    uint64_t whole_stamp;       /* the cache was seen filled whole at this attrcache_stamp of */
+    unsigned whole_gen;         /* the name and this generation (0: not seen; pcache_whole) */
     off_t seq_small, seq_next;  /* bytes read in a row by small reads found filled page by
                                  * page (pcache_fill), and where the next would start */
     int unlinked;
@@ -236,6 +238,10 @@ off_t pcache_size_of(int mnt, const char *path, uint64_t ino);    /* -1: not cac
 void pcache_set_mapped(struct pcache *pc);
 /* make [off, off+len) readable from the fd (to_end: the whole file) */
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end);
+/* Is v's cache known filled whole, and unchanged since (no hole anywhere: a read at any
+ * offset is served from it)? Only where every process hears of every change (the shared
+ * mode); a read at the end still asks pcache_fill whether the file grew. */
+int pcache_whole(const struct vfile *v);
 /* write through: the FS first, then the cache; positional = pwrite at `at` */
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
 int pcache_ftruncate(struct vfile *v, off_t len);
