@@ -1,10 +1,11 @@
 /*
  * The read and write family on cached files (vfs/pagecache.c). A read makes sure the range
- * it will touch is in the page cache, then lets the kernel serve it from the memfd; a write
- * goes to the FS first, at the fd's offset, and returns the FS's answer. A direct_io file
- * (the FS's FileInfo.direct_io) is read from the FS itself, at the offset asked, past the
- * cache, as FUSE does for live files. Every other fd
- * (passthrough files included) goes straight to the kernel.
+ * it will touch is in the page cache (a read() of a cache seen filled whole, and unchanged
+ * since, has nothing to check: pcache_whole), then lets the kernel serve it from the memfd;
+ * a write goes to the FS first, at the fd's offset, and returns the FS's answer. A
+ * direct_io file (the FS's FileInfo.direct_io) is read from the FS itself, at the offset
+ * asked, past the cache, as FUSE does for live files. Every other fd (passthrough files
+ * included) goes straight to the kernel.
  */
 #include "../ldpfuse.h"
 #include <stdlib.h>
