@@ -163,7 +163,7 @@ struct vfile {
     off_t filled_lo, filled_hi; /* a range of the cache seen filled, while filled_gen */
     unsigned filled_gen;        /* is the cache's generation (holes made since: +1) */
     uint64_t whole_stamp;       /* the cache was seen filled whole at this attrcache_stamp of */
-    unsigned whole_gen;         /* the name and this generation (0: not seen; pcache_whole) */
+    unsigned whole_gen;         /* the name (0: never; stamps are not) and this generation */
     off_t seq_small, seq_next;  /* bytes read in a row by small reads found filled page by
                                  * page (pcache_fill), and where the next would start */
     int unlinked;

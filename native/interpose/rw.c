@@ -71,27 +71,19 @@ static ssize_t direct_readv(struct vfile *v, int fd, const struct iovec *iov, in
     return r;
 }
 
-/* read() of a cache filled whole (pcache_whole): the kernel serves it wherever the offset
- * is; only a read that meets the end (0) goes on to ask whether the file grew. -2: not
- * served here. */
-static ssize_t read_whole(struct vfile *v, int fd, void *buf, size_t n)
-{
-    if (v->direct_io || n == 0 || !pcache_whole(v))
-        return -2;
-    ssize_t r = REAL(read)(fd, buf, n);
-    return r == 0 ? -2 : r;
-}
-
+/* read() of a cache filled whole (pcache_whole) is the kernel's wherever the offset is: it
+ * is tried first, and only a read that meets the end (0) goes on to before_read, which asks
+ * whether the file grew. */
 ssize_t read(int fd, void *buf, size_t n)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
         return REAL(read)(fd, buf, n);
-    ssize_t r = read_whole(v, fd, buf, n);
-    if (r != -2)
-        return r;
     if (v->direct_io)
         return direct_read(v, fd, buf, n, -1);
+    ssize_t r;
+    if (n > 0 && pcache_whole(v) && (r = REAL(read)(fd, buf, n)) != 0)
+        return r;
     if (before_read(fd, v, -1, n) == 0)
         return REAL(read)(fd, buf, n);
     return -1;
@@ -102,11 +94,11 @@ ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
         return REAL(__read_chk)(fd, buf, n, buflen);
-    ssize_t r = n <= buflen ? read_whole(v, fd, buf, n) : -2;
-    if (r != -2)
-        return r;
     if (v->direct_io && n <= buflen)
         return direct_read(v, fd, buf, n, -1);
+    ssize_t r;
+    if (n > 0 && n <= buflen && pcache_whole(v) && (r = REAL(read)(fd, buf, n)) != 0)
+        return r;       /* as read(): a read that meets the end goes on */
     if (before_read(fd, v, -1, n) == 0)
         return REAL(__read_chk)(fd, buf, n, buflen);
     return -1;

@@ -336,7 +336,7 @@ void pcache_ref(struct pcache *pc)
 /* Drop a reference; at the last, let go of the memfd and tell the backend: with the release
  * of v's handle when v is given (the file's last close in the process), else alone. Returns
  * 1 if v's release went with it, 0 if the caller still has to release. */
-static int unref(struct pcache *pc, const struct vfile *v)
+int pcache_unref_releasing(struct pcache *pc, const struct vfile *v)
 {
     table_enter();
     if (--pc->refs > 0) {
@@ -370,12 +370,7 @@ static int unref(struct pcache *pc, const struct vfile *v)
 
 void pcache_unref(struct pcache *pc)
 {
-    unref(pc, NULL);
-}
-
-int pcache_unref_releasing(struct pcache *pc, const struct vfile *v)
-{
-    return unref(pc, v);
+    pcache_unref_releasing(pc, NULL);
 }
 
 /* A new open file description of the cache with the caller's access mode and flags. */
@@ -607,15 +602,21 @@ static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len
  * seen. Noted when a walk found the range filled to the end; taken before the look, so a
  * change during it is a change.
  */
+/* Is the hole SEEK_HOLE found at h the cache's end (not a hole inside the file)? */
+static int hole_is_end(struct pcache *pc, off_t h)
+{
+    struct stat st;
+    return REAL(fstat)(pc->mfd, &st) == 0 && st.st_size == h;
+}
+
 static void note_whole(struct pcache *pc, struct vfile *v, unsigned gen)
 {
     if (pc->size_unknown || !attrcache_coherent())
         return;
     uint64_t stamp = attrcache_stamp(pc->mnt, v->path);
     int e = errno;
-    struct stat st;
     off_t h = REAL(lseek)(pc->mfd, 0, SEEK_HOLE);
-    int whole = h > 0 && REAL(fstat)(pc->mfd, &st) == 0 && h == st.st_size;
+    int whole = h > 0 && hole_is_end(pc, h);
     errno = e;
     if (!whole)
         return;
@@ -679,7 +680,7 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
                     filled = errno == ENXIO && attrcache_get(pc->mnt, v->path, &st) > 0 &&
                              S_ISREG(st.st_mode) && st.st_size <= off;
                 else
-                    filled = h > off && REAL(fstat)(pc->mfd, &st) == 0 && st.st_size == h;
+                    filled = h > off && hole_is_end(pc, h);
             }
             errno = e;
         }
