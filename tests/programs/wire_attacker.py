@@ -480,6 +480,16 @@ def attack_cache(args):
             seen.add(errname(c.call(W_CACHE_CLOSE, path, fh=fh).result))
         return ",".join(sorted(seen))
     probe("cache-close", close_others)
+    def release_closing_others():
+        # a release of one's own handle that also names a cache's token (RELEASE_CACHE_TOO
+        # = 1): forged tokens let go of nothing but the handle; another c is refused
+        seen = set()
+        for token in list(range(0, 10)) + [random.getrandbits(64) for _ in range(40)]:
+            b = token - 2**64 if token >= 2**63 else token      # the token's bits in an int64
+            seen.add(errname(c.call(W_RELEASE, args[1], fh=opened(c, args[1], os.O_RDONLY), b=b, c=1).result))
+        seen.add(errname(c.call(W_RELEASE, args[1], fh=opened(c, args[1], os.O_RDONLY), b=0, c=2).result))
+        return ",".join(sorted(seen))
+    probe("cache-close-by-release", release_closing_others)
 
 
 def attack_cache_readonly(args):
