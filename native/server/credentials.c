@@ -1,38 +1,117 @@
 /*
- * Every operation runs with the caller's fsuid, fsgid and groups, set on the thread that
- * runs it (raw system calls: glibc's setgroups would change every thread). Who the caller
- * is comes from the kernel (SO_PEERCRED, SO_PEERGROUPS at connect), never from what the
- * client writes; only a client that connected as root, who may become anyone anyway, is
- * taken at its word for the identity it has now (a root process that dropped to a user
- * after it connected), its groups read from /proc.
+ * Every operation runs as its caller, on the thread that runs it: effective (and so file
+ * system) uid and gid, supplementary groups and effective capabilities are the caller's
+ * for the whole call, so that nothing the class does in it (a setxattr of
+ * security.capability, a chown, an open of root's file) uses a right the caller lacks,
+ * with or without -o default_permissions. Raw system calls (setresuid, setresgid,
+ * setgroups, capset), which change the calling thread only: glibc's wrappers change every
+ * thread. The real and saved uid stay the launcher's (root): the saved one is how the
+ * thread comes back, the real one keeps the caller from signalling the serving thread
+ * (the kernel lets a process signal one whose real or saved uid is its own); a class must
+ * therefore ask access(2) questions with effective ids (faccessat AT_EACCESS,
+ * os.access(effective_ids=True)), and its permitted set (unused by file operations) stays
+ * the launcher's.
+ *
+ * Who the caller is comes from the kernel (SO_PEERCRED, SO_PEERGROUPS at connect; its
+ * capabilities from /proc/PID/status while a pidfd of the peer shows it is still the
+ * process that connected), never from what the client writes; only a client that
+ * connected as root, who may become anyone anyway, is taken at its word for the uid and
+ * gid it has now (a root process that dropped to a user after it connected), its groups
+ * and capabilities then read from /proc. Each thread remembers who it last was: a request
+ * of the same caller as the one before costs no system call.
  */
 #include "server.h"
 #include <stdio.h>
+#include <linux/capability.h>
 #include <sys/syscall.h>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
 
 int switch_creds;            /* the server may (it runs as root) */
 uid_t own_uid;
 gid_t own_gid;
+static uint64_t own_permitted, own_inheritable;     /* the launcher's capabilities */
 static __thread int t_switched;
 static __thread uid_t t_uid;
 static __thread gid_t t_gid;
+static __thread uint64_t t_caps;
 static __thread int t_ngroups = -1;
 static __thread gid_t *t_groups;
 
-void become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups)
+static int caps_get(uint64_t *eff, uint64_t *prm, uint64_t *inh)
+{
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return -1;
+    *eff = d[0].effective | (uint64_t)d[1].effective << 32;
+    *prm = d[0].permitted | (uint64_t)d[1].permitted << 32;
+    *inh = d[0].inheritable | (uint64_t)d[1].inheritable << 32;
+    return 0;
+}
+
+/* This thread's effective set (within the launcher's permitted one, which stays). */
+static int caps_set(uint64_t eff)
+{
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2] = {
+        { (uint32_t)eff, (uint32_t)own_permitted, (uint32_t)own_inheritable },
+        { (uint32_t)(eff >> 32), (uint32_t)(own_permitted >> 32), (uint32_t)(own_inheritable >> 32) },
+    };
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+/* At start: whether requests can run as their callers (the server is root), and the
+ * launcher's own rights to come back to. */
+int creds_init(void)
+{
+    uint64_t eff;
+    own_uid = geteuid();
+    own_gid = getegid();
+    if (own_uid != 0 || caps_get(&eff, &own_permitted, &own_inheritable) < 0)
+        return 0;
+    return 1;
+}
+
+/* The launcher's rights again, on this thread: every change below needs them. */
+static int back_to_self(void)
+{
+    if (!t_switched)
+        return 0;
+    if (t_uid == own_uid && t_caps != own_permitted && caps_set(own_permitted) < 0)
+        return -1;
+    /* a thread whose euid leaves and comes back to 0 gets its permitted set as effective */
+    if (t_uid != own_uid && syscall(SYS_setresuid, -1, own_uid, -1) < 0)
+        return -1;
+    t_uid = own_uid;
+    t_caps = own_permitted;
+    return 0;
+}
+
+/* Run this thread as uid, gid, groups with effective capabilities caps (of those the
+ * launcher has); 0, or -1 (EPERM for the request: the thread is then the launcher's with
+ * no capability, and runs nothing as anyone until it is switched again). */
+int become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, uint64_t caps)
 {
     if (!switch_creds)
-        return;
-    if (t_switched && t_uid == uid && t_gid == gid && t_ngroups == ngroups &&
+        return 0;
+    caps &= own_permitted;
+    if (t_switched && t_uid == uid && t_gid == gid && t_caps == caps && t_ngroups == ngroups &&
         (ngroups == 0 || memcmp(t_groups, groups, (size_t)ngroups * sizeof *groups) == 0))
-        return;
-    syscall(SYS_setgroups, (size_t)ngroups, groups);
-    syscall(SYS_setfsgid, gid);
-    syscall(SYS_setfsuid, uid);
+        return 0;
     gid_t *copy = ngroups ? malloc((size_t)ngroups * sizeof *groups) : NULL;
-    if (ngroups && copy == NULL) {
+    if ((ngroups && copy == NULL) || back_to_self() < 0 ||
+        syscall(SYS_setgroups, (size_t)ngroups, groups) < 0 ||
+        syscall(SYS_setresgid, -1, gid, -1) < 0 ||
+        syscall(SYS_setresuid, -1, uid, -1) < 0 ||
+        /* a euid other than 0 took every effective capability; 0 kept them all */
+        ((uid != 0 ? caps != 0 : caps != own_permitted) && caps_set(caps) < 0)) {
+        free(copy);
+        caps_set(0);
         t_switched = 0;
-        return;
+        return -1;
     }
     if (copy)
         memcpy(copy, groups, (size_t)ngroups * sizeof *groups);
@@ -40,8 +119,10 @@ void become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups)
     t_groups = copy;
     t_uid = uid;
     t_gid = gid;
+    t_caps = caps;
     t_ngroups = ngroups;
     t_switched = 1;
+    return 0;
 }
 
 /* The launcher's own rights again (destroy, at the end). */
@@ -49,8 +130,40 @@ void become_self(void)
 {
     if (switch_creds && t_switched) {
         gid_t g[1] = { own_gid };
-        become(own_uid, own_gid, 0, g);
+        become(own_uid, own_gid, 0, g, own_permitted);
     }
+}
+
+/* The effective capabilities in /proc/PID/status, if its uids are all `uid` (a process
+ * that is not the one we mean, its pid reused, shows its own): else none. */
+static uint64_t proc_caps(pid_t pid, uid_t uid)
+{
+    char buf[8192];
+    unsigned long r, e, s, f;
+    char *p;
+    if (!read_proc(pid, "status", buf, sizeof buf) || (p = strstr(buf, "\nUid:")) == NULL ||
+        sscanf(p + 5, "%lu %lu %lu %lu", &r, &e, &s, &f) != 4 || e != uid || f != uid ||
+        (p = strstr(buf, "\nCapEff:")) == NULL)
+        return 0;
+    return strtoull(p + 8, NULL, 16);
+}
+
+/* The effective capabilities of the process behind connection fd (pid, uid at connect):
+ * read from /proc, and trusted only if a pidfd of the peer taken before the read shows it
+ * alive after it (its pid cannot have been reused meanwhile). None if anything fails. */
+uint64_t peer_caps(int fd, pid_t pid, uid_t uid)
+{
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+        pidfd = -1;
+    uint64_t caps = proc_caps(pid, uid);
+    if (pidfd >= 0) {
+        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+            caps = 0;
+        close(pidfd);
+    }
+    return caps;
 }
 
 /* Supplementary groups of a process that changed identity since it connected (a root
@@ -101,9 +214,11 @@ void request_identity(struct client *cl, const struct wire_req *rq)
         cl->as_gid = cl->gid;
         cl->as_ngroups = cl->ngroups;
         cl->as_groups = cl->groups;
+        cl->as_caps = cl->caps;
     } else {
         cl->as_groups = NULL;
         cl->as_ngroups = proc_groups(cl->pid, &cl->as_groups);
+        cl->as_caps = proc_caps(cl->pid, rq->uid);
         cl->as_uid = rq->uid;
         cl->as_gid = rq->gid;
     }

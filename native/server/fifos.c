@@ -2,7 +2,9 @@
  * FIFOs in the mount: the kernel gives a FIFO inode of a FUSE mount a pipe of its own and
  * never calls the FS's open; here each one is a real FIFO in a private directory (mkdtemp,
  * 0711, the launcher's, inside the command's private directory: run_dir.h), with the FS's
- * owner and mode, that the client opens itself (blocking it, not the server).
+ * owner and mode, that the client opens itself (blocking it, not the server). The embedded
+ * mode's launcher uses the command's FIFO directory instead, which other users write:
+ * owner and mode are set through the FIFO's fd (fifo_dir_settle), never by name.
  */
 #include "server.h"
 #include "../backend/fifo_dir.h"
@@ -28,12 +30,10 @@ int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char
     if (command_dir) {
         /* the embedded mode's launcher: the FIFO the command's other processes use */
         f = &named;
-        if (fifo_dir_name(f->real, sizeof f->real, command_dir, mnt, path) < 0)
+        if (fifo_dir_name(f->real, sizeof f->real, command_dir, mnt, path) < 0) {
             r = -ENAMETOOLONG;
-        else if (mkfifo(f->real, 0600) < 0 && errno != EEXIST)
-            r = -errno;
-        if (r < 0)
             goto out;
+        }
     }
     for (; f && f != &named; f = f->next)
         if (f->mnt == mnt && strcmp(f->path, path) == 0)
@@ -72,11 +72,10 @@ int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char
         f->next = sfifos;
         sfifos = f;
     }
-    /* who may open it is what the FS says now */
-    if (chown(f->real, uid, gid) < 0 && geteuid() == 0)
-        r = -errno;
-    if (r == 0 && chmod(f->real, mode & 07777) < 0)
-        r = -errno;
+    /* who may open it is what the FS says now: set through the FIFO's own fd, never by a
+     * name another user of the command's FIFO directory may have swapped (fifo_dir.h) */
+    struct stat want = { .st_mode = mode, .st_uid = uid, .st_gid = gid };
+    r = fifo_dir_settle(f->real, &want);
     if (r == 0)
         snprintf(out, outsz, "%s", f->real);
 out:

@@ -183,6 +183,7 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
     cl->proc->handles = h;
     cl->proc->uid = cl->as_uid;
     cl->proc->gid = cl->as_gid;
+    cl->proc->caps = cl->as_caps;
     pthread_mutex_unlock(&handles_lock);
     cl->added = h->token;
     cl->added_kind = kind;
@@ -344,17 +345,19 @@ void orphans_sweep(void)
         struct handle *list = NULL;
         uid_t uid = 0;
         gid_t gid = 0;
+        uint64_t caps = 0;
         pthread_mutex_lock(&handles_lock);
         for (struct proc *p = procs; p; p = p->next)
             if (p->pid == cand[i] && p->conns == 0) {   /* no new connection came meanwhile */
                 uid = p->uid;
                 gid = p->gid;
+                caps = p->caps;
                 list = proc_drop(p);
                 break;
             }
         pthread_mutex_unlock(&handles_lock);
         if (list)
-            become(uid, gid, 0, NULL);
+            become(uid, gid, 0, NULL, caps);
         while (list) {
             struct handle *h = list;
             list = h->next;
@@ -378,7 +381,7 @@ int orphans_pending(void)
 void release_all(struct client *cl, struct handle *handles)
 {
     request_identity(cl, &(struct wire_req){ .uid = cl->uid, .gid = cl->gid });
-    become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+    become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups, cl->as_caps);
     srv_current = cl;
     while (handles) {
         struct handle *h = handles;

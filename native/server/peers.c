@@ -290,6 +290,7 @@ int client_setup(struct client *cl)
             break;
         }
     }
+    cl->caps = peer_caps(fd, cl->pid, cl->uid);
     if ((cl->proc = proc_get(cl->pid)) == NULL)
         return -1;
     if (watch_ep >= 0) {

@@ -7,19 +7,23 @@
  *
  *  - search (x) permission on every directory above a name;
  *  - read / write / execute on the file by owner, group (the caller's gid or one of its
- *    supplementary groups) or other bits; root passes read and write always, and execute
- *    where any x bit is set or on a directory;
+ *    supplementary groups) or other bits; CAP_DAC_OVERRIDE passes read and write always,
+ *    and execute where any x bit is set or on a directory, CAP_DAC_READ_SEARCH read and
+ *    search;
  *  - making or removing a name needs write and search on its directory (a device node,
- *    root's rights too: CAP_MKNOD); in a sticky directory only the owner of the name or
- *    of the directory (or root) removes or renames it; moving a directory to another
+ *    CAP_MKNOD too); in a sticky directory only the owner of the name or of the directory
+ *    (or CAP_FOWNER) removes or renames it; moving a directory to another
  *    parent needs write on it (its "..");
- *  - chmod by the owner or root (a set-group-ID bit dropped for one not in the file's
- *    group); chown: the owner may change the group to one of its groups, only root may
- *    change the owner; a hard link only to one's own file, or (fs.protected_hardlinks)
+ *  - chmod by the owner or CAP_FOWNER (a set-group-ID bit dropped for one not in the
+ *    file's group, without CAP_FSETID); chown: the owner may change the group to one of
+ *    its groups, only CAP_CHOWN the owner; a hard link only to one's own file, or (fs.protected_hardlinks)
  *    to a regular file one may read and write that is not set-ID; utimens to "now" by
  *    the owner or a writer, to given times by the owner only; user.* xattrs need read or
- *    write on the file,
- *    trusted.* and security.* root.
+ *    write on the file, trusted.* and security.* CAP_SYS_ADMIN (security.capability, the
+ *    file's own capabilities, CAP_SETFCAP to set).
+ *
+ * Root's rights are its capabilities (the effective set the kernel shows: credentials.c),
+ * never its uid: root with every capability dropped is checked as any other user.
  *
  * Requests that name a handle (read, write, release, readdir, ...) are not checked: the
  * open that gave the handle was. The checks cost getattr calls (one per directory above
@@ -27,6 +31,7 @@
  * for, or implied by allow_other (cli.py; docs/security.md).
  */
 #include "server.h"
+#include <linux/capability.h>
 
 #define MAY_EXEC 1
 #define MAY_WRITE 2
@@ -42,17 +47,27 @@ static int in_group(const struct client *cl, gid_t g)
     return 0;
 }
 
-/* May the caller do `mask` (MAY_*) to a file with these attributes? 0 or -EACCES. */
+/* Has the caller this capability (its effective set: credentials.c)? Root's rights here
+ * are its capabilities, never its uid: root with every capability dropped is any user. */
+static int capable(const struct client *cl, int cap)
+{
+    return (int)((cl->as_caps >> cap) & 1);
+}
+
+/* May the caller do `mask` (MAY_*) to a file with these attributes? 0 or -EACCES (the
+ * kernel's generic_permission: the mode bits, then CAP_DAC_READ_SEARCH for reading and
+ * searching, CAP_DAC_OVERRIDE for the rest but executing a file no x bit allows). */
 static int may(const struct client *cl, const struct stat *st, int mask)
 {
-    if (cl->as_uid == 0) {
-        if (!(mask & MAY_EXEC) || S_ISDIR(st->st_mode) || (st->st_mode & 0111))
-            return 0;
-        return -EACCES;
-    }
     mode_t m = st->st_mode;
     int bits = st->st_uid == cl->as_uid ? (m >> 6) & 7 : in_group(cl, st->st_gid) ? (m >> 3) & 7 : m & 7;
-    return (bits & mask) == mask ? 0 : -EACCES;
+    if ((bits & mask) == mask)
+        return 0;
+    if (S_ISDIR(m))
+        return (!(mask & MAY_WRITE) && capable(cl, CAP_DAC_READ_SEARCH)) || capable(cl, CAP_DAC_OVERRIDE) ? 0 : -EACCES;
+    if ((!(mask & MAY_EXEC) || (m & 0111)) && capable(cl, CAP_DAC_OVERRIDE))
+        return 0;
+    return mask == MAY_READ && capable(cl, CAP_DAC_READ_SEARCH) ? 0 : -EACCES;
 }
 
 static int attr(int mnt, const char *path, struct stat *st)
@@ -73,8 +88,8 @@ static const char *parent_of(const char *path, char *buf)
 /* Search permission on every directory above path (not path itself). */
 static int search(const struct client *cl, int mnt, const char *path)
 {
-    if (cl->as_uid == 0)
-        return 0;       /* root searches every directory; the FS says what does not exist */
+    if (capable(cl, CAP_DAC_READ_SEARCH) || capable(cl, CAP_DAC_OVERRIDE))
+        return 0;       /* it searches every directory; the FS says what does not exist */
     char dir[WIRE_PATH_MAX];
     size_t len = strlen(path);
     for (size_t i = 0; i < len; i++) {
@@ -120,7 +135,7 @@ static int dir_writable(const struct client *cl, int mnt, const char *path, stru
  * or root removes or renames it. */
 static int sticky_ok(const struct client *cl, const struct stat *dir, const struct stat *st)
 {
-    if (!(dir->st_mode & S_ISVTX) || cl->as_uid == 0 || st->st_uid == cl->as_uid || dir->st_uid == cl->as_uid)
+    if (!(dir->st_mode & S_ISVTX) || capable(cl, CAP_FOWNER) || st->st_uid == cl->as_uid || dir->st_uid == cl->as_uid)
         return 0;
     return -EPERM;
 }
@@ -139,7 +154,7 @@ static int removable(const struct client *cl, int mnt, const char *path, struct 
 
 static int is_owner(const struct client *cl, const struct stat *st)
 {
-    return cl->as_uid == 0 || st->st_uid == cl->as_uid;
+    return capable(cl, CAP_FOWNER) || st->st_uid == cl->as_uid;
 }
 
 static int open_mask(int flags)
@@ -198,8 +213,10 @@ static int xattr_rule(const struct client *cl, int mnt, const char *path, const 
     int r = lookup(cl, mnt, path, &st);
     if (r < 0)
         return r;
+    if (strncmp(name, "security.capability", 20) == 0 && write)
+        return capable(cl, CAP_SETFCAP) ? 0 : -EPERM;   /* a file that runs with capabilities */
     if (strncmp(name, "trusted.", 8) == 0 || strncmp(name, "security.", 9) == 0)
-        return cl->as_uid == 0 ? 0 : write ? -EPERM : -ENODATA;
+        return capable(cl, CAP_SYS_ADMIN) ? 0 : write ? -EPERM : -ENODATA;
     if (strncmp(name, "system.", 7) == 0)
         return !write || is_owner(cl, &st) ? 0 : -EPERM;
     if (strncmp(name, "user.", 5) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
@@ -238,7 +255,7 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
         if ((r = dir_writable(cl, mnt, path, &dst)) < 0)
             return r;
         /* device nodes are root's to make (the kernel's vfs_mknod: CAP_MKNOD) */
-        if (op == W_MKNOD && cl->as_uid != 0 && (S_ISCHR((mode_t)a) || S_ISBLK((mode_t)a)))
+        if (op == W_MKNOD && !capable(cl, CAP_MKNOD) && (S_ISCHR((mode_t)a) || S_ISBLK((mode_t)a)))
             return -EPERM;
         return 0;
     case W_LINK:
@@ -269,13 +286,13 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
             return -EPERM;
         /* the set-group-ID bit is dropped, not refused, when the caller is not in the
          * file's group (the kernel's setattr_prepare): the class gets the mode without it */
-        if (cl->as_uid != 0 && (a & S_ISGID) && !in_group(cl, st.st_gid) && cl->rq)
+        if (!capable(cl, CAP_FSETID) && (a & S_ISGID) && !in_group(cl, st.st_gid) && cl->rq)
             cl->rq->a &= ~(int64_t)S_ISGID;
         return 0;
     case W_CHOWN: {
         if ((r = lookup(cl, mnt, path, &st)) < 0)
             return r;
-        if (cl->as_uid == 0)
+        if (capable(cl, CAP_CHOWN))
             return 0;
         uid_t uid = (uid_t)a;
         gid_t gid = (gid_t)b;

@@ -533,8 +533,8 @@ int serve_request(struct client *cl)
     cl->body = body;
     uint64_t t0 = stats_enabled ? chan_now_ns() : 0;
     int bad = request_check(cl, &rq);
-    if (bad == 0)
-        become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups);
+    if (bad == 0 && become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups, cl->as_caps) < 0)
+        bad = -EPERM;   /* it cannot run as its caller: it does not run */
     if (bad == 0 && policy.default_permissions) {
         srv_current = cl;       /* the class's getattr may ask fuse_get_context() */
         bad = perm_check(cl, rq.op, rq.mnt, cl->path, cl->path2, rq.a, rq.b);

@@ -314,9 +314,7 @@ PyObject *ldp_serve_start(PyObject *self, PyObject *args)
     serialise = !thread_safe;
     ldp_embedded_serving();     /* the FS thread orders the calls, not the backend's lock */
     coh_ensure();       /* before any client: one_thread is set from serialise */
-    own_uid = geteuid();
-    own_gid = getegid();
-    switch_creds = own_uid == 0;
+    switch_creds = creds_init();
     umask(0);       /* each client applied its own umask to the modes it sends */
     grow_fd_table(lfd);
     pthread_t t;

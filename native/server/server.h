@@ -16,7 +16,7 @@
  *   handles.c      the handles a process was given (unguessable tokens, never the file
  *                  system's own fh), released when it ends
  *   permissions.c  -o default_permissions: the caller's rights checked from getattr
- *   credentials.c  each request runs with its caller's fsuid, fsgid and groups
+ *   credentials.c  each request runs with its caller's uid, gid, groups and capabilities
  *   dispatch.c     the call of the class's method for one checked request
  *   page_caches.c  the memfd page caches of cached files, one per file, for every client
  *   fifos.c        FIFOs of the file system, real FIFOs in a private directory
@@ -96,6 +96,7 @@ struct proc {
     int conns;              /* its connections that are still open */
     uid_t uid;              /* who it last was (its handles are released as that) */
     gid_t gid;
+    uint64_t caps;
     struct handle *handles;
 };
 
@@ -118,10 +119,12 @@ struct client {
     pid_t pid;
     int ngroups;
     gid_t *groups;          /* SO_PEERGROUPS */
+    uint64_t caps;          /* its effective capabilities at connect (credentials.c) */
     uid_t as_uid;           /* who the current request runs as */
     gid_t as_gid;
     int as_ngroups;
     gid_t *as_groups;
+    uint64_t as_caps;
     int as_proc;            /* as_groups is ours (from /proc), not `groups` */
     /* the request being answered (checked: request.c) */
     struct wire_req *rq;
@@ -180,8 +183,10 @@ int read_proc(pid_t pid, const char *name, char *buf, size_t size);
 extern int switch_creds;
 extern uid_t own_uid;
 extern gid_t own_gid;
-void become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups);
+int creds_init(void);
+int become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, uint64_t caps);
 void become_self(void);
+uint64_t peer_caps(int fd, pid_t pid, uid_t uid);
 int proc_groups(pid_t pid, gid_t **out);
 void request_identity(struct client *cl, const struct wire_req *rq);
 
