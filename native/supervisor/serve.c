@@ -6,8 +6,9 @@
  * return value, the bytes the call writes (a struct stat, a link's target) written into
  * its memory, or for an open the fd installed in it (SECCOMP_IOCTL_NOTIF_ADDFD).
  *
- * A call is served only for a caller acting with our fsuid and fsgid (the launcher's: the
- * caller then could do natively all that the file system does for it); any other gets
+ * A call is served only for a caller acting with our fsuid and fsgid and every effective
+ * capability we have (the launcher's: the caller then could do natively all that the file
+ * system does for it; root with capabilities dropped could not); any other gets
  * EACCES on mount paths (docs/supervisor.md). The notification is checked to be still
  * pending after its memory was read and before anything is done.
  */

@@ -59,7 +59,8 @@ int target_read(struct sv_target *t, uint64_t addr, void *out, size_t size);
 int target_write(struct sv_target *t, uint64_t addr, const void *buf, size_t size);
 /* is the notification still pending (the caller alive and still in that call)? */
 int target_valid(struct sv_target *t);
-/* does the caller act with our fsuid and fsgid? (only then is a call served: docs) */
+/* does the caller act with our fsuid, fsgid and (at least) our effective capabilities?
+ * (only then is a call served: docs) */
 int target_is_us(struct sv_target *t, mode_t *umask_out);
 /* the absolute normalised path (dirfd, path) names in the caller; -errno */
 int target_resolve(struct sv_target *t, long dirfd, const char *path, char *out, size_t size);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -58,6 +60,22 @@ ssize_t target_read_string(struct sv_target *t, uint64_t addr, char *out, size_t
     return -ENAMETOOLONG;
 }
 
+/* Our effective capabilities (the launcher's), read once. */
+static uint64_t own_caps(void)
+{
+    static uint64_t caps = ~0ULL;       /* until read: more than anyone has */
+    if (caps == ~0ULL) {
+        struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) == 0)
+            caps = d[0].effective | (uint64_t)d[1].effective << 32;
+    }
+    return caps;
+}
+
+/* Does the caller act with our fsuid and fsgid and at least our effective capabilities
+ * (root with capabilities dropped is not the launcher's root: what we would do for it it
+ * could not do itself)? Its umask into *umask_out. */
 int target_is_us(struct sv_target *t, mode_t *umask_out)
 {
     char name[64], buf[4096];
@@ -78,9 +96,12 @@ int target_is_us(struct sv_target *t, mode_t *umask_out)
         return 0;
     if ((p = strstr(buf, "\nGid:")) == NULL || sscanf(p + 5, "%lu %lu %lu %lu", &r, &e, &s, &fsgid) != 4)
         return 0;
+    if ((p = strstr(buf, "\nCapEff:")) == NULL)
+        return 0;
+    uint64_t caps = strtoull(p + 8, NULL, 16);
     if (umask_out)
         *umask_out = (mode_t)(mask & 0777);
-    return fsuid == (unsigned long)geteuid() && fsgid == (unsigned long)getegid();
+    return fsuid == (unsigned long)geteuid() && fsgid == (unsigned long)getegid() && (own_caps() & ~caps) == 0;
 }
 
 /* join base and rel, then resolve ".", ".." and "//" lexically (as the preload's
