@@ -256,6 +256,26 @@ def test_a_supervised_process_that_became_another_user_is_refused(ws, busybox):
     assert "Permission denied" in r.stderr, r.describe()
 
 
+def test_a_supervised_root_process_without_capabilities_is_refused(ws, busybox):
+    """Root with every capability dropped (setpriv --bounding-set=-all, as capsh --drop=all)
+    is not the launcher's root: it cannot read another user's 0600 file natively, and the
+    supervisor, which would read it with every capability, refuses it (EACCES) instead of
+    serving it (issue 32, attack 6: 2e84571 served it by its uid alone)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test drops a supervised root process's capabilities")
+    need("setpriv")
+    setpriv = shutil.which("setpriv")
+    ws.populate(hello)
+    os.chown(ws.lower / "hello", 65534, 65534)
+    os.chmod(ws.lower / "hello", 0o600)
+    no_caps = f"{setpriv} --inh-caps=-all --bounding-set=-all"
+    script = (f'{no_caps} {busybox} cat "{ws.mnt}/hello" || echo refused; '
+              f'{busybox} cat "{ws.mnt}/hello"')
+    r = ldp(ws, "--supervise", cmd=[busybox, "sh", "-c", script])
+    assert r.stdout == "refused\nhello world\n", r.describe()
+    assert "Permission denied" in r.stderr, r.describe()
+
+
 @pytest.fixture(scope="module")
 def go_env(tmp_path_factory):
     go = go_toolchain()
