@@ -1276,31 +1276,12 @@ static void be_destroy(void)
  * the wait with EINTR as natively. Set in the table only where the launcher made the
  * directory. */
 static const char *fifo_dir;
-static uid_t fifo_dir_uid;      /* the launcher's user */
 
 static int fifo_real(int mnt, const char *path, const struct stat *st, char *real, size_t size)
 {
     if (fifo_dir_name(real, size, fifo_dir, mnt, path) < 0)
         return -ENAMETOOLONG;
-    if (mkfifo(real, 0600) < 0 && errno != EEXIST)
-        return -errno;
-    struct stat rs;
-    if (lstat(real, &rs) < 0)
-        return -errno;
-    /* the directory is writable by all (sticky, like /tmp, for other users' processes of
-     * the command): a FIFO someone else put there first is not the FS's */
-    uid_t me = geteuid();
-    if (!S_ISFIFO(rs.st_mode) ||
-        (rs.st_uid != me && rs.st_uid != 0 && rs.st_uid != fifo_dir_uid && rs.st_uid != st->st_uid))
-        return -ENXIO;
-    /* who may open it is what the FS says now */
-    if (me == 0 && (rs.st_uid != st->st_uid || rs.st_gid != st->st_gid) &&
-        lchown(real, st->st_uid, st->st_gid) < 0)
-        return -errno;
-    if ((me == 0 || rs.st_uid == me) && (rs.st_mode & 07777) != (st->st_mode & 07777) &&
-        chmod(real, st->st_mode & 07777) < 0)
-        return -errno;
-    return 0;
+    return fifo_dir_settle(real, st);
 }
 
 static int be_open_special(int mnt, const char *path, const struct stat *st, int flags)
@@ -1315,6 +1296,10 @@ static int be_open_special(int mnt, const char *path, const struct stat *st, int
                  major(st->st_rdev), minor(st->st_rdev));
     } else {
         return -ENXIO;
+    }
+    if (S_ISFIFO(st->st_mode)) {
+        flags |= O_NOFOLLOW;
+        return fifo_dir_checked(core->open_passthrough ? core->open_passthrough(real, flags, 0) : open(real, flags, 0));
     }
     int fd = core->open_passthrough ? core->open_passthrough(real, flags, 0) : open(real, flags, 0);
     if (fd < 0)
@@ -1502,10 +1487,8 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     host_owns = host_owns_python;
     struct stat ds;
     fifo_dir = fifo_dir_of_command();
-    if (fifo_dir && stat(fifo_dir, &ds) == 0 && S_ISDIR(ds.st_mode)) {
-        fifo_dir_uid = ds.st_uid;
+    if (fifo_dir && stat(fifo_dir, &ds) == 0 && S_ISDIR(ds.st_mode))
         ops.open_special = be_open_special;
-    }
     if (!host_owns && start_interpreter(err, errsize) < 0)
         return NULL;
     struct pyctx g = gil_enter();

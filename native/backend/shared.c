@@ -19,6 +19,7 @@
 #include "coherence.h"
 #include "wire.h"
 #include "channel.h"
+#include "fifo_dir.h"
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -929,6 +930,8 @@ static int sh_open_special(int mnt, const char *path, const struct stat *st, int
     } else {
         return -ENXIO;
     }
+    if (S_ISFIFO(st->st_mode))
+        return fifo_dir_checked(REAL(open)(real, flags | O_NOFOLLOW, 0));
     int fd = REAL(open)(real, flags, 0);
     if (fd < 0)
         return errno == ENOENT ? -ENXIO : -errno;
