@@ -131,8 +131,10 @@ class Loopback(Operations):
         }
 
     def access(self, path, amode):
+        # effective ids: the caller's rights (the shared mode's server thread runs with
+        # the caller's effective uid and groups; its real uid stays the launcher's)
         with self._at(path) as (d, p):
-            if not os.access(p, amode, dir_fd=d):
+            if not os.access(p, amode, dir_fd=d, effective_ids=True):
                 raise FuseOSError(EACCES)
 
     def chmod(self, path, mode):

@@ -215,3 +215,15 @@ def test_a_fifo_name_another_user_swaps_for_a_symlink_is_never_followed(shared_t
                                                         "root only\n"]), r.stderr
     st = victim.stat()
     assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o755)
+
+
+def test_access_answers_with_the_callers_effective_rights_on_the_loopback(shared_tmp, lower):
+    """access(2) through a loopback that checks nothing but the lower file system's answer
+    (default_permissions=no): uid 65534 may not read root's 0600 file, and access() says so,
+    as natively. The loopback asked os.access() with real ids, which on the serving thread
+    are the launcher's (root): it answered yes (2e84571 as here)."""
+    m = shared_tmp / "mnt"
+    r = ldp(shared_tmp, LOOPBACK, [lower], f"""
+        {AS_NOBODY} {PYTHON} -c 'import os; print(os.access("{m}/secret", os.R_OK), os.access("{m}/open", os.W_OK))'
+    """, options=("-o", "allow_other,default_permissions=no"))
+    assert r.stdout == "False True\n", r.stderr
