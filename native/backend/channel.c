@@ -74,7 +74,9 @@ static __thread int t_depth;
 static long spin_ns = -1;
 static int64_t op_timeout_ns = -1;
 
-int ldp_private_fd = INT_MAX;   /* the lowest fd number of a channel: close/dup2 wrappers */
+/* the lowest fd number of a channel: close/dup2 wrappers read it on any thread (atomic,
+ * relaxed: a stale value only asks shared_fds_lost, which takes the lock, once more) */
+int ldp_private_fd = INT_MAX;
 
 static void private_fd_update(void)     /* channels_lock held */
 {
@@ -82,7 +84,7 @@ static void private_fd_update(void)     /* channels_lock held */
     for (struct channel *c = channels; c; c = c->next)
         if (!c->lost && c->sock < low)
             low = c->sock;
-    ldp_private_fd = low;
+    __atomic_store_n(&ldp_private_fd, low, __ATOMIC_RELAXED);
 }
 
 /* The program closed or replaced fds first..last: any of ours among them is lost. */
@@ -636,7 +638,7 @@ void channel_atfork_child(void)
     pthread_mutex_init(&channels_lock, NULL);
     struct channel *c = channels;
     channels = NULL;
-    ldp_private_fd = INT_MAX;
+    __atomic_store_n(&ldp_private_fd, INT_MAX, __ATOMIC_RELAXED);
     while (c) {
         struct channel *next = c->next;
         if (!c->lost)

@@ -7,9 +7,15 @@
 extern int ldp_private_fd;     /* the lowest fd number of the shared mode's channels */
 void shared_fds_lost(unsigned first, unsigned last);
 
+/* written by channel.c under its lock, read here on any thread */
+static inline int private_fd(void)
+{
+    return __atomic_load_n(&ldp_private_fd, __ATOMIC_RELAXED);
+}
+
 int close(int fd)
 {
-    if (UNLIKELY(fd >= ldp_private_fd))
+    if (UNLIKELY(fd >= private_fd()))
         shared_fds_lost(fd, fd);    /* the program closes our number: we reconnect later */
     struct vfile *v = vfd(fd);
     if (LIKELY(v == NULL))
@@ -39,7 +45,7 @@ int dup(int fd)
 
 static int dup_onto(int oldfd, int newfd, int flags, int use3)
 {
-    if (UNLIKELY(newfd >= ldp_private_fd))
+    if (UNLIKELY(newfd >= private_fd()))
         shared_fds_lost(newfd, newfd);
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
     if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd)
@@ -136,7 +142,7 @@ static void close_span(unsigned first, unsigned last, int before)
 
 int close_range(unsigned first, unsigned last, int flags)
 {
-    if ((unsigned)ldp_private_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+    if ((unsigned)private_fd() <= last && !(flags & CLOSE_RANGE_CLOEXEC))
         shared_fds_lost(first, last);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC))
         return REAL(close_range)(first, last, flags);
@@ -149,7 +155,7 @@ int close_range(unsigned first, unsigned last, int flags)
 
 void closefrom(int lowfd)
 {
-    if (lowfd >= 0 && ldp_private_fd != INT_MAX)
+    if (lowfd >= 0 && private_fd() != INT_MAX)
         shared_fds_lost((unsigned)lowfd, INT_MAX);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0) {
         REAL(closefrom)(lowfd);
