@@ -116,8 +116,10 @@ class BuildNative(build_ext):
                                         extra_postargs=CFLAGS,
                                         depends=[os.path.join(NATIVE, "supervisor", "supervisor.h"),
                                                  os.path.join(NATIVE, "supervisor", "calls.h")])
+        # $LDFLAGS as for the libraries (distutils adds it to shared objects only): a
+        # sanitizer build's -fsanitize=... must reach this link too (tests/test_sanitizer.py)
         self.compiler.link_executable(objects, "ldpfuse-supervisor", output_dir=out_dir,
-                                      extra_postargs=["-pthread"])
+                                      extra_postargs=["-pthread", *shlex.split(os.environ.get("LDFLAGS", ""))])
 
     def build_audit(self, tmp, out_dir):
         """ldpfuse_py/libldpfuse_audit.so: the LD_AUDIT library an exec uses when the new
