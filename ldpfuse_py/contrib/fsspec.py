@@ -379,6 +379,40 @@ class ReadAhead:
             return out
 
 
+def private_dir(path):
+    """Is path (not a symlink) a directory of this user that nobody else may enter?"""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def default_spool_dir():
+    """Where the spool is without -o spool_dir: never a fixed name in a directory others
+    write (another user could make it first, or swap it for a link). The user's own
+    $XDG_RUNTIME_DIR; else the command's private directory (LDPFUSE_RUN_DIR, made for the
+    run with a random name: every process of the command finds the same spool there, and
+    it goes when the command ends); else, a script run on its own, a new mkdtemp."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime.startswith("/") and private_dir(runtime):
+        return os.path.join(runtime, "ldpfuse-fsspec")
+    run_dir = os.environ.get("LDPFUSE_RUN_DIR", "")
+    if run_dir.startswith("/") and os.path.isdir(run_dir):
+        mine = os.path.join(run_dir, f"fsspec-{os.getuid()}")
+        try:
+            os.mkdir(mine, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            mine = None
+        if mine and private_dir(mine):
+            return mine
+        # another user of the command made that name first (-o allow_other): one of our own
+        return tempfile.mkdtemp(prefix=f"fsspec-{os.getuid()}-", dir=run_dir)
+    return tempfile.mkdtemp(prefix=f"ldpfuse-fsspec-{os.getuid()}-")
+
+
 class FsspecFS(Operations):
     """Mount the fsspec URL ``url``; keyword arguments are the store's options."""
 
@@ -388,11 +422,9 @@ class FsspecFS(Operations):
         # ldpfuse's own option, not the store's: the largest sequential read-ahead
         self.readahead = int(options.pop("readahead", 64 << 20))
         # and where files being written are kept until they are committed
-        self.spool_dir = options.pop("spool_dir", None) or os.path.join(
-            tempfile.gettempdir(), f"ldpfuse-fsspec-{os.getuid()}")
+        self.spool_dir = options.pop("spool_dir", None) or default_spool_dir()
         os.makedirs(self.spool_dir, mode=0o700, exist_ok=True)
-        st = os.lstat(self.spool_dir)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        if not private_dir(self.spool_dir):
             raise PermissionError(f"spool_dir {self.spool_dir} must be a directory of "
                                   f"uid {os.getuid()} that only it can read (mode 0700)")
         options.setdefault("use_listings_cache", True)
