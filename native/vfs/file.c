@@ -105,9 +105,15 @@ static int placeholder_fd(int flags)
                 REAL(close)(fd);
                 break;
             }
-            if (errno != ENOENT || (REAL(mkdir)(dir, 0555) < 0 && errno != EEXIST))
+            if (errno != ENOENT)
                 break;
-            REAL(chmod)(dir, 0555);     /* whatever the umask */
+            /* whatever the umask; by name only after our own mkdir made it: with -o
+             * allow_other the directory is sticky and everyone's, and a name another user
+             * made first (a symlink) must not be followed (the open above checks it) */
+            if (REAL(mkdir)(dir, 0555) == 0)
+                REAL(chmod)(dir, 0555);
+            else if (errno != EEXIST)
+                break;
         }
     }
     return REAL(open)("/", O_PATH | O_DIRECTORY | (flags & O_CLOEXEC));
