@@ -9,10 +9,10 @@
  * With -o allow_other the directory is sticky and writable by the command's other users
  * (their processes make the FIFOs they meet in), and its names follow from the FS's
  * paths: another user may put anything at a name first, or swap its own entry for a
- * symlink. So nothing here goes by a name twice: the directory is opened O_NOFOLLOW and
- * checked (run_dir_trusted), the FIFO made and then opened O_PATH|O_NOFOLLOW in it, checked
- * to be a FIFO of a trusted owner, and its owner and mode changed through that fd; the
- * process that uses it opens it O_NOFOLLOW and checks it is a FIFO (fifo_dir_open).
+ * symlink. So no name is followed: the directory is checked (lstat, run_dir_trusted), the
+ * FIFO made (mknod never follows) and checked (lstat: a FIFO of a trusted owner), its
+ * owner and mode changed through an O_PATH|O_NOFOLLOW fd of that same inode; the process
+ * that uses it opens it O_NOFOLLOW and checks it is a FIFO (fifo_dir_checked).
  */
 #ifndef LDPFUSE_FIFO_DIR_H
 #define LDPFUSE_FIFO_DIR_H
@@ -40,7 +40,9 @@ static inline int fifo_dir_name(char *out, size_t size, const char *dir, int mnt
 
 /* The real FIFO at `real`, made if missing, with owner (where we are root) and mode as the
  * FS says (want); one that is not a FIFO, or that neither we, root, the directory's owner
- * (the launcher) nor the FS's owner of the node made, is not the FS's: -ENXIO. 0 or -errno. */
+ * (the launcher) nor the FS's owner of the node made, is not the FS's: -ENXIO. 0 or -errno.
+ * One that is right already (each open after the first) costs a mknodat and an lstat, and
+ * no fd: a program whose clone dup2()s over the next free fd meanwhile loses nothing. */
 static inline int fifo_dir_settle(const char *real, const struct stat *want)
 {
     const char *slash = strrchr(real, '/');
@@ -49,46 +51,50 @@ static inline int fifo_dir_settle(const char *real, const struct stat *want)
         return -EINVAL;
     memcpy(dir, real, (size_t)(slash - real));
     dir[slash - real] = '\0';
-    struct stat ds, rs;
-    int r = 0, fd = -1;
-    int dfd = (int)syscall(SYS_openat, AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
+    struct stat ds, rs, fs;
+    if (run_dir_lstat(dir, &ds) < 0 || !run_dir_trusted(&ds))
+        return -EACCES;
+    if (syscall(SYS_mknodat, AT_FDCWD, real, S_IFIFO | 0600, 0) < 0 && errno != EEXIST)
         return -errno;
-    if (syscall(SYS_newfstatat, dfd, "", &ds, AT_EMPTY_PATH) < 0 || !run_dir_trusted(&ds)) {
-        r = -EACCES;
-        goto out;
-    }
-    if (syscall(SYS_mknodat, dfd, slash + 1, S_IFIFO | 0600, 0) < 0 && errno != EEXIST) {
-        r = -errno;
-        goto out;
-    }
-    fd = (int)syscall(SYS_openat, dfd, slash + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 || syscall(SYS_newfstatat, fd, "", &rs, AT_EMPTY_PATH) < 0) {
-        r = -ENXIO;
-        goto out;
-    }
+    if (run_dir_lstat(real, &rs) < 0)
+        return -ENXIO;
     uid_t me = geteuid();
     if (!S_ISFIFO(rs.st_mode) ||
-        (rs.st_uid != me && rs.st_uid != 0 && rs.st_uid != ds.st_uid && rs.st_uid != want->st_uid)) {
-        r = -ENXIO;
-        goto out;
-    }
+        (rs.st_uid != me && rs.st_uid != 0 && rs.st_uid != ds.st_uid && rs.st_uid != want->st_uid))
+        return -ENXIO;
     /* who may open it is what the FS says now */
-    if (me == 0 && (rs.st_uid != want->st_uid || rs.st_gid != want->st_gid) &&
-        syscall(SYS_fchownat, fd, "", want->st_uid, want->st_gid, AT_EMPTY_PATH) < 0) {
-        r = -errno;
-        goto out;
-    }
-    /* an O_PATH fd takes no fchmod: its /proc/self/fd link names the inode itself */
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    if ((me == 0 || rs.st_uid == me) && (rs.st_mode & 07777) != (want->st_mode & 07777) &&
-        syscall(SYS_fchmodat, AT_FDCWD, proc, want->st_mode & 07777) < 0)
-        r = -errno;
-out:
-    if (fd >= 0)
+    int chown_it = me == 0 && (rs.st_uid != want->st_uid || rs.st_gid != want->st_gid);
+    int chmod_it = (me == 0 || rs.st_uid == me) && (rs.st_mode & 07777) != (want->st_mode & 07777);
+    if (!chown_it && !chmod_it)
+        return 0;
+    /* changed through its own fd: the inode the lstat saw, whatever is at the name now. An
+     * fd that is not that inode right after the open was taken over (a clone sharing the
+     * fd table dup2()ed onto it): not ours to close; open again */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        int r = 0, fd = (int)syscall(SYS_openat, AT_FDCWD, real, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            return -ENXIO;
+        if (syscall(SYS_newfstatat, fd, "", &fs, AT_EMPTY_PATH) < 0)
+            continue;
+        if (!S_ISFIFO(fs.st_mode)) {
+            struct stat now;
+            if (run_dir_lstat(real, &now) < 0 || now.st_dev != fs.st_dev || now.st_ino != fs.st_ino)
+                continue;
+            syscall(SYS_close, fd);     /* what is at the name now: not a FIFO */
+            return -ENXIO;
+        }
+        if (fs.st_dev != rs.st_dev || fs.st_ino != rs.st_ino)
+            r = -ENXIO;     /* another FIFO at the name now: not the one checked */
+        else if (chown_it && syscall(SYS_fchownat, fd, "", want->st_uid, want->st_gid, AT_EMPTY_PATH) < 0)
+            r = -errno;
+        /* an O_PATH fd takes no fchmod: its /proc/self/fd link names the inode itself */
+        else if (chmod_it && (snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd),
+                              syscall(SYS_fchmodat, AT_FDCWD, proc, want->st_mode & 07777) < 0))
+            r = -errno;
         syscall(SYS_close, fd);
-    syscall(SYS_close, dfd);
-    return r;
+        return r;
+    }
+    return -ENXIO;
 }
 
 /* What a process of the command opened at a real FIFO's name (with O_NOFOLLOW: a symlink
