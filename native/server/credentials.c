@@ -75,15 +75,18 @@ int creds_init(void)
     return 1;
 }
 
+#define T_UNKNOWN ((uid_t)-2)     /* a switch failed half way: restore everything */
+
 /* The launcher's rights again, on this thread: every change below needs them. */
 static int back_to_self(void)
 {
     if (!t_switched)
         return 0;
-    if (t_uid == own_uid && t_caps != own_permitted && caps_set(own_permitted) < 0)
-        return -1;
-    /* a thread whose euid leaves and comes back to 0 gets its permitted set as effective */
+    /* a thread whose euid leaves and comes back to 0 gets its permitted set as effective;
+     * one whose euid stayed 0 gets it from capset */
     if (t_uid != own_uid && syscall(SYS_setresuid, -1, own_uid, -1) < 0)
+        return -1;
+    if ((t_uid == T_UNKNOWN || (t_uid == own_uid && t_caps != own_permitted)) && caps_set(own_permitted) < 0)
         return -1;
     t_uid = own_uid;
     t_caps = own_permitted;
@@ -91,8 +94,8 @@ static int back_to_self(void)
 }
 
 /* Run this thread as uid, gid, groups with effective capabilities caps (of those the
- * launcher has); 0, or -1 (EPERM for the request: the thread is then the launcher's with
- * no capability, and runs nothing as anyone until it is switched again). */
+ * launcher has); 0, or -1 (EPERM for the request: the thread is left with no capability,
+ * and the next switch starts again from the launcher's rights). */
 int become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, uint64_t caps)
 {
     if (!switch_creds)
@@ -110,7 +113,10 @@ int become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, uint64_t caps
         ((uid != 0 ? caps != 0 : caps != own_permitted) && caps_set(caps) < 0)) {
         free(copy);
         caps_set(0);
-        t_switched = 0;
+        t_switched = 1;
+        t_uid = T_UNKNOWN;
+        t_caps = 0;
+        t_ngroups = -1;
         return -1;
     }
     if (copy)
@@ -159,7 +165,9 @@ uint64_t peer_caps(int fd, pid_t pid, uid_t uid)
         pidfd = -1;
     uint64_t caps = proc_caps(pid, uid);
     if (pidfd >= 0) {
-        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+        /* ESRCH: it has ended, its pid may be another's (EPERM: alive, not ours to signal,
+         * a server that is not root) */
+        if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH)
             caps = 0;
         close(pidfd);
     }

@@ -380,8 +380,9 @@ void do_op(struct client *cl)
         if (r >= 0 && !S_ISFIFO(st->st_mode))
             r = -ENXIO;
         if (r >= 0) {
-            become(own_uid, own_gid, 0, NULL, ~0ULL);     /* the private directory is ours */
-            r = sfifo_get(mnt, path, st->st_mode, st->st_uid, st->st_gid, real, 128);
+            /* the private directory is ours */
+            r = become(own_uid, own_gid, 0, NULL, ~0ULL) < 0 ? -EPERM
+                : sfifo_get(mnt, path, st->st_mode, st->st_uid, st->st_gid, real, 128);
             become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups, cl->as_caps);
         }
         if (r == 0) {
