@@ -141,11 +141,11 @@ extern int ldp_cwd_above_mount; /* cwd is an ancestor of some mount point */
 void cwd_init(void);
 void cwd_set(const char *abs);
 
-/* ---- the fd table (vfs/fdtable.c): fd -> what the FS said about it.
- * Passthrough files need no entry: the fd is the lower file itself. */
-/* VF_WRITER: a passthrough fd open for writing, tracked only to keep the attribute cache
- * honest while the kernel changes the file behind us. */
-enum vfile_kind { VF_FILE = 1, VF_DIR = 2, VF_PATH = 3, VF_WRITER = 4 };
+/* ---- the fd table (vfs/fdtable.c): fd -> what the FS said about it. */
+/* VF_PASSTHROUGH: a passthrough fd (the lower file itself, the kernel's), read-only or not,
+ * tracked only to keep the attribute cache honest: the kernel changes the file behind the
+ * backend (vfs/passthrough.c). */
+enum vfile_kind { VF_FILE = 1, VF_DIR = 2, VF_PATH = 3, VF_PASSTHROUGH = 4 };
 struct vdir;
 struct vfile {
     int refs;               /* fds of this process that point here (atomic) */
@@ -182,8 +182,8 @@ void fdtable_fork(int phase);    /* 0: before fork (lock), 1: after, in either p
 extern int ldp_nvfds;       /* entries in use; 0 = every fd is a plain kernel fd */
 
 /* The program's view of an fd (NULL inside the FS, whose calls are never virtual):
- * vfd() any entry; vfd_served() one whose metadata the FS serves (a passthrough writer's
- * are the kernel's, its entry only keeps the attribute cache honest). */
+ * vfd() any entry; vfd_served() one whose metadata the FS serves (a passthrough fd's are
+ * the kernel's, its entry only keeps the attribute cache honest). */
 static inline struct vfile *vfd(int fd)
 {
     return UNLIKELY(ldp_guard) ? NULL : fdtable_get(fd);
@@ -191,7 +191,7 @@ static inline struct vfile *vfd(int fd)
 static inline struct vfile *vfd_served(int fd)
 {
     struct vfile *v = vfd(fd);
-    return v && v->kind != VF_WRITER ? v : NULL;
+    return v && v->kind != VF_PASSTHROUGH ? v : NULL;
 }
 
 void vfile_ref(struct vfile *v);
@@ -217,6 +217,14 @@ int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 int path_last_is_dot(const char *path);      /* last component "." (1), ".." (2), else 0 */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags);
+/* vfs/passthrough.c: the kernel changed a passthrough file (through v, or through fd with
+ * the call's result r, returned): every process hears of it before the call returns */
+void vfs_passthrough_changed(const struct vfile *v);
+long vfs_changed_through(int fd, long r);
+static inline int vfile_writes(const struct vfile *v)
+{
+    return (v->flags & O_ACCMODE) != O_RDONLY;
+}
 int vfile_ensure_fh(struct vfile *v);
 int vfs_sync(int fd, struct vfile *v, int datasync);
 int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);

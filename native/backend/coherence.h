@@ -14,9 +14,10 @@
  * everything elsewhere stay. Counters only grow, so a sum that changed is a change; names
  * that share a slot (hashed) only forget each other's answers more often.
  *
- * Writes to a passthrough file never reach the server: the kernel serves them. The process
- * that wrote tells the server when it closes the file (W_WRITTEN, close-to-open as NFS),
- * and the server bumps written[]. Only the server writes the table: its memfd is sealed
+ * Changes to a passthrough file never reach the server: the kernel makes them. The process
+ * that made one tells the server (W_WRITTEN, a round trip: vfs/passthrough.c), an attribute
+ * change through the fd at once, written data at the fd's last close (close-to-open as
+ * NFS), and the server bumps written[] before it answers. Only the server writes the table: its memfd is sealed
  * against writes once the server has mapped it (F_SEAL_FUTURE_WRITE) and clients get a
  * read-only fd, so no client can turn another's caches stale or make its calls fail.
  */
@@ -53,7 +54,7 @@ struct coherence {
     uint64_t global;            /* every answer of every process */
     uint64_t self[COH_SLOTS];
     uint64_t below[COH_SLOTS];
-    uint64_t written[COH_SLOTS];    /* a passthrough file written (W_WRITTEN) */
+    uint64_t written[COH_SLOTS];    /* a passthrough file changed (W_WRITTEN) */
     struct coh_fs_thread fs;
 };
 

@@ -1031,14 +1031,15 @@ static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh
     return 1;
 }
 
-/* This process wrote a passthrough file and closed it: the server tells every process's
- * caches (only the server writes the table). A notice, posted: a create cycle (create +
- * write + close + unlink) would pay a third round trip for it, 17% of its speed; the server
- * bumps the counter within microseconds, and before it answers anything this thread asks
- * next. 0: it could not (the caller forgets its own). */
+/* The kernel changed a passthrough file behind the server (vfs/passthrough.c): the server
+ * tells every process's caches (only the server writes the table). A round trip, not a
+ * notice: the counter is bumped before the call that made the change returns, so neither
+ * this process nor one it then tells can find the answer from before (a posted notice
+ * left the old size to the next stat, here and elsewhere, until the server got to it).
+ * 0: it could not (the caller forgets its own). */
 static int sh_written(int mnt, const char *path)
 {
-    return post(W_WRITTEN, mnt, path, 0, NULL, 0, 0);
+    return simple(W_WRITTEN, mnt, path, NULL, 0, 0, NULL) == 0;
 }
 
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are

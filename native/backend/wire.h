@@ -51,8 +51,9 @@ enum wire_op {
                        answer's data is a struct wire_create_open (then, for a
                        passthrough CO_OPENED, the lower file's name as W_OPEN's), its
                        result and fh (and fd) those of the create or open */
-    W_WRITTEN,      /* this process wrote the passthrough file at path and closed it: the
-                       server bumps its counter in the table (coherence.h) */
+    W_WRITTEN,      /* the kernel changed the passthrough file at path through this
+                       process's fd (vfs/passthrough.c): the server bumps its counter in
+                       the table (coherence.h) before it answers */
     W_LOCK,         /* the class's lock (b = 0: a = F_GETLK or F_SETLK, data a struct flock
                        from SEEK_SET, and so is the answer's for F_GETLK; the server puts
                        the caller's pid in l_pid) or flock (b = 1: a = LOCK_SH, LOCK_EX with

@@ -10,6 +10,8 @@
  *   PUNCH_HOLE|KEEP_SIZE     the range inside the file is written with zeros
  *   ZERO_RANGE [|KEEP_SIZE]  the same, and without KEEP_SIZE the file grows to its end
  *   anything else            EOPNOTSUPP (collapse and insert move data: the FS has no call)
+ *
+ * On a passthrough fd the kernel does it, and the change is told (vfs/passthrough.c).
  */
 #include "../ldpfuse.h"
 #include <stdlib.h>
@@ -94,7 +96,7 @@ int fallocate(int fd, int mode, off_t off, off_t len)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
-        return REAL(fallocate)(fd, mode, off, len);
+        return (int)vfs_changed_through(fd, REAL(fallocate)(fd, mode, off, len));
     return cached_fallocate(fd, v, mode, off, len);
 }
 
@@ -102,11 +104,17 @@ int fallocate64(int fd, int mode, off64_t off, off64_t len)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
-        return REAL(fallocate64)(fd, mode, off, len);
+        return (int)vfs_changed_through(fd, REAL(fallocate64)(fd, mode, off, len));
     return cached_fallocate(fd, v, mode, off, len);
 }
 
 /* posix_fallocate answers with the error number itself, and only ever grows the file. */
+static int kernel_posix_fallocate(int fd, int r)
+{
+    vfs_changed_through(fd, r ? -1 : 0);    /* a passthrough file: told */
+    return r;
+}
+
 static int cached_posix_fallocate(int fd, struct vfile *v, off_t off, off_t len)
 {
     int e = errno;
@@ -119,7 +127,7 @@ int posix_fallocate(int fd, off_t off, off_t len)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
-        return REAL(posix_fallocate)(fd, off, len);
+        return kernel_posix_fallocate(fd, REAL(posix_fallocate)(fd, off, len));
     return cached_posix_fallocate(fd, v, off, len);
 }
 
@@ -127,6 +135,6 @@ int posix_fallocate64(int fd, off64_t off, off64_t len)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
-        return REAL(posix_fallocate64)(fd, off, len);
+        return kernel_posix_fallocate(fd, REAL(posix_fallocate64)(fd, off, len));
     return cached_posix_fallocate(fd, v, off, len);
 }

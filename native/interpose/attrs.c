@@ -1,5 +1,7 @@
 /* Changing attributes: mode, owner, size, times, extended attributes. The fd spellings
- * act on a virtual fd's path; passthrough fds are the lower file and go to the kernel. */
+ * act on a virtual fd's path; passthrough fds are the lower file and go to the kernel,
+ * and what it changed is told to every process before the call returns
+ * (vfs_changed_through, vfs/passthrough.c). */
 #include "../ldpfuse.h"
 #include <string.h>
 #include <sys/xattr.h>
@@ -39,7 +41,7 @@ int fchmod(int fd, mode_t mode)
 {
     struct vpath vp;
     if (LIKELY(!fd_vpath(fd, &vp)))
-        return REAL(fchmod)(fd, mode);
+        return (int)vfs_changed_through(fd, REAL(fchmod)(fd, mode));
     return vfs_chmod(&vp, mode, 0);
 }
 
@@ -49,7 +51,7 @@ int fchownat(int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
         struct vpath vp;
         if (dirfd != AT_FDCWD && fd_vpath(dirfd, &vp))
             return vfs_chown(&vp, uid, gid, 0);
-        return REAL(fchownat)(dirfd, path, uid, gid, flags);
+        return (int)vfs_changed_through(dirfd, REAL(fchownat)(dirfd, path, uid, gid, flags));
     }
     struct vpath vp;
     if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
@@ -68,7 +70,7 @@ int fchown(int fd, uid_t uid, gid_t gid)
 {
     struct vpath vp;
     if (LIKELY(!fd_vpath(fd, &vp)))
-        return REAL(fchown)(fd, uid, gid);
+        return (int)vfs_changed_through(fd, REAL(fchown)(fd, uid, gid));
     return vfs_chown(&vp, uid, gid, 0);
 }
 
@@ -90,13 +92,13 @@ int utimensat(int dirfd, const char *path, const struct timespec ts[2], int flag
     struct vpath vp;
     if (path == NULL) {         /* Linux: utimensat(fd, NULL, ...) is futimens(fd) */
         if (LIKELY(!fd_vpath(dirfd, &vp)))
-            return REAL(utimensat)(dirfd, path, ts, flags);
+            return (int)vfs_changed_through(dirfd, REAL(utimensat)(dirfd, path, ts, flags));
         return vfs_utimens(&vp, ts, 0);
     }
     if ((flags & AT_EMPTY_PATH) && path && path[0] == '\0') {
         if (dirfd != AT_FDCWD && fd_vpath(dirfd, &vp))
             return vfs_utimens(&vp, ts, 0);
-        return REAL(utimensat)(dirfd, path, ts, flags);
+        return (int)vfs_changed_through(dirfd, REAL(utimensat)(dirfd, path, ts, flags));
     }
     if (LIKELY(!vfs_lookup(dirfd, &path, &vp)))
         return REAL(utimensat)(dirfd, path, ts, flags);
@@ -106,7 +108,7 @@ int futimens(int fd, const struct timespec ts[2])
 {
     struct vpath vp;
     if (LIKELY(!fd_vpath(fd, &vp)))
-        return REAL(futimens)(fd, ts);
+        return (int)vfs_changed_through(fd, REAL(futimens)(fd, ts));
     return vfs_utimens(&vp, ts, 0);
 }
 
@@ -141,7 +143,7 @@ int futimes(int fd, const struct timeval tv[2])
     struct vpath vp;
     struct timespec ts[2];
     if (LIKELY(!fd_vpath(fd, &vp)))
-        return REAL(futimes)(fd, tv);
+        return (int)vfs_changed_through(fd, REAL(futimes)(fd, tv));
     return vfs_utimens(&vp, tv_to_ts(tv, ts), 0);
 }
 int futimesat(int dirfd, const char *path, const struct timeval tv[2])
@@ -202,7 +204,7 @@ int fsetxattr(int fd, const char *name, const void *val, size_t size, int flags)
 {
     struct vpath vp;
     if (LIKELY(!fd_vpath(fd, &vp)))
-        return REAL(fsetxattr)(fd, name, val, size, flags);
+        return (int)vfs_changed_through(fd, REAL(fsetxattr)(fd, name, val, size, flags));
     return vfs_setxattr(&vp, name, val, size, flags, 0);
 }
 ssize_t flistxattr(int fd, char *list, size_t size)
@@ -216,6 +218,6 @@ int fremovexattr(int fd, const char *name)
 {
     struct vpath vp;
     if (LIKELY(!fd_vpath(fd, &vp)))
-        return REAL(fremovexattr)(fd, name);
+        return (int)vfs_changed_through(fd, REAL(fremovexattr)(fd, name));
     return vfs_removexattr(&vp, name, 0);
 }

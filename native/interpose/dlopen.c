@@ -34,7 +34,7 @@ int loadable_fd(const struct vpath *vp)
     if (fd < 0)
         return -1;
     struct vfile *v = fdtable_get(fd);
-    if (v == NULL || v->kind == VF_WRITER)
+    if (v == NULL || v->kind == VF_PASSTHROUGH)
         return fd;      /* passthrough: the lower file */
     if (v->kind != VF_FILE) {
         close(fd);

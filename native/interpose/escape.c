@@ -300,7 +300,7 @@ static int fd_names(long fd, char *where, size_t n)
     struct vfile *v = fdtable_get((int)fd);
     if (v == NULL)
         return NOT_OURS;
-    if (v->kind == VF_WRITER)
+    if (v->kind == VF_PASSTHROUGH)
         return QUIET;       /* a passthrough file: the kernel serves it, the wrapper keeps count */
     mount_fullpath(v->mnt, v->path, where, n);
     return OURS;

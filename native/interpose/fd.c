@@ -169,7 +169,7 @@ void closefrom(int lowfd)
 int fsync(int fd)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL) || v->kind == VF_WRITER)
+    if (LIKELY(v == NULL) || v->kind == VF_PASSTHROUGH)
         return REAL(fsync)(fd);
     return vfs_sync(fd, v, 0);
 }
@@ -177,7 +177,7 @@ int fsync(int fd)
 int fdatasync(int fd)
 {
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL) || v->kind == VF_WRITER)
+    if (LIKELY(v == NULL) || v->kind == VF_PASSTHROUGH)
         return REAL(fdatasync)(fd);
     return vfs_sync(fd, v, 1);
 }

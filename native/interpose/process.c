@@ -97,7 +97,7 @@ static char *inherited_fds(void)
 }
 
 /* The new image's side: rebuild the table from LDPFUSE_FDS, trusting only fds that are
- * still what the record says (a memfd of ours, an O_PATH stand-in, an open writer). */
+ * still what the record says (a memfd of ours, an O_PATH stand-in, a passthrough fd). */
 static void adopt_fds(void)
 {
     const char *env = getenv("LDPFUSE_FDS");
@@ -117,7 +117,7 @@ static void adopt_fds(void)
             struct stat st;
             int isdir = REAL(fstat)(fd, &st) == 0 && S_ISDIR(st.st_mode);
             int ok = (kind == VF_FILE && strncmp(target, "/memfd:ldpfuse:", 15) == 0) ||
-                     ((kind == VF_DIR || kind == VF_PATH) && isdir) || kind == VF_WRITER;
+                     ((kind == VF_DIR || kind == VF_PATH) && isdir) || kind == VF_PASSTHROUGH;
             if (ok) {
                 struct vpath vp;
                 vpath_begin(&vp, mnt);

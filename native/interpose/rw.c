@@ -5,7 +5,8 @@
  * a write goes to the FS first, at the fd's offset, and returns the FS's answer. A
  * direct_io file (the FS's FileInfo.direct_io) is read from the FS itself, at the offset
  * asked, past the cache, as FUSE does for live files. Every other fd (passthrough files
- * included) goes straight to the kernel.
+ * included) goes straight to the kernel; a passthrough file's ftruncate is then told to
+ * every process (vfs/passthrough.c), its writes at its close.
  */
 #include "../ldpfuse.h"
 #include <stdlib.h>
@@ -336,7 +337,7 @@ int ftruncate(int fd, off_t len)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
-        return REAL(ftruncate)(fd, len);
+        return (int)vfs_changed_through(fd, REAL(ftruncate)(fd, len));
     return cached_ftruncate(v, len);
 }
 
@@ -344,7 +345,7 @@ int ftruncate64(int fd, off64_t len)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
-        return REAL(ftruncate64)(fd, len);
+        return (int)vfs_changed_through(fd, REAL(ftruncate64)(fd, len));
     return cached_ftruncate(v, len);
 }
 

@@ -5,8 +5,8 @@
  *
  * Only the server writes it. The memfd is sealed against writes (F_SEAL_FUTURE_WRITE) once
  * the server has mapped it, and clients get a read-only fd of it: a client can neither map
- * it writable nor write, truncate or punch it. A process that wrote a passthrough file tells
- * the server (W_WRITTEN), which bumps written[] for it; the FS thread's progress (fs) is the
+ * it writable nor write, truncate or punch it. A process that changed a passthrough file
+ * through its fd tells the server (W_WRITTEN), which bumps written[] for it; the FS thread's progress (fs) is the
  * server's word too.
  */
 #include "server.h"
@@ -93,8 +93,8 @@ void coh_fs_served(void)
         __atomic_store_n(&t->fs.busy_since, 0, __ATOMIC_RELEASE);
 }
 
-/* A process wrote a passthrough file behind the server's back (the kernel served it) and
- * closed it: every process forgets what it knew of the file. */
+/* A process changed a passthrough file behind the server's back (the kernel did it, through
+ * the process's fd): every process forgets what it knew of the file. */
 void coh_written(int mnt, const char *path)
 {
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);

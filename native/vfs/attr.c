@@ -357,7 +357,7 @@ known:
 int vfs_fd_vpath(int fd, struct vpath *vp)
 {
     struct vfile *v = fdtable_get(fd);
-    if (v == NULL || v->kind == VF_WRITER)
+    if (v == NULL || v->kind == VF_PASSTHROUGH)
         return 0;
     vp->mnt = v->mnt;
     vp->trailing_slash = 0;

@@ -5,8 +5,8 @@
  *
  * Each answer is stamped (attrcache_stamp) with what it depends on, taken before the FS was
  * asked: this process's own generation, bumped by changes no backend tells of (a child it
- * waited for, a passthrough writer closed; and in the embedded mode every change this
- * process makes), plus the backend's stamp of the path. The shared backend's stamp is the
+ * waited for; and in the embedded mode every change this process makes, a passthrough
+ * file's through its fd included, vfs/passthrough.c), plus the backend's stamp of the path. The shared backend's stamp is the
  * server's table of change counters (backend/coherence.h), so a change any process makes
  * through the mount is seen by every process at once, and a change to one name forgets
  * only the answers about that name and its directory. An answer whose stamp moved is not

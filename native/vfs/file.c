@@ -41,14 +41,10 @@ void vfile_unref(struct vfile *v)
     if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     struct backend_ops *be = backend_get();
-    if (v->kind == VF_WRITER) {
-        /* the kernel wrote it behind the backend: every process forgets it, else this one
-         * forgets everything */
-        guard_enter();
-        int told = be && be->written && be->written(v->mnt, v->path);
-        guard_leave();
-        if (!told)
-            attrcache_invalidate();
+    if (v->kind == VF_PASSTHROUGH && vfile_writes(v)) {
+        /* the kernel wrote it behind the backend: told before close() returns, while this
+         * process still keeps no answer about it */
+        vfs_passthrough_changed(v);
         writer_counted(v, -1);
     }
     if (v->kind == VF_FILE)
@@ -262,12 +258,12 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
          * close-on-exec (PEP 446), so give the caller what it asked */
         return -1;
     }
-    if ((flags & O_ACCMODE) != O_RDONLY) {
-        struct vfile *v = vfile_new(VF_WRITER, vp, flags, 0, 0);
-        if (v) {
+    /* read-only too: a change of its attributes through it must be told */
+    struct vfile *v = vfile_new(VF_PASSTHROUGH, vp, flags, 0, 0);
+    if (v) {
+        if (vfile_writes(v))
             writer_counted(v, 1);
-            fdtable_set(pfd, v);
-        }
+        fdtable_set(pfd, v);
     }
     return pfd;
 }
@@ -561,7 +557,7 @@ void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
     }
     if (kind == VF_FILE && fd == 0 && (flags & O_ACCMODE) != O_WRONLY)
         pcache_fill(v, 0, 0, 1);    /* stdin: glibc's stdio reads it past every wrapper */
-    if (kind == VF_WRITER)
+    if (kind == VF_PASSTHROUGH && vfile_writes(v))
         writer_counted(v, 1);
     fdtable_set(fd, v);
 }
@@ -623,7 +619,7 @@ void vfs_renamed(int mnt, const char *from, const char *to)
             continue;
         strcpy(np, to);
         strcat(np, v->path + fl);
-        if (v->kind == VF_WRITER) {
+        if (v->kind == VF_PASSTHROUGH && vfile_writes(v)) {
             attrcache_writer(mnt, v->path, -1);
             attrcache_writer(mnt, np, 1);
         }
@@ -652,16 +648,12 @@ void ldp_sync_all(void)
 {
     if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0)
         return;
-    struct backend_ops *be = NULL;
     for (int fd = 0; fd <= fdtable_max(); fd++) {
         struct vfile *v = fdtable_get(fd);
         if (v && v->kind == VF_FILE)
             pcache_sync_untracked(v);
-        if (v && v->kind == VF_WRITER && (be || (be = backend_get()) != NULL) && be->written) {
-            guard_enter();
-            be->written(v->mnt, v->path);
-            guard_leave();
-        }
+        if (v && v->kind == VF_PASSTHROUGH && vfile_writes(v))
+            vfs_passthrough_changed(v);
     }
 }
 
