@@ -171,12 +171,23 @@ static void gil_leave(struct pyctx *c)
     PyGILState_Release(c->gil);
 }
 
+static int append_lock_fd = -1;
+static pthread_mutex_t append_lock_init = PTHREAD_MUTEX_INITIALIZER;
+
 /* The child of a fork made while another thread was inside a call: that thread is not
- * in the child, nor will it let go of the lock. */
+ * in the child, nor will it let go of the lock. The append lock's mutex is held only
+ * around its file's open, never by the forking thread; its open file description is
+ * shared with the parent, whose OFD lock the child would share (not wait for) and could
+ * undo: the child opens one of its own at its first append. */
 static void serial_after_fork(void)
 {
     if (serial_depth == 0)
         pthread_mutex_init(&serial_lock, NULL);
+    pthread_mutex_init(&append_lock_init, NULL);
+    if (append_lock_fd >= 0) {
+        close(append_lock_fd);
+        append_lock_fd = -1;
+    }
 }
 
 /* gil_enter for a call of mount mnt's class: one at a time if it is not thread_safe. */
@@ -855,9 +866,6 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
  * process's threads; other processes running their own instance of the FS (a loopback
  * over one lower directory) are kept out by an OFD lock on one byte, chosen by the path,
  * of a lock file of this user in the command's private directory. */
-static int append_lock_fd = -1;
-static pthread_mutex_t append_lock_init = PTHREAD_MUTEX_INITIALIZER;
-
 static int append_lock(const char *path, int type)
 {
     if (__atomic_load_n(&append_lock_fd, __ATOMIC_ACQUIRE) < 0) {
