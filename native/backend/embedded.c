@@ -1502,6 +1502,20 @@ static int boot(char *err, size_t errsize)
     return 1;
 }
 
+/* Who calls (killpriv.c): the client a server thread answers, or this process. */
+void srv_caller(uid_t *uid, gid_t *gid);
+void killpriv_wrap(struct backend_ops *ops, void (*who)(uid_t *uid, gid_t *gid));
+
+static void caller(uid_t *uid, gid_t *gid)
+{
+    if (serving) {
+        srv_caller(uid, gid);
+    } else {
+        *uid = geteuid();
+        *gid = getegid();
+    }
+}
+
 __attribute__((visibility("default")))
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python,
                                                   char *err, size_t errsize)
@@ -1524,6 +1538,7 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     if (!host_owns)
         pthread_atfork(fork_prepare, fork_parent, fork_child);
     pthread_atfork(NULL, NULL, serial_after_fork);
+    killpriv_wrap(&ops, caller);
     return &ops;
 }
 
