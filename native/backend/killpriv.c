@@ -36,7 +36,7 @@ struct setid_name {
 
 static struct setid_name *names[BUCKETS];
 static int nnames;
-/* held only around the list's own updates: a fork's child starts with it free */
+/* held only around the list's own reads and updates */
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct backend_ops inner;    /* the class's methods as the backend calls them */
@@ -287,9 +287,16 @@ static int kp_rename(int mnt, const char *from, const char *to)
     return r;
 }
 
-static void killpriv_fork_child(void)
+/* fork: taken across it, so that a child never finds the list half changed by a thread it
+ * does not have (nothing but memory is touched under it) */
+static void fork_prepare(void)
 {
-    pthread_mutex_init(&names_lock, NULL);
+    pthread_mutex_lock(&names_lock);
+}
+
+static void fork_after(void)
+{
+    pthread_mutex_unlock(&names_lock);
 }
 
 void killpriv_wrap(struct backend_ops *ops, void (*who)(uid_t *uid, gid_t *gid))
@@ -316,5 +323,5 @@ void killpriv_wrap(struct backend_ops *ops, void (*who)(uid_t *uid, gid_t *gid))
         ops->unlink = kp_unlink;
     if (ops->rename)
         ops->rename = kp_rename;
-    pthread_atfork(NULL, NULL, killpriv_fork_child);
+    pthread_atfork(fork_prepare, fork_after, fork_after);
 }

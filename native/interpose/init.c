@@ -13,6 +13,8 @@ void process_init(void);
 void backend_destroy(void);
 int backend_unreachable_at_exit(void);
 void backend_loader_init(void);
+void tmpfile_fork(int phase);
+void fts_fork(int phase);
 
 /* A fork while another thread holds one of our locks would leave it held forever in the
  * child: take them around fork. */
@@ -22,6 +24,8 @@ static void fork_prepare(void)
     attrcache_fork(0);
     fdtable_fork(0);
     pcache_fork(0);
+    tmpfile_fork(0);
+    fts_fork(0);
 }
 static void fork_after(void);
 static void fork_child(void)
@@ -33,6 +37,8 @@ static void fork_child(void)
 }
 static void fork_after(void)
 {
+    fts_fork(1);
+    tmpfile_fork(1);
     pcache_fork(1);
     fdtable_fork(1);
     attrcache_fork(1);
