@@ -51,3 +51,12 @@ class Overlap(Operations):
 class OverlapThreadSafe(Overlap):
     """The same class, thread_safe: its calls may overlap."""
     thread_safe = True
+
+
+class SlowStart(Overlap):
+    """The same class, 1 s to build: a fork made meanwhile finds the file system being
+    started by another thread of the process."""
+
+    def __init__(self):
+        super().__init__()
+        time.sleep(1)
