@@ -146,19 +146,21 @@ static mode_t without_privileges(const struct stat *st)
 }
 
 /* Clear path's set-ID bits through the class's chmod, if it has them (the file's mode
- * asked again, as FUSE refreshes it before its SETATTR). */
-static void kill_privileges(int mnt, const char *path, const uint64_t *fh)
+ * asked again, as FUSE refreshes it before its SETATTR): a regular file's at a write or
+ * truncation, any file's but a directory's at a chown. */
+static void kill_privileges(int mnt, const char *path, const uint64_t *fh, int at_chown)
 {
     struct stat st;
     if (inner.getattr(mnt, path, fh, &st) != 0)
         return;
-    if (!S_ISREG(st.st_mode) || !(st.st_mode & SETID)) {
+    int kind_ok = at_chown ? !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) : S_ISREG(st.st_mode);
+    if (!kind_ok || !(st.st_mode & SETID)) {
         note(mnt, path, st.st_mode);
         return;
     }
     mode_t now = without_privileges(&st);
     if (now != (st.st_mode & 07777) && inner.chmod && inner.chmod(mnt, path, now) == 0)
-        note(mnt, path, S_IFREG | now);
+        note(mnt, path, (st.st_mode & S_IFMT) | now);
 }
 
 /* ---- the wrapped methods */
@@ -190,29 +192,29 @@ static int kp_create(int mnt, const char *path, mode_t mode, int flags, struct o
 static int kp_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
 {
     int r = inner.mknod(mnt, path, mode, dev);
-    if (r == 0 && (mode & SETID) && (S_ISREG(mode) || (mode & S_IFMT) == 0))
-        note(mnt, path, S_IFREG | (mode & 07777));
+    if (r == 0 && (mode & SETID))
+        note(mnt, path, (mode & S_IFMT) ? mode : S_IFREG | mode);
     return r;
 }
 
 static ssize_t kp_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
 {
     if (maybe_setid(mnt, path) && !caller_is_root())
-        kill_privileges(mnt, path, &fh);
+        kill_privileges(mnt, path, &fh, 0);
     return inner.write(mnt, path, buf, size, off, fh);
 }
 
 static ssize_t kp_append(int mnt, const char *path, const char *buf, size_t size, uint64_t fh, off_t *at)
 {
     if (maybe_setid(mnt, path) && !caller_is_root())
-        kill_privileges(mnt, path, &fh);
+        kill_privileges(mnt, path, &fh, 0);
     return inner.append(mnt, path, buf, size, fh, at);
 }
 
 static int kp_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
 {
     if (maybe_setid(mnt, path) && !caller_is_root())
-        kill_privileges(mnt, path, fh);
+        kill_privileges(mnt, path, fh, 0);
     return inner.truncate(mnt, path, len, fh);
 }
 
@@ -222,7 +224,7 @@ static int kp_chown(int mnt, const char *path, uid_t uid, gid_t gid)
 {
     int r = inner.chown(mnt, path, uid, gid);
     if (r == 0 && maybe_setid(mnt, path))
-        kill_privileges(mnt, path, NULL);
+        kill_privileges(mnt, path, NULL, 1);
     return r;
 }
 
