@@ -20,8 +20,7 @@ from errno import (
     EOPNOTSUPP, EPERM,
 )
 from stat import (
-    S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK, S_ISGID,
-    S_ISUID, S_IXGRP,
+    S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK,
 )
 
 from ldpfuse_py import FuseOSError, Operations, fuse_get_context
@@ -31,16 +30,6 @@ XATTR_REPLACE = getattr(os, "XATTR_REPLACE", 2)
 UNCHANGED_IDS = (-1, 0xFFFFFFFF)  # chown's "leave it": -1, or as an unsigned id_t
 BLOCK_SIZE = 4096
 MAX_FILE_SIZE = 16 * 2**30  # what statfs says the tree holds: a larger file is EFBIG
-
-
-def without_privileges(mode):
-    """mode less the set-user-ID bit, and the set-group-ID bit when group-executable: what
-    Linux clears on a file that changes owner, or is written by someone who is not root.
-    (A set-group-ID bit without group execute marks mandatory locking: it stays.)"""
-    mode &= ~S_ISUID
-    if mode & S_IXGRP:
-        mode &= ~S_ISGID
-    return mode
 
 
 class Inode:
@@ -237,8 +226,8 @@ class Memory(Operations):
             node.uid = uid
         if gid not in UNCHANGED_IDS:
             node.gid = gid
-        if not isinstance(node, Directory):
-            node.mode = without_privileges(node.mode)
+        # no set-ID bits to clear here: ldpfuse calls chmod for that after a chown, a
+        # write or a truncation, as kernel FUSE does (docs/operations.md)
         node.ctime = time.time_ns()
 
     def utimens(self, path, times=None):
@@ -490,9 +479,7 @@ class Memory(Operations):
         return len(data)
 
     def _written_by_caller(self, node):
-        "New data: new times, and no set-ID bits left for anyone but root to run."
-        if node.mode & (S_ISUID | S_ISGID) and fuse_get_context()[0] != 0:
-            node.mode = without_privileges(node.mode)
+        "New data: new times."
         node.mtime = node.ctime = time.time_ns()
 
     def truncate(self, path, length, fh=None):

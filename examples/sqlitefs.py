@@ -26,7 +26,7 @@ import stat
 import threading
 import time
 
-from ldpfuse_py import FuseOSError, Operations
+from ldpfuse_py import FuseOSError, Operations, fuse_get_context
 
 BLOCK = 64 * 1024
 ROOT = 1
@@ -146,11 +146,11 @@ class SQLiteFS(Operations):
         if self._child(parent, name) is not None:
             raise FuseOSError(errno.EEXIST)
         now = time.time_ns()
+        uid, gid, _ = fuse_get_context()  # the caller owns what it makes, as in the kernel
         cur = self.conn.execute(
             "INSERT INTO inode (mode, nlink, uid, gid, rdev, size, atime, mtime, ctime, target)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (mode, nlink, os.getuid(), os.getgid(), rdev, len(target or b""), now, now, now,
-             target))
+            (mode, nlink, uid, gid, rdev, len(target or b""), now, now, now, target))
         ino = cur.lastrowid
         self.conn.execute("INSERT INTO dentry (parent, name, ino) VALUES (?, ?, ?)",
                           (parent, name, ino))

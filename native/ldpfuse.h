@@ -179,6 +179,7 @@ void fdtable_set(int fd, struct vfile *v);
 struct vfile *fdtable_take(int fd);
 int fdtable_max(void);
 void fdtable_fork(int phase);    /* 0: before fork (lock), 1: after, in either process */
+void vfs_names_fork(int phase);  /* 0: before fork (lock), 1: after, in either process */
 extern int ldp_nvfds;       /* entries in use; 0 = every fd is a plain kernel fd */
 
 /* The program's view of an fd (NULL inside the FS, whose calls are never virtual):

@@ -171,12 +171,23 @@ static void gil_leave(struct pyctx *c)
     PyGILState_Release(c->gil);
 }
 
+static int append_lock_fd = -1;
+static pthread_mutex_t append_lock_init = PTHREAD_MUTEX_INITIALIZER;
+
 /* The child of a fork made while another thread was inside a call: that thread is not
- * in the child, nor will it let go of the lock. */
+ * in the child, nor will it let go of the lock. The append lock's mutex is held only
+ * around its file's open, never by the forking thread; its open file description is
+ * shared with the parent, whose OFD lock the child would share (not wait for) and could
+ * undo: the child opens one of its own at its first append. */
 static void serial_after_fork(void)
 {
     if (serial_depth == 0)
         pthread_mutex_init(&serial_lock, NULL);
+    pthread_mutex_init(&append_lock_init, NULL);
+    if (append_lock_fd >= 0) {
+        close(append_lock_fd);
+        append_lock_fd = -1;
+    }
 }
 
 /* gil_enter for a call of mount mnt's class: one at a time if it is not thread_safe. */
@@ -855,9 +866,6 @@ static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size,
  * process's threads; other processes running their own instance of the FS (a loopback
  * over one lower directory) are kept out by an OFD lock on one byte, chosen by the path,
  * of a lock file of this user in the command's private directory. */
-static int append_lock_fd = -1;
-static pthread_mutex_t append_lock_init = PTHREAD_MUTEX_INITIALIZER;
-
 static int append_lock(const char *path, int type)
 {
     if (__atomic_load_n(&append_lock_fd, __ATOMIC_ACQUIRE) < 0) {
@@ -1479,6 +1487,20 @@ static int boot(char *err, size_t errsize)
     return 1;
 }
 
+/* Who calls (killpriv.c): the client a server thread answers, or this process. */
+void srv_caller(uid_t *uid, gid_t *gid);
+void killpriv_wrap(struct backend_ops *ops, void (*who)(uid_t *uid, gid_t *gid));
+
+static void caller(uid_t *uid, gid_t *gid)
+{
+    if (serving) {
+        srv_caller(uid, gid);
+    } else {
+        *uid = geteuid();
+        *gid = getegid();
+    }
+}
+
 __attribute__((visibility("default")))
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python,
                                                   char *err, size_t errsize)
@@ -1499,6 +1521,7 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     if (!host_owns)
         pthread_atfork(fork_prepare, fork_parent, fork_child);
     pthread_atfork(NULL, NULL, serial_after_fork);
+    killpriv_wrap(&ops, caller);
     return &ops;
 }
 

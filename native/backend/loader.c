@@ -27,6 +27,37 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded;              /* load() has decided, for good */
 static struct backend_ops *backend;
 
+/*
+ * A fork while another thread is in load(): that thread holds load_lock, and may be
+ * half-way through starting the interpreter (or, in a Python host, importing the file
+ * system under the host's import locks), and it is not in the child. Waiting for it in
+ * the prepare handler could deadlock (a Python host forks holding the GIL, which the
+ * loading thread needs), so the child lets go of the lock instead and does not touch
+ * that half-started interpreter: it is served by the launcher (served_by_launcher), as
+ * a process that cannot host the file system is. A fork made by the loading thread
+ * itself (a class's __init__ that starts a program) keeps the load as it stands: the
+ * child goes on from there on that thread.
+ */
+static int loading;             /* threads that hold load_lock or are about to take it */
+static TLS int loading_here;    /* this thread holds it */
+static int forked_mid_load;     /* this process is the child of a fork made during a load */
+
+static void load_fork_child(void)
+{
+    if (loading_here) {
+        loading = 1;            /* the loader itself forked: it goes on here, the lock its */
+    } else if (__atomic_load_n(&loading, __ATOMIC_ACQUIRE) > 0) {
+        pthread_mutex_init(&load_lock, NULL);
+        loading = 0;
+        forked_mid_load = 1;    /* (at worst a load that had just ended: loaded says so) */
+    }
+}
+
+void backend_loader_init(void)
+{
+    pthread_atfork(NULL, NULL, load_fork_child);
+}
+
 static void core_log(int level, const char *msg)
 {
     ldp_log(level, "%s", msg);
@@ -179,6 +210,13 @@ static int load(void)
         backend = backend_shared_init();    /* no Python in this process at all */
         return 0;
     }
+    if (forked_mid_load) {
+        if (served_by_launcher("forked while another thread was starting the file system in the "
+                               "parent, whose half-started interpreter cannot serve it"))
+            return 0;
+        cannot_host("forked while another thread was starting the file system");
+        return 0;
+    }
     const char *served = getenv("LDPFUSE_SERVED");
     if (served && *served) {
         char why[600];
@@ -223,9 +261,13 @@ struct backend_ops *backend_get(void)
     if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
         return backend;
     static int waiting_logged;
+    __atomic_add_fetch(&loading, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_lock(&load_lock);
     if (!loaded) {
-        if (load() == 0) {
+        loading_here = 1;
+        int again = load();
+        loading_here = 0;
+        if (again == 0) {
             __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
         } else if (!waiting_logged) {
             waiting_logged = 1;
@@ -234,6 +276,7 @@ struct backend_ops *backend_get(void)
         }
     }
     pthread_mutex_unlock(&load_lock);
+    __atomic_sub_fetch(&loading, 1, __ATOMIC_ACQ_REL);
     return backend;
 }
 

@@ -1119,6 +1119,27 @@ static struct backend_ops shared_ops = {
     .lock = sh_lock, .flock = sh_flock,
 };
 
+/* fork: the caches of decisions and listings are taken across it, so that the child never
+ * finds an entry half-replaced by a thread it does not have (their locks are leaves: only
+ * memory is touched under them). coh_lock is held across a round trip to the server, so
+ * the child renews it instead; what it guards (the table's mapping) is made again there. */
+static int fork_took_decisions;     /* not when a signal handler forks on the thread that holds it */
+
+static void atfork_prepare(void)
+{
+    fork_took_decisions = !decisions_held;
+    if (fork_took_decisions)
+        pthread_mutex_lock(&decisions_lock);
+    pthread_mutex_lock(&listings_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&listings_lock);
+    if (fork_took_decisions)
+        pthread_mutex_unlock(&decisions_lock);
+}
+
 static void atfork_child(void)
 {
     if (brought.fd >= 0) {      /* the parent's to take or let go of */
@@ -1127,13 +1148,14 @@ static void atfork_child(void)
     }
     brought.path = NULL;        /* the parent's copy, in memory the child shares no more */
     channel_atfork_child();
-    pthread_mutex_init(&decisions_lock, NULL);
-    pthread_mutex_init(&listings_lock, NULL);
+    pthread_mutex_unlock(&listings_lock);
+    if (fork_took_decisions)    /* else the holder is this thread, whose handler forked: it lets go */
+        pthread_mutex_unlock(&decisions_lock);
     pthread_mutex_init(&coh_lock, NULL);
 }
 
 struct backend_ops *backend_shared_init(void)
 {
-    pthread_atfork(NULL, NULL, atfork_child);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     return &shared_ops;
 }

@@ -35,6 +35,16 @@ enum { BCHILD = 1, BNAMES = 2, BREAD = 3 };
 
 /* ---- the streams that are ours */
 static pthread_mutex_t ours_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* fork: taken across it (interpose/init.c), so the child never finds the table half
+ * written by a thread it does not have; nothing else is locked under it */
+void fts_fork(int phase)
+{
+    if (phase == 0)
+        pthread_mutex_lock(&ours_lock);
+    else
+        pthread_mutex_unlock(&ours_lock);
+}
 static FTS **ours;
 static size_t nours, ours_cap;
 

@@ -12,14 +12,20 @@ TLS int ldp_guard_blocked;
 void process_init(void);
 void backend_destroy(void);
 int backend_unreachable_at_exit(void);
+void backend_loader_init(void);
+void tmpfile_fork(int phase);
+void fts_fork(int phase);
 
 /* A fork while another thread holds one of our locks would leave it held forever in the
  * child: take them around fork. */
 static void fork_prepare(void)
 {
+    vfs_names_fork(0);      /* first: held around attrcache_writer, which takes attrcache's */
     attrcache_fork(0);
     fdtable_fork(0);
     pcache_fork(0);
+    tmpfile_fork(0);
+    fts_fork(0);
 }
 static void fork_after(void);
 static void fork_child(void)
@@ -31,9 +37,12 @@ static void fork_child(void)
 }
 static void fork_after(void)
 {
+    fts_fork(1);
+    tmpfile_fork(1);
     pcache_fork(1);
     fdtable_fork(1);
     attrcache_fork(1);
+    vfs_names_fork(1);
 }
 
 __attribute__((constructor)) static void ldp_init(void)
@@ -53,6 +62,7 @@ __attribute__((constructor)) static void ldp_init(void)
     cwd_init();
     process_init();
     pthread_atfork(fork_prepare, fork_after, fork_child);
+    backend_loader_init();
     escape_init();
 }
 

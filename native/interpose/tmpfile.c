@@ -27,6 +27,16 @@ static struct tmpfile {
 static int ntmpfiles;
 static pthread_mutex_t tmpfiles_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork: taken across it (interpose/init.c), so the child never finds the table half
+ * written by a thread it does not have; nothing else is locked under it */
+void tmpfile_fork(int phase)
+{
+    if (phase == 0)
+        pthread_mutex_lock(&tmpfiles_lock);
+    else
+        pthread_mutex_unlock(&tmpfiles_lock);
+}
+
 static void remember(int fd, int mnt, int excl)
 {
     struct stat st;

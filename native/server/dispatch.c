@@ -39,6 +39,25 @@ void server_logf(const char *fmt, ...)
 
 const struct core_api server_core = { .abi = LDP_BACKEND_ABI, .log = server_log };
 
+/* The class's open and create: one that meets EMFILE (its own os.open, in a server whose
+ * fds the idle page caches hold) is tried again once they are let go of. The kernel checks
+ * for a free fd before it looks at the name, so the first try created nothing. */
+static int fs_open(int mnt, const char *path, int flags, struct open_result *res)
+{
+    int r = fs_ops->open(mnt, path, flags, res);
+    if (r == -EMFILE && scache_shed() > 0)
+        r = fs_ops->open(mnt, path, flags, res);
+    return r;
+}
+
+static int fs_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
+{
+    int r = fs_ops->create(mnt, path, mode, flags, res);
+    if (r == -EMFILE && scache_shed() > 0)
+        r = fs_ops->create(mnt, path, mode, flags, res);
+    return r;
+}
+
 /* The lower file a passthrough open chose, sent back with the fd so that the client may
  * open it itself next time (backend/shared.c: the open decision is cached for
  * attr_timeout, as a kernel caches a lookup). Only a regular file with a name. */
@@ -231,8 +250,8 @@ void do_op(struct client *cl)
     case W_OPEN:
     case W_CREATE: {
         struct open_result res = { .passthrough_fd = -1 };
-        r = rq->op == W_OPEN ? fs_ops->open(mnt, path, (int)rq->a, &res)
-                             : fs_ops->create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
+        r = rq->op == W_OPEN ? fs_open(mnt, path, (int)rq->a, &res)
+                             : fs_create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             r = hand_over(cl, W_OPEN, mnt, path, rq->op == W_OPEN ? (int)rq->a : (int)rq->b, res.fh, &fh);
@@ -417,7 +436,7 @@ void do_op(struct client *cl)
             ans->outcome = CO_OPENED;
             changed_as = W_OPEN;
             flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
-            r = fs_ops->open(mnt, path, flags, &res);
+            r = fs_open(mnt, path, flags, &res);
         } else if (r == -ENOENT && !(flags & O_CREAT)) {
             ans->outcome = CO_MISSING;  /* the client looks at the directories above */
             break;
@@ -441,7 +460,7 @@ void do_op(struct client *cl)
             ans->outcome = CO_CREATED;
             changed_as = W_CREATE;
             flags &= ~O_NOCTTY;
-            r = fs_ops->create(mnt, path, (mode_t)rq->a, flags, &res);
+            r = fs_create(mnt, path, (mode_t)rq->a, flags, &res);
         } else {
             r = 0;
             ans->outcome = CO_ASK;      /* its own lookup gives the client its own error */

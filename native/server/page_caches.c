@@ -14,6 +14,7 @@
 #include "server.h"
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 
 struct scache {
@@ -88,6 +89,18 @@ static long idle_bytes;         /* memory of the caches no client holds */
 static int idle_count;          /* and how many they are (each keeps an fd) */
 #define IDLE_MAX 1024
 
+/* Each idle cache keeps an fd of the server's: they may take a quarter of RLIMIT_NOFILE
+ * (read at each use: prlimit may move it), at most IDLE_MAX. The rest is for what the
+ * server must open: the caches clients hold, connections, the class's own files. Under
+ * `ulimit -n 256`, 64. */
+static int idle_max(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= IDLE_MAX)
+        return IDLE_MAX;
+    return (int)(rl.rlim_cur / 4);
+}
+
 static void idle_leave(struct scache *s)
 {
     if (!s->idle)
@@ -154,15 +167,41 @@ static void reap_close(int fd)
         close(fd);
 }
 
-static void scache_drop(struct scache *s)
+static void scache_free(struct scache *s, int now)
 {
     UNLINK(s, next, pprev);
     UNLINK(s, id_next, id_pprev);
     idle_leave(s);
     scache_drops++;
-    reap_close(s->mfd);
+    if (now)
+        close(s->mfd);
+    else
+        reap_close(s->mfd);
     free(s->path);
     free(s);
+}
+
+static void scache_drop(struct scache *s)
+{
+    scache_free(s, 0);
+}
+
+/* Every idle cache let go of, its fd closed at once (not by the reaper): an open met
+ * EMFILE. How many went (0: nothing to gain by trying again). scache_lock held. */
+static int shed_locked(void)
+{
+    int n = 0;
+    for (; lru_head; n++)
+        scache_free(lru_head, 1);
+    return n;
+}
+
+int scache_shed(void)
+{
+    pthread_mutex_lock(&scache_lock);
+    int n = shed_locked();
+    pthread_mutex_unlock(&scache_lock);
+    return n;
 }
 
 /* ---- keeping a cache past its last close (issue 24: reading an unchanged file again never
@@ -171,8 +210,9 @@ static void scache_drop(struct scache *s)
  * through the mount (the name's coherence stamp, coherence.h, is the one it had when the
  * last holder let go) and none behind it (the size and mtime the open's lookup finds are
  * the ones the cache was made with). Idle caches hold at most LDPFUSE_CACHE_KEEP_MB of
- * memory (default 256) and 1024 fds, the least recently used let go of first; 0 keeps
- * none. */
+ * memory (default 256) and idle_max() fds, the least recently used let go of first; 0
+ * keeps none. An open that meets EMFILE lets go of all of them and tries again (here, and
+ * the class's own open: dispatch.c). */
 static long keep_limit = -1;
 
 static long keep_bytes_limit(void)
@@ -209,7 +249,8 @@ static void scache_idle(struct scache *s)
     s->lru_pprev = lru_tail;
     *lru_tail = s;
     lru_tail = &s->lru_next;
-    while ((idle_bytes > keep_bytes_limit() || idle_count > IDLE_MAX) && lru_head)
+    int most = idle_max();
+    while ((idle_bytes > keep_bytes_limit() || idle_count > most) && lru_head)
         scache_drop(lru_head);
 }
 
@@ -283,6 +324,8 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         char name[250];
         snprintf(name, sizeof name, "ldpfuse:%.240s", path);
         int mfd = memfd_create(name, MFD_CLOEXEC);
+        if (mfd < 0 && errno == EMFILE && shed_locked() > 0)
+            mfd = memfd_create(name, MFD_CLOEXEC);
         s = mfd >= 0 ? calloc(1, sizeof *s) : NULL;
         if (s == NULL || (s->path = strdup(path)) == NULL || ftruncate(mfd, now) < 0) {
             int e = errno ? errno : ENOMEM;
@@ -308,6 +351,8 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->mfd);
     int fd = open(proc, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == EMFILE && shed_locked() > 0)
+        fd = open(proc, O_RDWR | O_CLOEXEC);
     int r = fd >= 0 ? fd : -errno;
     *id = s->id;
     if (fd >= 0)

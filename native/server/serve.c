@@ -269,6 +269,13 @@ PyObject *ldp_context(PyObject *self, PyObject *args)
     return Py_BuildValue("(III)", srv_current->as_uid, srv_current->as_gid, srv_current->pid);
 }
 
+/* The uid and gid of the client being answered (this process's when none): killpriv.c */
+void srv_caller(uid_t *uid, gid_t *gid)
+{
+    *uid = srv_current ? (uid_t)srv_current->as_uid : geteuid();
+    *gid = srv_current ? (gid_t)srv_current->as_gid : getegid();
+}
+
 PyObject *ldp_serve_init(PyObject *self, PyObject *args)
 {
     (void)self;

@@ -205,6 +205,7 @@ int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *
 int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id);
 void scache_close_id(uint64_t id);
 void scache_renamed(int mnt, const char *from, const char *to);
+int scache_shed(void);         /* an open met EMFILE: idle caches let go of; how many */
 
 /* fifos.c */
 int sfifo_get(int mnt, const char *path, mode_t mode, uid_t uid, gid_t gid, char *out, size_t outsz);

@@ -27,6 +27,16 @@ void vfile_ref(struct vfile *v)
  * longer in the table) waits for a walk that may still be looking at it. */
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork: no other thread may hold it at the instant of the fork (interpose/init.c takes it
+ * before the attribute cache's lock, the order writer_counted and vfs_renamed take them) */
+void vfs_names_fork(int phase)
+{
+    if (phase == 0)
+        pthread_mutex_lock(&names_lock);
+    else
+        pthread_mutex_unlock(&names_lock);
+}
+
 /* A passthrough writer v opened (1) or let go of (-1), counted under its name
  * (attrcache_writer), not while a rename moves the name. */
 static void writer_counted(const struct vfile *v, int delta)
