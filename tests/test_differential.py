@@ -4,8 +4,9 @@ file served by the file system itself (a page cache: docs/cache.md) and on the s
 bytes natively, every result compared at once. Families: stdio (the fseek family,
 fread, fgetc/getc, fgets, getline/getdelim, ungetc, ftell/fgetpos, fscanf, fflush,
 streams of several buffer sizes), syscalls (read/pread/readv/preadv/preadv2/lseek),
-mmap, copy (sendfile, splice, copy_file_range) and child (a forked and exec'd child,
-with and without LD_PRELOAD, reading the inherited fd between the parent's reads).
+mmap, copy (sendfile, splice, copy_file_range), child (a forked and exec'd child,
+with and without LD_PRELOAD, reading the inherited fd between the parent's reads) and
+aio (aio_read, lio_listio: glibc's helper threads pread past the wrappers).
 
 Each seed opens the file anew and the mount keeps no idle cache
 (LDPFUSE_CACHE_KEEP_MB=0), so every seed starts on a cache of holes: the bug this pins
@@ -29,7 +30,7 @@ ARCHIVE = f"{EXAMPLES / 'archive.py'}:Archive"
 SIZE = 4 << 20
 SEEDS = int(os.environ.get("LDPFUSE_DIFFERENTIAL_SEEDS", "20"))
 OPS_ALL = os.environ.get("LDPFUSE_DIFFERENTIAL_OPS")
-OPS = {"stdio": 10000, "syscalls": 10000, "mmap": 2000, "copy": 3000, "child": 40}
+OPS = {"stdio": 10000, "syscalls": 10000, "mmap": 2000, "copy": 3000, "child": 40, "aio": 1000}
 OPS = {family: int(OPS_ALL) if OPS_ALL else ops for family, ops in OPS.items()}
 CONFIGS = {  # name: (fs, options)
     "memory": (MEMORY, {}),

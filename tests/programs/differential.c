@@ -14,6 +14,7 @@
  *         copy     sendfile, copy_file_range and splice into a pipe or a native file
  *         child    a forked and exec'd child (with and without LD_PRELOAD) reading the
  *                  inherited fd from its offset; the parent reads and seeks between
+ *         aio      aio_read and lio_listio (glibc's helper threads pread past the wrappers)
  * Each seed opens both files anew (a fresh page cache when the mount keeps none).
  * SCRATCH_SERVED: where copy_file_range of the served file writes (default: beside the
  * native file, another file system, where it fails with EXDEV as over kernel FUSE).
@@ -21,6 +22,7 @@
  * native failure exits 2.
  */
 #define _GNU_SOURCE
+#include <aio.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -565,6 +567,62 @@ static void copy_family(const char *served, const char *native, const char *scra
     close(pa[0]); close(pa[1]); close(pb[0]); close(pb[1]);
 }
 
+/* -------------------------------------------------------------------- aio */
+
+/* one request (or a list of them, LIO_WAIT) on fd: what aio_return gives, bytes in `to` */
+static long aio_op(int fd, int list, off_t off, size_t n, char *to)
+{
+    struct aiocb cb[3];
+    struct aiocb *l[3];
+    memset(cb, 0, sizeof cb);
+    for (int i = 0; i < 3; i++) {
+        cb[i].aio_fildes = fd;
+        cb[i].aio_offset = off + (off_t)(i * n);
+        cb[i].aio_buf = to + i * n;
+        cb[i].aio_nbytes = n;
+        cb[i].aio_lio_opcode = LIO_READ;
+        l[i] = &cb[i];
+    }
+    if (list) {
+        if (lio_listio(LIO_WAIT, l, 3, NULL) < 0 && errno != EIO)
+            return -1000 - errno;
+    } else {
+        if (aio_read(&cb[0]) < 0)
+            return -1000 - errno;
+        const struct aiocb *w[1] = { &cb[0] };
+        while (aio_error(&cb[0]) == EINPROGRESS)
+            aio_suspend(w, 1, NULL);
+    }
+    long total = 0;
+    for (int i = 0; i < (list ? 3 : 1); i++) {
+        ssize_t r = aio_return(&cb[i]);
+        if (r < 0)
+            return -2000 - aio_error(&cb[i]);
+        total = total * 10000000 + r;   /* each count, in one number to compare */
+    }
+    return total;
+}
+
+static void aio_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    for (op_now = 0; op_now < ops; op_now++) {
+        int list = (int)pick(2);
+        size_t n = some_size() / (list ? 3 : 1);
+        off_t off = some_offset();
+        long ra = aio_op(a, list, off, n, buf_a), rb = aio_op(b, list, off, n, buf_b);
+        same_long(list ? "lio_listio" : "aio_read", ra, 0, rb, 0);
+        if (rb >= 0)    /* the requests' spans: what each read is where it was asked */
+            for (int i = 0; i < (list ? 3 : 1); i++) {
+                off_t at = off + (off_t)(i * n);
+                size_t len = at >= file_size ? 0 : (size_t)(file_size - at) < n ? (size_t)(file_size - at) : n;
+                same_bytes(list ? "lio_listio" : "aio_read", buf_a + i * n, buf_b + i * n, len, (long)at);
+            }
+    }
+    close(a);
+    close(b);
+}
+
 /* ------------------------------------------------------------------ child */
 
 static char *self;
@@ -692,7 +750,7 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "child-read") == 0)
         return child_read(atol(argv[2]));
     if (argc != 7 && argc != 8) {
-        fprintf(stderr, "usage: differential stdio|syscalls|mmap|copy|child SERVED NATIVE FIRST_SEED SEEDS OPS "
+        fprintf(stderr, "usage: differential stdio|syscalls|mmap|copy|child|aio SERVED NATIVE FIRST_SEED SEEDS OPS "
                 "[SCRATCH_SERVED]\n");
         return 2;
     }
@@ -735,6 +793,8 @@ int main(int argc, char **argv)
             copy_family(served, native, scratch_a, scratch_b, ops);
         else if (strcmp(family, "child") == 0)
             child_family(served, native, ops);
+        else if (strcmp(family, "aio") == 0)
+            aio_family(served, native, ops);
         else {
             fprintf(stderr, "differential: unknown family %s\n", family);
             return 2;
