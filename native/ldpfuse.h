@@ -380,5 +380,6 @@ extern mode_t ldp_umask;
 void ldp_sync_all(void);
 void ldp_before_exec(int every_fd);
 void stdio_fd_changed(int fd, int cached);   /* fd 1 became (or stopped being) a cached file */
+int stdio_reads_through(FILE *f);              /* a stream whose reads are all the fd's read() */
 
 #endif

@@ -4,6 +4,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <aio.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fts.h>

@@ -1,11 +1,22 @@
-/* stdio on virtual files. The FILE is glibc's own over the virtual fd (a cache memfd or the
- * lower file), so every stdio function works unchanged; only opening and closing need us
- * (glibc's fopen/fclose open and close internally, past every wrapper). glibc's stdio
- * reads and writes past the read/write wrappers too: a stream that only reads is filled
- * by range as it reads (stdio_read.c); one that may write is filled whole when opened (a
- * write of part of a page past the wrappers needs the page filled), and what stdio
- * writes reaches the FS at fflush-by-close, fsync and exit (vfs/pagecache.c:
- * pcache_sync_untracked). */
+/* stdio on virtual files. glibc's stdio reads, seeks and writes a FILE's fd with internal
+ * calls no wrapper sees, so what a stream is made of depends on what it may reach:
+ *
+ * - a stream that only reads ("r", fopen or fdopen) on a cached file is a glibc cookie
+ *   stream whose read and seek are the fd's read() and lseek(): every refill of its
+ *   buffer, the block fseek reads to land on an aligned offset, an ungetc's backup and a
+ *   scanf's look-ahead go through the read() wrapper, which fills the page cache first
+ *   (vfs/pagecache.c), so no stdio path reaches a hole. Its fileno() is the fd (set in the
+ *   FILE: glibc's cookie functions never use it), so fstat(fileno(f)), mmap and the fd's
+ *   offset work as on a file stream;
+ * - one that may write ("w", "a", "r+", ...) is glibc's own over the memfd, filled whole
+ *   when opened (a write of part of a page past the wrappers needs the page filled); what
+ *   stdio writes reaches the FS at fflush-by-close, fsync and exit (vfs/pagecache.c:
+ *   pcache_sync_untracked);
+ * - a direct_io file's stream is a cookie stream whose reads and writes are the fd's;
+ * - freopen's stream is glibc's own (it keeps the FILE), filled whole.
+ *
+ * stdio_read.c fills by range for FILEs made past these wrappers (stdin on a cached fd is
+ * filled whole too). */
 #include "../ldpfuse.h"
 #include <stdio_ext.h>
 #include <string.h>
@@ -69,6 +80,46 @@ static FILE *direct_stream(int fd, const char *mode)
     return fopencookie((void *)(intptr_t)fd, mode, io);
 }
 
+/* glibc's vtable of cookie streams: the word after a FILE (struct _IO_FILE_plus), the same
+ * for every cookie stream */
+static const void *cookie_vtable;
+
+#define READ_STREAM_BUF (64u << 10)
+
+void _IO_setb(FILE *, char *, char *, int);     /* exported by glibc since 2.0 */
+
+static const void *vtable_of(FILE *f)
+{
+    return *(const void *const *)((const char *)f + sizeof(FILE));
+}
+
+/* A read-only stream on a cached file: a cookie stream over the fd's read() and lseek()
+ * (the direct_io stream's functions, with no write), fileno() the fd. */
+static FILE *read_stream(int fd)
+{
+    cookie_io_functions_t io = { direct_stream_read, NULL, direct_stream_seek, direct_stream_close };
+    FILE *f = fopencookie((void *)(intptr_t)fd, "r", io);
+    if (f == NULL)
+        return NULL;
+    f->_fileno = fd;
+    __atomic_store_n(&cookie_vtable, vtable_of(f), __ATOMIC_RELAXED);
+    /* A cookie stream's fread goes buffer by buffer (glibc's _IO_default_xsgetn), where a
+     * file stream's reads a large request at once: a buffer of READ_STREAM_BUF (not the
+     * BUFSIZ glibc would give) keeps a large fread to few read()s. glibc frees it as its
+     * own (_IO_file_doallocate's way); setvbuf replaces it. */
+    char *b = malloc(READ_STREAM_BUF);
+    if (b)
+        _IO_setb(f, b, b + READ_STREAM_BUF, 1);
+    return f;
+}
+
+/* Is f a stream whose reads all go through read() (stdio_read.c need not fill for it)? */
+int stdio_reads_through(FILE *f)
+{
+    const void *c = __atomic_load_n(&cookie_vtable, __ATOMIC_RELAXED);
+    return c != NULL && vtable_of(f) == c;
+}
+
 static FILE *vfopen(const struct vpath *vp, const char *mode)
 {
     int flags;
@@ -96,7 +147,7 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
     char fmode[4] = { mode[0], 0, 0, 0 };
     if (strchr(mode, '+'))
         fmode[1] = '+';
-    FILE *f = REAL(fdopen)(fd, fmode);
+    FILE *f = v && v->kind == VF_FILE && v->pc && !stream_writes(mode) ? read_stream(fd) : REAL(fdopen)(fd, fmode);
     if (f == NULL) {
         int e = errno;
         close(fd);
@@ -112,7 +163,18 @@ FILE *fdopen(int fd, const char *mode)
         return REAL(fdopen)(fd, mode);
     if (v->direct_io)
         return direct_stream(fd, mode);
-    if (stream_writes(mode) && pcache_fill(v, 0, 0, 1) < 0)
+    if (!stream_writes(mode)) {
+        /* glibc's fdopen checks the mode against the fd's: so does this one */
+        int fl = REAL(fcntl)(fd, F_GETFL);
+        if (fl < 0)
+            return NULL;
+        if ((fl & O_ACCMODE) == O_WRONLY) {
+            errno = EINVAL;
+            return NULL;
+        }
+        return read_stream(fd);
+    }
+    if (pcache_fill(v, 0, 0, 1) < 0)
         return NULL;
     return REAL(fdopen)(fd, mode);
 }
@@ -174,6 +236,8 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
         keep = old;             /* same file, new mode: the vfile moves to the new fd */
         if (keep)
             vfile_ref(keep);
+        if (keep && keep->kind == VF_FILE && keep->pc && !keep->direct_io)
+            pcache_fill(keep, 0, 0, 1);     /* glibc's own stream now: past the wrappers */
         f = real(path, mode, stream);
     } else {
         f = real(path, mode, stream);

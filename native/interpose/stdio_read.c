@@ -1,7 +1,9 @@
 /*
- * stdio reads of a cached file, as lazy as read(). glibc's FILE reads its fd with internal
- * calls no wrapper sees, so the range a stdio read function is about to read is put into
- * the page cache (vfs/pagecache.c) before glibc reads it from the memfd:
+ * stdio reads of a cached file by a FILE of glibc's own: one made past the wrappers of
+ * stdio.c (whose read-only streams read through read() and need nothing here; see its
+ * header). glibc's FILE reads its fd with internal calls no wrapper sees, so the range a
+ * stdio read function is about to read is put into the page cache (vfs/pagecache.c)
+ * before glibc reads it from the memfd:
  *
  *   fread(n), fgets(n), fgetc, getc, __uflow (getc's macro when the buffer is empty)
  *       the fd's offset onward, for what is asked plus one refill of the stream's buffer
@@ -42,7 +44,7 @@ static struct vfile *stream_cached(FILE *f)
     struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
     if (v == NULL || v->kind != VF_FILE || v->pc == NULL || v->direct_io || (v->flags & O_ACCMODE) == O_WRONLY)
         return NULL;
-    return v;
+    return stdio_reads_through(f) ? NULL : v;
 }
 
 /* Is the delimiter in the cache's bytes [from, to)? Sets *found to where it ends. */

@@ -1,0 +1,805 @@
+/*
+ * A differential checker (fsx's idea, for every way of reading a file): a seeded random
+ * sequence of operations of one API family, run in lockstep on a file in the mount and on
+ * a native file with the same bytes; every result (return value, errno, bytes, position)
+ * is compared at once, and the first mismatch is printed with the seed and the op's index.
+ *
+ *   differential FAMILY SERVED NATIVE FIRST_SEED SEEDS OPS
+ *
+ * FAMILY: stdio    fseek/fseeko/fsetpos/rewind/fread/fgetc/getc/getc_unlocked/fgets/
+ *                  getline/getdelim/ungetc/ftell/fgetpos/fscanf/fflush, streams of several
+ *                  buffer sizes, fopen and fdopen, reopened now and then
+ *         syscalls read/pread/readv/preadv/preadv2/lseek
+ *         mmap     private and shared mappings of random ranges
+ *         copy     sendfile, copy_file_range and splice into a pipe or a native file
+ *         child    a forked and exec'd child (with and without LD_PRELOAD) reading the
+ *                  inherited fd from its offset; the parent reads and seeks between
+ *         aio      aio_read and lio_listio (glibc's helper threads pread past the wrappers)
+ * Each seed opens both files anew (a fresh page cache when the mount keeps none).
+ * SCRATCH_SERVED: where copy_file_range of the served file writes (default: beside the
+ * native file, another file system, where it fails with EXDEV as over kernel FUSE).
+ * Prints "ok FAMILY SEEDS OPS" and exits 0, or the mismatch and exits 1; bad usage or a
+ * native failure exits 2.
+ */
+#define _GNU_SOURCE
+#include <aio.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static uint64_t rng;
+static const char *family;
+static long seed_now, op_now;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static long pick(long n)
+{
+    return n > 0 ? (long)(next() % (uint64_t)n) : 0;
+}
+
+/* a size: mostly small, sometimes around a buffer or a cache window, sometimes large */
+static size_t some_size(void)
+{
+    switch (pick(6)) {
+    case 0: return 1 + pick(16);
+    case 1: return 1 + pick(4096);
+    case 2: return 4096 * (1 + pick(4)) + pick(3) - 1;
+    case 3: return 60000 + pick(140000);
+    case 4: return 1 + pick(300000);
+    default: return 1 + pick(1 << 20);
+    }
+}
+
+static off_t file_size;
+
+/* an offset: anywhere, near the end, past it, or near a 4 KiB/64 KiB/128 KiB boundary */
+static off_t some_offset(void)
+{
+    switch (pick(5)) {
+    case 0: return file_size - pick(5000);
+    case 1: return file_size + pick(3);
+    case 2: { off_t b = (off_t)(1 + pick(file_size / 131072 + 1)) * (pick(2) ? 131072 : 65536);
+              return b + pick(9) - 4; }
+    case 3: return (off_t)(pick(file_size / 4096 + 1)) * 4096 + pick(3) - 1;
+    default: return pick(file_size + 1);
+    }
+}
+
+static void fail(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void fail(const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    printf("mismatch family=%s seed=%ld op=%ld %s: ", family, seed_now, op_now, what);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    exit(1);
+}
+
+static void die(const char *what)
+{
+    printf("differential: %s: %s (seed %ld op %ld)\n", what, strerror(errno), seed_now, op_now);
+    exit(2);
+}
+
+static int trace;
+
+static void same_long(const char *what, long served, int e_served, long native, int e_native)
+{
+    if (trace)
+        fprintf(stderr, "%ld %s %ld %ld\n", op_now, what, served, native);
+    if (served != native)
+        fail(what, "served %ld (errno %d), native %ld (errno %d)", served, e_served, native, e_native);
+    if (native < 0 && e_served != e_native)
+        fail(what, "errno served %d, native %d", e_served, e_native);
+}
+
+static void same_bytes(const char *what, const char *served, const char *native, size_t n, long at)
+{
+    if (memcmp(served, native, n) == 0)
+        return;
+    size_t i = 0;
+    while (served[i] == native[i])
+        i++;
+    fail(what, "%zu bytes from %ld differ first at +%zu: served 0x%02x, native 0x%02x", n, at, i,
+         (unsigned char)served[i], (unsigned char)native[i]);
+}
+
+static char *buf_a, *buf_b;
+#define BUF (2u << 20)
+
+/* ------------------------------------------------------------------ stdio */
+
+struct stream { FILE *f; char *vbuf; int unbuffered; };
+
+static void open_stream(struct stream *s, const char *path, int how, int vb, size_t vsize)
+{
+    if (how == 0) {
+        s->f = fopen(path, "r");
+    } else {
+        int fd = open(path, O_RDONLY);
+        s->f = fd < 0 ? NULL : fdopen(fd, "r");
+    }
+    if (s->f == NULL)
+        die(path);
+    s->vbuf = NULL;
+    s->unbuffered = vb == 3;
+    if (vb == 1) {
+        s->vbuf = malloc(vsize);
+        setvbuf(s->f, s->vbuf, _IOFBF, vsize);
+    } else if (vb == 2) {
+        setvbuf(s->f, NULL, _IOFBF, vsize);
+    } else if (vb == 3) {
+        setvbuf(s->f, NULL, _IONBF, 0);
+    }
+}
+
+static void close_stream(struct stream *s)
+{
+    fclose(s->f);
+    free(s->vbuf);
+}
+
+static void open_pair(struct stream *a, struct stream *b, const char *served, const char *native)
+{
+    int how = (int)pick(2), vb = (int)pick(4);
+    if (vb == 3 && pick(2))
+        vb = 0;                 /* unbuffered now and then */
+    size_t sizes[] = { 1024, 4096, 8192, 65536, 200000, 1 << 20 };
+    size_t vsize = sizes[pick(6)];
+    open_stream(a, served, how, vb, vsize);
+    open_stream(b, native, how, vb, vsize);
+    if (trace)
+        fprintf(stderr, "open how %d vb %d size %zu\n", how, vb, vsize);
+}
+
+static void stdio_family(const char *served, const char *native, long ops)
+{
+    struct stream a, b;
+    open_pair(&a, &b, served, native);
+    fpos_t pos_a, pos_b;
+    int have_pos = 0, pushed = 0;
+    char *line_a = NULL, *line_b = NULL;
+    size_t cap_a = 0, cap_b = 0;
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        int op = (int)pick(22);
+        if (pushed)
+            op = 7 + (int)pick(8);      /* what ungetc gave back is read next: after it glibc's
+                                         * fflush and seeks answer by its buffer's layout */
+        pushed = 0;
+        if (a.unbuffered && (op == 12 || op == 13 || op == 14 || op == 18))
+            op = 11;    /* a line by a read() per byte: seconds a line through a mount; kept to getc */
+        errno = 0;
+        switch (op) {
+        case 0: case 1: {
+            off_t off = some_offset();
+            ra = fseek(a.f, off, SEEK_SET); ea = errno;
+            rb = fseek(b.f, off, SEEK_SET); eb = errno;
+            same_long("fseek SEEK_SET", ra, ea, rb, eb);
+            break;
+        }
+        case 2: {
+            off_t d = pick(2) ? pick(300000) - 150000 : pick(40) - 20;
+            ra = fseeko(a.f, d, SEEK_CUR); ea = errno;
+            rb = fseeko(b.f, d, SEEK_CUR); eb = errno;
+            same_long("fseeko SEEK_CUR", ra, ea, rb, eb);
+            break;
+        }
+        case 3: {
+            off_t d = -pick(300000);
+            ra = fseeko(a.f, d, SEEK_END); ea = errno;
+            rb = fseeko(b.f, d, SEEK_END); eb = errno;
+            same_long("fseeko SEEK_END", ra, ea, rb, eb);
+            break;
+        }
+        case 4:
+            ra = fgetpos(a.f, &pos_a); ea = errno;
+            rb = fgetpos(b.f, &pos_b); eb = errno;
+            same_long("fgetpos", ra, ea, rb, eb);
+            have_pos = ra == 0;
+            break;
+        case 5:
+            if (!have_pos)
+                break;
+            ra = fsetpos(a.f, &pos_a); ea = errno;
+            rb = fsetpos(b.f, &pos_b); eb = errno;
+            same_long("fsetpos", ra, ea, rb, eb);
+            break;
+        case 6:
+            rewind(a.f);
+            rewind(b.f);
+            same_long("rewind", 0, 0, 0, 0);
+            break;
+        case 7: case 8: case 9: {
+            size_t n = some_size();
+            if (n > BUF)
+                n = BUF;
+            if (a.unbuffered)
+                n %= 5000;      /* a cookie stream's unbuffered fread is a read() per byte */
+            size_t size = pick(4) ? 1 : 1 + pick(7), cnt = n / size;
+            ra = (long)fread(buf_a, size, cnt, a.f); ea = errno;
+            rb = (long)fread(buf_b, size, cnt, b.f); eb = errno;
+            same_long("fread", ra, ea, rb, eb);
+            same_bytes("fread", buf_a, buf_b, (size_t)rb * size, ftell(b.f));
+            break;
+        }
+        case 10: {
+            size_t n = some_size() % (a.unbuffered ? 5000 : 70000);
+            ra = (long)fread_unlocked(buf_a, 1, n, a.f);
+            rb = (long)fread_unlocked(buf_b, 1, n, b.f);
+            same_long("fread_unlocked", ra, 0, rb, 0);
+            same_bytes("fread_unlocked", buf_a, buf_b, (size_t)rb, ftell(b.f));
+            break;
+        }
+        case 11: {
+            long n = 1 + pick(pick(2) || a.unbuffered ? 8 : 9000);
+            for (long i = 0; i < n; i++) {
+                int k = (int)pick(3);
+                ra = k == 0 ? fgetc(a.f) : k == 1 ? getc(a.f) : getc_unlocked(a.f);
+                rb = k == 0 ? fgetc(b.f) : k == 1 ? getc(b.f) : getc_unlocked(b.f);
+                same_long(k == 0 ? "fgetc" : k == 1 ? "getc" : "getc_unlocked", ra, 0, rb, 0);
+                if (rb == EOF)
+                    break;
+            }
+            break;
+        }
+        case 12: {
+            int n = (int)(1 + pick(pick(2) ? 200 : 100000));
+            char *pa = fgets(buf_a, n, a.f), *pb = fgets(buf_b, n, b.f);
+            same_long("fgets", pa != NULL, 0, pb != NULL, 0);
+            if (pb && strcmp(pa, pb) != 0)
+                fail("fgets", "lines differ at %ld: served \"%.40s\", native \"%.40s\"", ftell(b.f), pa, pb);
+            break;
+        }
+        case 13: case 14: {
+            int delim = op == 13 ? '\n' : ' ' + (int)pick(95);    /* bytes the test's files hold */
+            ra = op == 13 ? getline(&line_a, &cap_a, a.f) : getdelim(&line_a, &cap_a, delim, a.f);
+            rb = op == 13 ? getline(&line_b, &cap_b, b.f) : getdelim(&line_b, &cap_b, delim, b.f);
+            same_long(op == 13 ? "getline" : "getdelim", ra, 0, rb, 0);
+            if (rb > 0)
+                same_bytes("getline", line_a, line_b, (size_t)rb, ftell(b.f));
+            break;
+        }
+        case 15: {
+            int c = pick(2) ? 'x' : (int)pick(256);
+            ra = ungetc(c, a.f);
+            rb = ungetc(c, b.f);
+            same_long("ungetc", ra, 0, rb, 0);
+            pushed = rb != EOF;
+            break;
+        }
+        case 16: case 17:
+            ra = ftell(a.f); ea = errno;
+            rb = ftell(b.f); eb = errno;
+            same_long("ftell", ra, ea, rb, eb);
+            break;
+        case 18: {
+            char wa[8] = "", wb[8] = "";
+            ra = fscanf(a.f, "%7s", wa);
+            rb = fscanf(b.f, "%7s", wb);
+            same_long("fscanf", ra, 0, rb, 0);
+            if (strcmp(wa, wb) != 0)
+                fail("fscanf", "served \"%s\", native \"%s\"", wa, wb);
+            break;
+        }
+        case 19:
+            ra = fflush(a.f);
+            rb = fflush(b.f);
+            same_long("fflush", ra, 0, rb, 0);
+            break;
+        case 20:
+            same_long("feof", feof(a.f) != 0, 0, feof(b.f) != 0, 0);
+            same_long("ferror", ferror(a.f) != 0, 0, ferror(b.f) != 0, 0);
+            if (pick(2)) {
+                clearerr(a.f);
+                clearerr(b.f);
+            }
+            break;
+        default:
+            if (pick(8) == 0) {         /* now and then a new stream, at the file's start */
+                close_stream(&a);
+                close_stream(&b);
+                open_pair(&a, &b, served, native);
+                same_long("reopen", 0, 0, 0, 0);
+                have_pos = 0;
+            }
+            break;
+        }
+    }
+    close_stream(&a);
+    close_stream(&b);
+    free(line_a);
+    free(line_b);
+}
+
+/* --------------------------------------------------------------- syscalls */
+
+static int open_or_die(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        die(path);
+    return fd;
+}
+
+static void same_offset(int a, int b)
+{
+    off_t oa = lseek(a, 0, SEEK_CUR), ob = lseek(b, 0, SEEK_CUR);
+    same_long("offset", (long)oa, errno, (long)ob, errno);
+}
+
+static void vec(struct iovec *iov, int *cnt, char *base)
+{
+    *cnt = 1 + (int)pick(4);
+    size_t at = 0;
+    for (int i = 0; i < *cnt; i++) {
+        size_t n = some_size() / (size_t)*cnt;
+        if (at + n > BUF)
+            n = BUF - at;
+        iov[i].iov_base = base + at;
+        iov[i].iov_len = n;
+        at += n;
+    }
+}
+
+static void syscalls_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        size_t n = some_size();
+        off_t off = some_offset();
+        struct iovec va[4], vb[4];
+        int cnt;
+        errno = 0;
+        switch (pick(7)) {
+        case 0:
+            ra = read(a, buf_a, n); ea = errno;
+            rb = read(b, buf_b, n); eb = errno;
+            same_long("read", ra, ea, rb, eb);
+            break;
+        case 1:
+            ra = pread(a, buf_a, n, off); ea = errno;
+            rb = pread(b, buf_b, n, off); eb = errno;
+            same_long("pread", ra, ea, rb, eb);
+            break;
+        case 2:
+            vec(va, &cnt, buf_a);
+            memcpy(vb, va, sizeof va);
+            for (int i = 0; i < cnt; i++)
+                vb[i].iov_base = buf_b + ((char *)va[i].iov_base - buf_a);
+            ra = readv(a, va, cnt); ea = errno;
+            rb = readv(b, vb, cnt); eb = errno;
+            same_long("readv", ra, ea, rb, eb);
+            break;
+        case 3: case 4: {
+            vec(va, &cnt, buf_a);
+            memcpy(vb, va, sizeof va);
+            for (int i = 0; i < cnt; i++)
+                vb[i].iov_base = buf_b + ((char *)va[i].iov_base - buf_a);
+            off_t at = pick(3) ? off : -1;      /* preadv2 at -1: the fd's offset */
+            if (pick(2) || at < 0) {
+                ra = preadv2(a, va, cnt, at, 0); ea = errno;
+                rb = preadv2(b, vb, cnt, at, 0); eb = errno;
+                same_long("preadv2", ra, ea, rb, eb);
+            } else {
+                ra = preadv(a, va, cnt, at); ea = errno;
+                rb = preadv(b, vb, cnt, at); eb = errno;
+                same_long("preadv", ra, ea, rb, eb);
+            }
+            break;
+        }
+        default: {
+            int whence = (int)pick(3);
+            off_t to = whence == SEEK_SET ? off : whence == SEEK_CUR ? pick(400000) - 200000 : -pick(400000);
+            ra = lseek(a, to, whence); ea = errno;
+            rb = lseek(b, to, whence); eb = errno;
+            same_long("lseek", ra, ea, rb, eb);
+            continue;
+        }
+        }
+        if (rb > 0)
+            same_bytes("bytes read", buf_a, buf_b, (size_t)rb, (long)off);
+        same_offset(a, b);
+    }
+    close(a);
+    close(b);
+}
+
+/* ------------------------------------------------------------------- mmap */
+
+static void mmap_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    long page = sysconf(_SC_PAGESIZE);
+    for (op_now = 0; op_now < ops; op_now++) {
+        off_t off = (off_t)pick(file_size / page + 1) * page;
+        size_t len = 1 + pick(pick(4) ? 70000 : 1 << 20);
+        int flags = pick(2) ? MAP_PRIVATE : MAP_SHARED;
+        char *ma = mmap(NULL, len, PROT_READ, flags, a, off);
+        int ea = errno;
+        char *mb = mmap(NULL, len, PROT_READ, flags, b, off);
+        int eb = errno;
+        same_long("mmap", ma == MAP_FAILED ? -1 : 0, ea, mb == MAP_FAILED ? -1 : 0, eb);
+        if (mb == MAP_FAILED)
+            continue;
+        size_t n = off + (off_t)len <= file_size ? len : off < file_size ? (size_t)(file_size - off) : 0;
+        same_bytes(flags == MAP_PRIVATE ? "mmap private" : "mmap shared", ma, mb, n, (long)off);
+        munmap(ma, len);
+        munmap(mb, len);
+    }
+    close(a);
+    close(b);
+}
+
+/* ------------------------------------------------------------------- copy */
+
+/* all a pipe holds, at most n bytes (the writer wrote at most the pipe's size) */
+static size_t drain(int fd, char *to, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, to + got, n - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+static void copy_family(const char *served, const char *native, const char *scratch_a, const char *scratch_b,
+                        long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    int pa[2], pb[2];
+    if (pipe2(pa, O_NONBLOCK) < 0 || pipe2(pb, O_NONBLOCK) < 0)
+        die("pipe");
+    int pipe_size = 1 << 20;
+    if (fcntl(pa[1], F_SETPIPE_SZ, pipe_size) < 0 || fcntl(pb[1], F_SETPIPE_SZ, pipe_size) < 0)
+        pipe_size = 65536;
+    const char *sa = scratch_a, *sb = scratch_b;
+    int oa = open(sa, O_RDWR | O_CREAT | O_TRUNC, 0600), ob = open(sb, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (oa < 0 || ob < 0)
+        die("scratch file");
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        size_t n = some_size();
+        if (n > (size_t)pipe_size)
+            n = (size_t)pipe_size;
+        off_t off = some_offset(), offa = off, offb = off;
+        int positional = (int)pick(2);
+        const char *what;
+        int to_pipe = 1;
+        errno = 0;
+        switch (pick(5)) {
+        case 0:
+            what = "sendfile";
+            ra = sendfile(pa[1], a, positional ? &offa : NULL, n); ea = errno;
+            rb = sendfile(pb[1], b, positional ? &offb : NULL, n); eb = errno;
+            break;
+        case 1:
+            what = "splice";
+            ra = splice(a, positional ? &offa : NULL, pa[1], NULL, n, 0); ea = errno;
+            rb = splice(b, positional ? &offb : NULL, pb[1], NULL, n, 0); eb = errno;
+            break;
+        case 2:
+            what = "copy_file_range";
+            to_pipe = 0;
+            ra = copy_file_range(a, positional ? &offa : NULL, oa, NULL, n, 0); ea = errno;
+            rb = copy_file_range(b, positional ? &offb : NULL, ob, NULL, n, 0); eb = errno;
+            break;
+        case 3: {
+            what = "lseek";
+            ra = lseek(a, off, SEEK_SET); ea = errno;
+            rb = lseek(b, off, SEEK_SET); eb = errno;
+            same_long(what, ra, ea, rb, eb);
+            continue;
+        }
+        default:
+            what = "read";
+            n = n % 9000;
+            ra = read(a, buf_a, n); ea = errno;
+            rb = read(b, buf_b, n); eb = errno;
+            same_long(what, ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes(what, buf_a, buf_b, (size_t)rb, -1);
+            continue;
+        }
+        if (ra < 0 && ea == EXDEV && rb >= 0 && !to_pipe) {
+            /* a copy from the mount to another file system, as over kernel FUSE: the
+             * caller copies by read() and write() (cp does); nothing moved */
+            if (rb > 0 && !positional)
+                lseek(b, -rb, SEEK_CUR);
+            same_offset(a, b);
+            continue;
+        }
+        same_long(what, ra, ea, rb, eb);
+        same_long("offset passed", (long)offa, 0, (long)offb, 0);
+        if (rb > 0) {
+            size_t ga, gb;
+            if (to_pipe) {
+                ga = drain(pa[0], buf_a, (size_t)ra);
+                gb = drain(pb[0], buf_b, (size_t)rb);
+            } else {
+                off_t ea_ = lseek(oa, 0, SEEK_CUR), eb_ = lseek(ob, 0, SEEK_CUR);
+                ga = (size_t)pread(oa, buf_a, (size_t)ra, ea_ - ra);
+                gb = (size_t)pread(ob, buf_b, (size_t)rb, eb_ - rb);
+                if (ea_ > (off_t)(8 << 20)) {       /* keep the scratch files small */
+                    ftruncate(oa, 0); lseek(oa, 0, SEEK_SET);
+                    ftruncate(ob, 0); lseek(ob, 0, SEEK_SET);
+                }
+            }
+            same_long("bytes moved", (long)ga, 0, (long)gb, 0);
+            same_bytes(what, buf_a, buf_b, gb, positional ? (long)off : -1);
+        }
+        same_offset(a, b);
+    }
+    close(a);
+    close(b);
+    close(oa);
+    close(ob);
+    unlink(sa);
+    unlink(sb);
+    close(pa[0]); close(pa[1]); close(pb[0]); close(pb[1]);
+}
+
+/* -------------------------------------------------------------------- aio */
+
+/* one request (or a list of them, LIO_WAIT) on fd: what aio_return gives, bytes in `to` */
+static long aio_op(int fd, int list, off_t off, size_t n, char *to)
+{
+    struct aiocb cb[3];
+    struct aiocb *l[3];
+    memset(cb, 0, sizeof cb);
+    for (int i = 0; i < 3; i++) {
+        cb[i].aio_fildes = fd;
+        cb[i].aio_offset = off + (off_t)(i * n);
+        cb[i].aio_buf = to + i * n;
+        cb[i].aio_nbytes = n;
+        cb[i].aio_lio_opcode = LIO_READ;
+        l[i] = &cb[i];
+    }
+    if (list) {
+        if (lio_listio(LIO_WAIT, l, 3, NULL) < 0 && errno != EIO)
+            return -1000 - errno;
+    } else {
+        if (aio_read(&cb[0]) < 0)
+            return -1000 - errno;
+        const struct aiocb *w[1] = { &cb[0] };
+        while (aio_error(&cb[0]) == EINPROGRESS)
+            aio_suspend(w, 1, NULL);
+    }
+    long total = 0;
+    for (int i = 0; i < (list ? 3 : 1); i++) {
+        ssize_t r = aio_return(&cb[i]);
+        if (r < 0)
+            return -2000 - aio_error(&cb[i]);
+        total = total * 10000000 + r;   /* each count, in one number to compare */
+    }
+    return total;
+}
+
+static void aio_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    for (op_now = 0; op_now < ops; op_now++) {
+        int list = (int)pick(2);
+        size_t n = some_size() / (list ? 3 : 1);
+        off_t off = some_offset();
+        long ra = aio_op(a, list, off, n, buf_a), rb = aio_op(b, list, off, n, buf_b);
+        same_long(list ? "lio_listio" : "aio_read", ra, 0, rb, 0);
+        if (rb >= 0)    /* the requests' spans: what each read is where it was asked */
+            for (int i = 0; i < (list ? 3 : 1); i++) {
+                off_t at = off + (off_t)(i * n);
+                size_t len = at >= file_size ? 0 : (size_t)(file_size - at) < n ? (size_t)(file_size - at) : n;
+                same_bytes(list ? "lio_listio" : "aio_read", buf_a + i * n, buf_b + i * n, len, (long)at);
+            }
+    }
+    close(a);
+    close(b);
+}
+
+/* ------------------------------------------------------------------ child */
+
+static char *self;
+
+/* differential child-read LEN: what fd 3 gives from its offset, at most LEN bytes, to
+ * stdout; the offset moves as a reader's does */
+static int child_read(long len)
+{
+    char b[65536];
+    while (len > 0) {
+        ssize_t r = read(3, b, (size_t)len < sizeof b ? (size_t)len : sizeof b);
+        if (r <= 0)
+            return r < 0 ? 3 : 0;
+        if (write(1, b, (size_t)r) != r)
+            return 4;
+        len -= r;
+    }
+    return 0;
+}
+
+/* a child reading fd (as its 3) LEN bytes into buf: with the interposer or without */
+static long run_child(int fd, long len, int preloaded, int by_shell, char *into)
+{
+    int p[2];
+    if (pipe(p) < 0)
+        die("pipe");
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 1);
+        dup2(fd, 3);
+        char **env = environ;
+        if (!preloaded) {
+            static char *bare[] = { "PATH=/usr/bin:/bin", NULL };
+            env = bare;
+        }
+        char n[32];
+        snprintf(n, sizeof n, "%ld", len);
+        if (by_shell) {
+            char *argv[] = { "sh", "-c", "exec head -c \"$1\" <&3", "sh", n, NULL };
+            execve("/bin/sh", argv, env);
+        } else {
+            char *argv[] = { self, "child-read", n, NULL };
+            execve(self, argv, env);
+        }
+        _exit(127);
+    }
+    close(p[1]);
+    long got = 0;
+    for (;;) {
+        ssize_t r = read(p[0], into + got, (size_t)(BUF - got));
+        if (r <= 0)
+            break;
+        got += r;
+    }
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1000 - (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    return got;
+}
+
+static void child_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        size_t n = some_size() % 300000;
+        switch (pick(4)) {
+        case 0: {
+            int preloaded = (int)pick(2), shell = (int)pick(2);
+            ra = run_child(a, (long)n, preloaded, shell, buf_a);
+            rb = run_child(b, (long)n, preloaded, shell, buf_b);
+            same_long(preloaded ? (shell ? "child sh+head" : "child") : (shell ? "bare child sh+head" : "bare child"),
+                      ra, 0, rb, 0);
+            if (rb > 0)
+                same_bytes("child", buf_a, buf_b, (size_t)rb, -1);
+            break;
+        }
+        case 1: {
+            off_t off = some_offset();
+            ra = lseek(a, off, SEEK_SET); ea = errno;
+            rb = lseek(b, off, SEEK_SET); eb = errno;
+            same_long("lseek", ra, ea, rb, eb);
+            break;
+        }
+        default:
+            n %= 20000;
+            ra = read(a, buf_a, n); ea = errno;
+            rb = read(b, buf_b, n); eb = errno;
+            same_long("read", ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes("read", buf_a, buf_b, (size_t)rb, -1);
+            break;
+        }
+        same_offset(a, b);
+    }
+    close(a);
+    close(b);
+}
+
+/* DIFFERENTIAL_CREATE: the served file is written first, by this process (a memory file
+ * system of the embedded mode lives in the process) */
+static void copy_into(const char *served, const char *native)
+{
+    int in = open_or_die(native), out = open(served, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0)
+        die(served);
+    char b[65536];
+    ssize_t n;
+    while ((n = read(in, b, sizeof b)) > 0)
+        if (write(out, b, (size_t)n) != n)
+            die(served);
+    if (n < 0 || close(out) < 0)
+        die(served);
+    close(in);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "child-read") == 0)
+        return child_read(atol(argv[2]));
+    if (argc != 7 && argc != 8) {
+        fprintf(stderr, "usage: differential stdio|syscalls|mmap|copy|child|aio SERVED NATIVE FIRST_SEED SEEDS OPS "
+                "[SCRATCH_SERVED]\n");
+        return 2;
+    }
+    self = realpath("/proc/self/exe", NULL);
+    trace = getenv("DIFFERENTIAL_TRACE") != NULL;
+    family = argv[1];
+    const char *served = argv[2], *native = argv[3];
+    long first = atol(argv[4]), seeds = atol(argv[5]), ops = atol(argv[6]);
+    struct stat st;
+    if (stat(native, &st) < 0)
+        die(native);
+    file_size = st.st_size;
+    if (getenv("DIFFERENTIAL_CREATE"))
+        copy_into(served, native);
+    if (stat(served, &st) < 0)
+        die(served);
+    if (st.st_size != file_size) {
+        printf("mismatch family=%s: size served %lld, native %lld\n", family, (long long)st.st_size,
+               (long long)file_size);
+        return 1;
+    }
+    buf_a = malloc(BUF);
+    buf_b = malloc(BUF);
+    /* copy_file_range's destinations: a file beside each (in the mount, when given) */
+    char scratch_a[4200], scratch_b[4200];
+    snprintf(scratch_b, sizeof scratch_b, "%s.scratch", native);
+    snprintf(scratch_a, sizeof scratch_a, "%s", argc == 8 ? argv[7] : "");
+    if (argc != 8)
+        snprintf(scratch_a, sizeof scratch_a, "%s.scratch-served", native);
+    for (seed_now = first; seed_now < first + seeds; seed_now++) {
+        rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)seed_now * 0x2545F4914F6CDD1Dull;
+        next();
+        if (strcmp(family, "stdio") == 0)
+            stdio_family(served, native, ops);
+        else if (strcmp(family, "syscalls") == 0)
+            syscalls_family(served, native, ops);
+        else if (strcmp(family, "mmap") == 0)
+            mmap_family(served, native, ops);
+        else if (strcmp(family, "copy") == 0)
+            copy_family(served, native, scratch_a, scratch_b, ops);
+        else if (strcmp(family, "child") == 0)
+            child_family(served, native, ops);
+        else if (strcmp(family, "aio") == 0)
+            aio_family(served, native, ops);
+        else {
+            fprintf(stderr, "differential: unknown family %s\n", family);
+            return 2;
+        }
+    }
+    printf("ok %s %ld %ld\n", family, seeds, ops);
+    return 0;
+}
