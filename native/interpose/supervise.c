@@ -160,6 +160,81 @@ static int hand_over(int sock, int listener)
     return syscall(SYS_recvfrom, sock, &ok, 1, 0, NULL, NULL) == 1 && ok == 1 ? 0 : -1;
 }
 
+/* The shadow (supervisor/shadow.c) of mount path abs: RUN_DIR/supervisor/INDEX/REST, INDEX
+ * the mount's place in LDPFUSE_MOUNTPOINTS (the supervisor's order too). 0, or -1. */
+static int shadow_of(const char *abs, char *out, size_t size)
+{
+    const char *rd = getenv("LDPFUSE_RUN_DIR");
+    for (int i = 0; rd && *rd && i < ldp_nmounts; i++) {
+        const struct mount *m = &ldp_mounts[i];
+        if (strncmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0')) {
+            int n = snprintf(out, size, "%s/supervisor/%d%s", rd, i, abs + m->len);
+            return n > 0 && (size_t)n < size ? 0 : -1;
+        }
+    }
+    return -1;
+}
+
+/* A program about to be supervised whose working directory is in a mount (ours: the
+ * kernel's is elsewhere): the kernel's becomes the directory's shadow, which the
+ * supervisor maps back to the mount path for the program's relative names, getcwd and
+ * its preloaded children (cwd_init). Made here if need be (the supervisor fills it when it
+ * is opened). A failed exec leaves the kernel's cwd there: ours stays the virtual one. */
+static void enter_shadow_cwd(void)
+{
+    char sp[PATH_MAX];
+    if (!ldp_cwd_virtual || ldp_cwd == NULL || shadow_of(ldp_cwd, sp, sizeof sp) < 0)
+        return;
+    for (char *p = sp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        syscall(SYS_mkdirat, AT_FDCWD, sp, 0700);
+        *p = '/';
+    }
+    syscall(SYS_mkdirat, AT_FDCWD, sp, 0700);
+    if (syscall(SYS_chdir, sp) != 0)
+        ldp_log(LOG_WARNING, "%s: the shadow of the working directory %s cannot be entered (%s): a supervised "
+                "program's relative names will not reach it", sp, ldp_cwd, strerror(errno));
+}
+
+int supervise_cwd_inherited(char *out, size_t size)
+{
+    const char *rd = getenv("LDPFUSE_RUN_DIR");
+    char real[PATH_MAX];
+    if (rd == NULL || *rd == '\0' || getenv("LDPFUSE_SUPERVISOR") == NULL ||
+        syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) != 2 || syscall(SYS_getcwd, real, sizeof real) <= 0)
+        return 0;
+    /* a supervised parent that chdir'd into a mount itself: the supervisor left its
+     * directory for us (supervisor/cwd.c), valid while the kernel's cwd is the one it saw */
+    char name[PATH_MAX], buf[2 * PATH_MAX + 2];
+    snprintf(name, sizeof name, "%s/supervisor/cwd/%d", rd, (int)syscall(SYS_getpid));
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, name, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+        syscall(SYS_close, fd);
+        syscall(SYS_unlinkat, AT_FDCWD, name, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        char *nl = strchr(buf, '\n');
+        if (nl && strcmp(nl + 1, real) == 0 && buf[0] == '/' && (size_t)(nl - buf) < size) {
+            memcpy(out, buf, (size_t)(nl - buf));
+            out[nl - buf] = '\0';
+            return 1;
+        }
+    }
+    /* the kernel's cwd is a shadow: the mount path it stands for */
+    size_t rl = strlen(rd);
+    if (strncmp(real, rd, rl) != 0 || strncmp(real + rl, "/supervisor/", 12) != 0)
+        return 0;
+    char *end;
+    const char *at = real + rl + 12;
+    long i = strtol(at, &end, 10);
+    if (end == at || i < 0 || i >= ldp_nmounts || (*end != '/' && *end != '\0'))
+        return 0;
+    int n = snprintf(out, size, "%s%s", ldp_mounts[i].point, end);
+    return n > 0 && (size_t)n < size;
+}
+
 int supervise_exec(const char *path)
 {
     const char *mode = getenv("LDPFUSE_SUPERVISE");
@@ -170,8 +245,10 @@ int supervise_exec(const char *path)
     int all = strcmp(mode, "all") == 0;
     /* every program: the launcher's command was supervised at its start (the supervisor's
      * exec role set LDPFUSE_SUPERVISED), and its filter came down to us */
-    if (all && getenv("LDPFUSE_SUPERVISED") && syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
+    if (all && getenv("LDPFUSE_SUPERVISED") && syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 2) {
+        enter_shadow_cwd();
         return 1;
+    }
     if (!all && (strcmp(mode, "auto") != 0 || !needs_supervision(path)))
         return 0;
     int saved = errno;
@@ -214,6 +291,8 @@ int supervise_exec(const char *path)
                 strerror(errno));
     }
     syscall(SYS_close, sock);
+    if (covered)
+        enter_shadow_cwd();
     errno = saved;
     return covered;
 }
