@@ -43,6 +43,9 @@ def die(msg, status=2):
 class ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         """argparse's complaint as one line (no usage block), exit status 2."""
+        if "required: FS" in message:   # nothing before '--' names the file system
+            die("no file system before '--': name one (path/to/file.py:Class, package.module:Class, "
+                "a fusepy script path/to/script.py, or -m MODULE)")
         die(" ".join(message.split()))
 
 
