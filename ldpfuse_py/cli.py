@@ -481,6 +481,12 @@ def main(argv=None):
         check_instance(ops, args.fs)
     except SpecError as e:
         die(str(e))
+    check = getattr(ops, "ldpfuse_start_check", None)
+    if callable(check):     # the class's own check that it can serve (a store that answers)
+        try:
+            check()
+        except BaseException as e:
+            die(f"{args.fs}: {one_line(e)}")
     if args.mode is None:
         args.mode = preferred_mode(cls)
     return launch(args, spec, point, own_env, cmd, die)
