@@ -40,14 +40,19 @@ static int hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* Does a note segment hold Go's build ID (name "Go", type 4: .note.go.buildid)? */
-static int go_note(int fd, const Elf64_Phdr *ph)
+/* Does a note segment hold Go's build ID (name "Go", type 4: .note.go.buildid)? head: the
+ * file's first bytes (got of them), where the notes of most programs lie. */
+static int go_note(int fd, const Elf64_Phdr *ph, const unsigned char *head, size_t got)
 {
-    unsigned char buf[4096];
-    if (ph->p_filesz > sizeof buf || ph->p_filesz < 12)
+    unsigned char own[4096];
+    const unsigned char *buf = head + ph->p_offset;
+    if (ph->p_filesz > sizeof own || ph->p_filesz < 12)
         return 0;
-    if (syscall(SYS_pread64, fd, buf, ph->p_filesz, (off_t)ph->p_offset) != (long)ph->p_filesz)
-        return 0;
+    if (ph->p_offset + ph->p_filesz > got) {
+        if (syscall(SYS_pread64, fd, own, ph->p_filesz, (off_t)ph->p_offset) != (long)ph->p_filesz)
+            return 0;
+        buf = own;
+    }
     for (size_t at = 0; at + 12 <= ph->p_filesz;) {
         Elf64_Nhdr nh;
         memcpy(&nh, buf + at, sizeof nh);
@@ -61,27 +66,35 @@ static int go_note(int fd, const Elf64_Phdr *ph)
 
 /* A program the preload cannot serve alone: an ELF executable without PT_INTERP
  * (statically linked: nothing loads us), or a Go program (its runtime makes its own system
- * calls, cgo or not). Set-ID programs are not: no_new_privs would drop what they run as. */
+ * calls, cgo or not). Set-ID programs are not: no_new_privs would drop what they run as.
+ * Asked at every exec of the command: one read of the file's first page answers it for
+ * most programs (the header, the program headers and the notes lie there). */
 static int needs_supervision(const char *path)
 {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     int needs = 0;
+    unsigned char head[4096] __attribute__((aligned(8)));
     Elf64_Ehdr eh;
-    Elf64_Phdr ph[64];
+    Elf64_Phdr phs[64];
+    const Elf64_Phdr *ph = phs;
     struct stat st;
-    if (syscall(SYS_pread64, fd, &eh, sizeof eh, 0) == (long)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 &&
-        eh.e_phnum <= 64 && syscall(SYS_fstat, fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID)) &&
-        syscall(SYS_pread64, fd, ph, sizeof(Elf64_Phdr) * eh.e_phnum, (off_t)eh.e_phoff) ==
-            (long)(sizeof(Elf64_Phdr) * eh.e_phnum)) {
+    long got = syscall(SYS_pread64, fd, head, sizeof head, 0);
+    if (got >= (long)sizeof eh)
+        memcpy(&eh, head, sizeof eh);
+    size_t table = got >= (long)sizeof eh ? sizeof(Elf64_Phdr) * eh.e_phnum : 0;
+    if (got >= (long)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum <= 64 &&
+        syscall(SYS_fstat, fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID)) &&
+        (eh.e_phoff + table <= (size_t)got ? (memcpy(phs, head + eh.e_phoff, table), 1)
+                                           : syscall(SYS_pread64, fd, phs, table, (off_t)eh.e_phoff) == (long)table)) {
         int interp = 0;
         for (int i = 0; i < eh.e_phnum; i++)
             interp |= ph[i].p_type == PT_INTERP;
         needs = !interp;
         for (int i = 0; i < eh.e_phnum && !needs; i++)
-            needs = ph[i].p_type == PT_NOTE && go_note(fd, &ph[i]);
+            needs = ph[i].p_type == PT_NOTE && go_note(fd, &ph[i], head, (size_t)got);
     }
     syscall(SYS_close, fd);
     return needs;
