@@ -2,7 +2,7 @@
 
     ldpfuse-run [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared]
                 [--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict]
-                [--supervise]
+                [--no-supervise]
                 FS [FS_ARG...] -- COMMAND [ARG...]
     ldpfuse-run [options] -m MODULE [ARG...] -- COMMAND [ARG...]
 
@@ -43,6 +43,9 @@ def die(msg, status=2):
 class ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         """argparse's complaint as one line (no usage block), exit status 2."""
+        if "required: FS" in message:   # nothing before '--' names the file system
+            die("no file system before '--': name one (path/to/file.py:Class, package.module:Class, "
+                "a fusepy script path/to/script.py, or -m MODULE)")
         die(" ".join(message.split()))
 
 
@@ -50,7 +53,7 @@ def parser():
     p = ArgumentParser(
         prog=PROG,
         usage="%(prog)s [--mountpoint DIR] [-o KEY=VALUE]... [--mode embedded|shared] "
-              "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] [--supervise] FS [FS_ARG...] -- COMMAND [ARG...]\n"
+              "[--log-level LEVEL] [--log-file FILE] [--trace] [--stats] [--watch-escapes | --strict] [--no-supervise] FS [FS_ARG...] -- COMMAND [ARG...]\n"
               "       %(prog)s [options] -m MODULE [ARG...] -- COMMAND [ARG...]",
         description="Run COMMAND (and every process it starts) with the file system FS mounted "
                     "at DIR, served in-process by an LD_PRELOAD library: no FUSE, no root.")
@@ -81,11 +84,12 @@ def parser():
                    help="--watch-escapes, but a call outside libc on a mount path fails with EIO, "
                         "a statically linked or set-ID program is not started (EPERM), and "
                         "ldpfuse-run names the escapes at the end and exits nonzero")
-    p.add_argument("--supervise", action="store_true",
-                   help="serve the programs the preload cannot reach, statically linked ones "
-                        "(busybox-static, CGO_ENABLED=0 Go) and Go programs, from outside: their "
-                        "path calls are stopped by a seccomp filter and answered by "
-                        "ldpfuse-supervisor (docs/supervisor.md)")
+    p.add_argument("--no-supervise", dest="supervise", action="store_false", default=True,
+                   help="do not serve the programs the preload cannot reach (statically linked: "
+                        "busybox-static, CGO_ENABLED=0 Go; and Go programs): by default their path "
+                        "calls are stopped by a seccomp filter and answered by ldpfuse-supervisor "
+                        "(docs/supervisor.md); without it they do not see the mount")
+    p.add_argument("--supervise", action="store_true", default=True, help=argparse.SUPPRESS)   # the default now
     p.add_argument("fs", metavar="FS", help="path/to/file.py:ClassName, package.module:ClassName, "
                                             "or a fusepy script path/to/script.py (its FUSE() call "
                                             "gives the mount point and options)")
@@ -477,6 +481,12 @@ def main(argv=None):
         check_instance(ops, args.fs)
     except SpecError as e:
         die(str(e))
+    check = getattr(ops, "ldpfuse_start_check", None)
+    if callable(check):     # the class's own check that it can serve (a store that answers)
+        try:
+            check()
+        except BaseException as e:
+            die(f"{args.fs}: {one_line(e)}")
     if args.mode is None:
         args.mode = preferred_mode(cls)
     return launch(args, spec, point, own_env, cmd, die)
@@ -632,9 +642,9 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     if (args.mode or "shared") == "shared" or not script:
         run_dir.make(env, "LDPFUSE_ALLOW_OTHER" in own_env)     # removed at exit (exit_as)
     record = escapes.configure(args, env)
-    if args.supervise:
-        env["LDPFUSE_SUPERVISE"] = "auto"
-    supervised = env.get("LDPFUSE_SUPERVISE") in ("auto", "all")
+    from . import supervisor
+
+    supervised = supervisor.configure(env, args.supervise)
     if record:
         reason = unreachable_reason(argv_exec[0])
         if reason and not (supervised and reason == "statically linked"):

@@ -192,6 +192,12 @@ class LdpFuse:
         return spec
 
     @staticmethod
+    def _is_script(spec: str) -> bool:
+        from .fs_loader import is_script_spec
+
+        return is_script_spec(spec)
+
+    @staticmethod
     def _defining_file(cls: type) -> str:
         if "." in cls.__qualname__ or "<locals>" in cls.__qualname__:
             raise TypeError(f"ldpfuse.mount(): {cls.__qualname__} must be defined at the top "
@@ -214,6 +220,10 @@ class LdpFuse:
         # made absolute, as ldpfuse-run does (the commands run in the fixture's directory)
         args = [os.path.abspath(a) if not os.path.isabs(a) and os.path.exists(a) else a
                 for a in map(os.fspath, fs_args)]
+        if not args and not lead and self._is_script(spec):
+            # a fusepy script alone: it takes its mount point as `script.py MOUNTPOINT`
+            # (sys.argv[1]) as under FUSE; the mount is where ldpfuse-run puts it
+            args = [str(point.absolute())]
         return Mount(self, spec, [*lead, *args], point.absolute(), options,
                      log_level, trace, mode)
 

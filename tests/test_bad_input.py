@@ -88,6 +88,16 @@ def test_missing_command_after_double_dash_exits_2(ws):
     assert_refused(ws, r)
 
 
+@pytest.mark.parametrize("before", [[], ["--mountpoint", "MNT"]], ids=["nothing", "mountpoint-only"])
+def test_no_file_system_before_double_dash_says_the_file_system_is_missing(ws, before):
+    """`ldpfuse-run -- true` said "FS_ARG is required", when the file system itself is what
+    is missing (issue 35, item 5)."""
+    cmd = marker_cmd(ws)
+    r = ldpfuse(ws, *[ws.mnt if a == "MNT" else a for a in before], "--", *cmd)
+    assert_refused(ws, r, "no file system")
+    assert "FS_ARG" not in r.stderr, r.describe()
+
+
 @pytest.mark.parametrize("command", ["no-such-command-ldpfuse-test", "/nonexistent/bin/prog"])
 def test_nonexistent_command_exits_127(ws, command):
     ws.marker = ws.tmp / "command-ran"

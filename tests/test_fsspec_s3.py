@@ -447,9 +447,7 @@ print([(r[len(d):], sorted(fs)) for r, _, fs in os.walk(d)])
         assert (lower / "sub" / "c.txt").read_text() == "alpha\n" * 1000 + "tail\n"
 
 
-def test_a_store_without_credentials_gives_eio_and_logs_the_stores_error(moto, tmp_path):
-    """No credentials anywhere: the program sees EIO (the store's error has no errno), and
-    the log says what the store said, so the user knows what to fix."""
+def no_credentials_env(tmp_path):
     env = base_env(HOME=tmp_path, AWS_CONFIG_FILE=tmp_path / "none",
                    AWS_SHARED_CREDENTIALS_FILE=tmp_path / "none",
                    AWS_EC2_METADATA_DISABLED="true")   # never ask an instance metadata address
@@ -457,10 +455,34 @@ def test_a_store_without_credentials_gives_eio_and_logs_the_stores_error(moto, t
             "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_EC2_METADATA_DISABLED")]:
         del env[key]
     env["AWS_DEFAULT_REGION"] = "us-east-1"
-    log = tmp_path / "ldpfuse.log"
-    mnt = tmp_path / "mnt"
-    r = run_ldp(FSSPEC_FS, [f"s3://{moto.new_bucket()}/p"], ["cat", mnt / "f"], mnt,
-                options={"endpoint_url": moto.endpoint}, env=env, log_file=log)
-    assert r.returncode != 0 and "Input/output error" in r.stderr, r.describe()
-    text = log.read_text() if log.exists() else ""
-    assert "the store failed, the caller gets EIO: NoCredentialsError" in text, r.describe() + text
+    return env
+
+
+def assert_refused_at_start(r, marker, *words):
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.describe()
+    for word in words:
+        assert word in lines[0], r.describe()
+    assert not marker.exists(), "the command ran although the store cannot be used"
+
+
+def test_a_store_without_credentials_is_one_line_and_exit_2_before_the_command(moto, tmp_path):
+    """No credentials anywhere: ldpfuse-run asks the store for the mount's root before it
+    starts the command, and says what the store said (it started the command, and every
+    call failed with EIO: issue 35 item 5)."""
+    mnt, marker = tmp_path / "mnt", tmp_path / "ran"
+    r = run_ldp(FSSPEC_FS, [f"s3://{moto.new_bucket()}/p"], ["touch", marker], mnt,
+                options={"endpoint_url": moto.endpoint}, env=no_credentials_env(tmp_path))
+    assert_refused_at_start(r, marker, "cannot use the store", "NoCredentialsError")
+
+
+def test_an_endpoint_where_nothing_listens_is_one_line_and_exit_2_before_the_command(tmp_path):
+    import socket
+
+    with socket.socket() as s:      # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
+        mnt, marker = tmp_path / "mnt", tmp_path / "ran"
+        r = run_ldp(FSSPEC_FS, ["s3://bucket/p"], ["touch", marker], mnt,
+                    options={"endpoint_url": endpoint}, env=base_env(**CREDENTIALS), timeout=120)
+    assert_refused_at_start(r, marker, "cannot use the store", endpoint)

@@ -130,6 +130,14 @@ def test_a_fusepy_script_through_the_fixture(ldpfuse):
     assert r.stdout == "alpha\n", r.stderr
 
 
+def test_a_fusepy_script_alone_gets_the_mount_point_as_its_argument(ldpfuse):
+    """fusepy's scripts take `script.py MOUNTPOINT` (sys.argv[1]): mount("script.py") with no
+    argument failed with an IndexError in the script (issue 35, item 5)."""
+    m = ldpfuse.mount(SCRIPTS / "memory.py")
+    r = m.run(["sh", "-c", f'echo hi > {m}/f && cat {m}/f && ls {m}'])
+    assert (r.returncode, r.stdout) == (0, "hi\nf\n"), r.stderr + m.log()
+
+
 def test_what_cannot_be_mounted_says_why(ldpfuse):
     with pytest.raises(TypeError, match="must pickle"):
         ldpfuse.mount(WithLock())

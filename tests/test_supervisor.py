@@ -2,11 +2,13 @@
 docs/supervisor.md).
 
 busybox-static and Go programs (CGO_ENABLED=0, statically linked; and with cgo, linked
-dynamically, whose runtime still makes its own system calls) run under `--supervise` on a
-loopback and a memory mount, and must print what they print on a native directory, leave
-the same tree in the lower directory, and see what preloaded programs wrote (and the
-reverse). Without --supervise they do not see the mount at all (the control), and under
---strict what the supervisor does not serve fails with EIO and is named at the end."""
+dynamically, whose runtime still makes its own system calls) run under ldpfuse-run with no
+flag (supervision is the default: issue 35) on a loopback and a memory mount, and must print
+what they print on a native directory, leave the same tree in the lower directory, and see
+what preloaded programs wrote (and the reverse), with their working directory in the mount
+too (a shell's `cd`, their own chdir, `tar -C`, `go build` in a module there). With
+--no-supervise they do not see the mount at all (the control), and under --strict what the
+supervisor does not serve fails with EIO and is named at the end."""
 
 import os
 import shutil
@@ -97,7 +99,6 @@ def go_cgo(tmp_path_factory):
     return build_go(tmp_path_factory, cgo=True)
 
 
-SUPERVISE = {"LDPFUSE_SUPERVISE": "auto"}     # what --supervise sets (the env form reaches run_ldp)
 
 
 def hello(d):
@@ -108,9 +109,8 @@ def hello(d):
 
 # every call busybox makes below is its own (its applets run in the shell's process or a
 # fork of it): cat, ls, find, sed -i (mkstemp + rename), cp -r out of the mount, ln -s and
-# readlink, chmod and stat, mv, rm -r; $O is outside the mount (continued calls). No `cd`
-# into the mount: the kernel cannot chdir a process into a directory that does not exist
-# (docs/supervisor.md)
+# readlink, chmod and stat, mv, rm -r; $O is outside the mount (continued calls). The
+# working directory in the mount: BUSYBOX_CWD_SCRIPT
 BUSYBOX_SCRIPT = r"""
 set -e
 echo one > "$D/a"
@@ -145,7 +145,7 @@ ls -1 "$D"
 def test_busybox_static_reads_writes_and_lists_the_mount_as_a_native_directory(ws, busybox, fs):
     if fs == LOOPBACK:
         ws.populate(hello)
-    ws.compare([busybox, "sh", "-c", BUSYBOX_SCRIPT], fs=fs, env_extra=SUPERVISE)
+    ws.compare([busybox, "sh", "-c", BUSYBOX_SCRIPT], fs=fs)
 
 
 def test_a_static_program_exec_d_by_a_preloaded_shell_is_supervised(ws, busybox):
@@ -153,8 +153,7 @@ def test_a_static_program_exec_d_by_a_preloaded_shell_is_supervised(ws, busybox)
     command here is not the static program)."""
     ws.populate(hello)
     ws.compare(["sh", "-c", f'{busybox} cat "$D/hello" "$D/sub/inner"; {busybox} ls "$D"; '
-                            f'{busybox} sh -c \'echo x > "$D/new"\'; cat "$D/new"'],
-               env_extra=SUPERVISE)
+                            f'{busybox} sh -c \'echo x > "$D/new"\'; cat "$D/new"'])
 
 
 @pytest.mark.parametrize("how", ["posix_spawn", "posix_spawnp"])
@@ -169,21 +168,90 @@ def test_a_static_program_started_with_posix_spawn_is_supervised(ws, busybox, ho
               f"for args in (['cat', d + '/hello'], ['ls', d]):\n"
               f"    pid = os.{how}({program!r}, ['busybox', *args], dict(os.environ))\n"
               f"    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)\n")
-    ws.compare_py(script, env_extra=SUPERVISE)
+    ws.compare_py(script)
+
+
+EMBEDDED_MEMORY = ("--mode embedded: each process has a memory file system of its own (the supervisor's "
+                   "for supervised ones), so the preloaded and the supervised programs of the script "
+                   "see different trees (docs/processes-and-modes.md)")
+
+
+# the working directory in the mount (issue 31 item 5, issue 35 item 2): busybox's own
+# `cd` (a chdir the supervisor answers and keeps), relative names from there, `cd ..` out of
+# the mount and back, pwd, a preloaded program started from there (ls: it inherits the
+# directory), tar -C into and out of the mount, cp -a; $O is outside the mount
+BUSYBOX_CWD_SCRIPT = r"""
+set -e
+cd "$D"
+echo rel > x
+cat x hello
+ls
+mkdir -p t/u && cd t/u && echo deep > y && cd ../..
+cat t/u/y
+busybox pwd | sed "s|^$D|D|"
+/bin/ls -1 . t
+cd sub && cat inner && cd ..
+cd .. && ls -1 "$(basename "$D")" && cd "$D"
+busybox tar -cf "$O/from.tar" hello sub t
+busybox tar -tf "$O/from.tar" | sort
+mkdir "$O/src" && echo s > "$O/src/s" && busybox tar -C "$O" -cf "$O/src.tar" src
+busybox tar -C "$D/t" -xf "$O/src.tar"
+cat t/src/s
+busybox cp -a sub t/copied && ls -1 t/copied && cat t/copied/inner
+busybox cp -a "$D/t" "$O/t-out" && find "$O/t-out" | sort | sed "s|^$O|O|"
+rm -r t x
+ls -1
+"""
+
+
+@pytest.mark.parametrize("fs", BOTH)
+def test_busybox_static_with_its_working_directory_in_the_mount(ws, busybox, fs):
+    if fs == MEMORY and LDP_MODE == "embedded":
+        pytest.skip(EMBEDDED_MEMORY)
+    ws.compare([busybox, "sh", "-c", 'mkdir -p "$D/sub" && echo "hello world" > "$D/hello" && '
+                                     'echo inner > "$D/sub/inner"\n' + BUSYBOX_CWD_SCRIPT], fs=fs,
+               tree_ignore=("from.tar", "src.tar"))     # their headers hold the times of each run
+
+
+@pytest.mark.parametrize("fs", BOTH)
+def test_a_static_program_started_from_a_preloaded_shell_in_the_mount_uses_that_directory(ws, busybox, fs):
+    """`bash -c 'cd /mnt/m && busybox-static touch x'` created x outside the mount (issue 31
+    item 5): the shell's directory is the preload's, the kernel's is elsewhere."""
+    if fs == MEMORY and LDP_MODE == "embedded":
+        pytest.skip(EMBEDDED_MEMORY)
+    ws.compare_sh(f"""
+mkdir -p "$D/sub"; echo "hello world" > "$D/hello"
+cd "$D"
+{busybox} touch x; {busybox} ls; {busybox} cat hello
+cd sub
+{busybox} sh -c 'echo made > y; [ "$(pwd)" = "$D/sub" ] && echo pwd-ok; cat ../hello'
+cat y; ls ..
+""", fs=fs)
+
+
+@pytest.mark.parametrize("fs", BOTH)
+def test_go_programs_with_their_working_directory_in_the_mount(ws, go_static, go_cgo, fs):
+    """A static and a cgo Go program walk "." from a working directory in the mount (os.Getwd
+    included: the walk's names are relative)."""
+    if fs == MEMORY and LDP_MODE == "embedded":
+        pytest.skip(EMBEDDED_MEMORY)
+    if fs == LOOPBACK:
+        ws.populate(hello)
+    ws.compare(["bash", "-c", f'set -e; mkdir -p "$D/w"; cd "$D/w"; {go_static} .; {go_cgo} .'], fs=fs)
 
 
 @pytest.mark.parametrize("fs", BOTH)
 def test_a_static_go_program_sees_the_mount_as_a_native_directory(ws, go_static, fs):
     if fs == LOOPBACK:
         ws.populate(hello)
-    ws.compare(["sh", "-c", f'exec {go_static} "$D"'], fs=fs, env_extra=SUPERVISE)
+    ws.compare(["sh", "-c", f'exec {go_static} "$D"'], fs=fs)
 
 
 @pytest.mark.parametrize("fs", BOTH)
 def test_a_cgo_go_program_sees_the_mount_as_a_native_directory(ws, go_cgo, fs):
     if fs == LOOPBACK:
         ws.populate(hello)
-    ws.compare(["sh", "-c", f'exec {go_cgo} "$D"'], fs=fs, env_extra=SUPERVISE)
+    ws.compare(["sh", "-c", f'exec {go_cgo} "$D"'], fs=fs)
 
 
 def test_preloaded_and_supervised_programs_see_each_other_s_writes(ws, busybox):
@@ -202,7 +270,7 @@ def test_preloaded_and_supervised_programs_see_each_other_s_writes(ws, busybox):
                 'echo from sh > "$D/s"\n'
                 f'{busybox} cat "$D/s"\n'
                 f'{busybox} stat -c %s "$D/s"\n'],
-               fs=fs, env_extra=SUPERVISE)
+               fs=fs)
 
 
 def ldp(ws, *flags, cmd, fs=LOOPBACK):
@@ -216,28 +284,31 @@ def ldp(ws, *flags, cmd, fs=LOOPBACK):
     return run(argv, timeout=90, cwd=ws.tmp, env=env)
 
 
-def test_without_supervise_a_static_program_does_not_see_the_mount(ws, busybox):
-    """The control: the flag is what makes the difference."""
+def test_a_static_program_sees_the_mount_with_no_flag_and_not_with_no_supervise(ws, busybox):
+    """The control: supervision is the default, --no-supervise is what takes it away (and
+    --supervise, the old flag, is still accepted)."""
     ws.populate(hello)
     r = ldp(ws, cmd=[busybox, "cat", f"{ws.mnt}/hello"])
+    assert (r.returncode, r.stdout) == (0, "hello world\n"), r.describe()
+    r = ldp(ws, "--no-supervise", cmd=[busybox, "cat", f"{ws.mnt}/hello"])
     assert r.returncode != 0 and "No such file or directory" in r.stderr, r.describe()
     r = ldp(ws, "--supervise", cmd=[busybox, "cat", f"{ws.mnt}/hello"])
     assert (r.returncode, r.stdout) == (0, "hello world\n"), r.describe()
 
 
 def test_strict_supervises_a_static_command_and_fails_what_it_cannot_serve_with_eio(ws, busybox):
-    """--strict refuses a static command unless it is supervised; supervised, a call the
-    supervisor does not serve (chdir into the mount) fails with EIO, and the launcher names
-    it and exits nonzero."""
+    """--strict refuses a static command when it is not supervised (--no-supervise);
+    supervised, a call the supervisor does not serve (mknod in the mount) fails with EIO,
+    and the launcher names it and exits nonzero."""
     ws.populate(hello)
-    r = ldp(ws, "--strict", cmd=[busybox, "cat", f"{ws.mnt}/hello"])
+    r = ldp(ws, "--strict", "--no-supervise", cmd=[busybox, "cat", f"{ws.mnt}/hello"])
     assert r.returncode == 126 and "statically linked" in r.stderr, r.describe()
-    r = ldp(ws, "--strict", "--supervise", cmd=[busybox, "cat", f"{ws.mnt}/hello"])
+    r = ldp(ws, "--strict", cmd=[busybox, "cat", f"{ws.mnt}/hello"])
     assert (r.returncode, r.stdout) == (0, "hello world\n"), r.describe()
-    r = ldp(ws, "--strict", "--supervise", cmd=[busybox, "sh", "-c", f'cd "{ws.mnt}/sub" && echo in'])
-    assert r.returncode != 0 and r.stdout == "", r.describe()     # busybox sh: 2
+    r = ldp(ws, "--strict", cmd=[busybox, "sh", "-c", f'mkfifo "{ws.mnt}/sub/fifo" && echo made'])
+    assert r.returncode != 0 and r.stdout == "", r.describe()
     assert "Input/output error" in r.stderr, r.describe()
-    assert "chdir on" in r.stderr and "refused with EIO (--strict)" in r.stderr, r.describe()
+    assert "mknod" in r.stderr and "refused with EIO (--strict)" in r.stderr, r.describe()
 
 
 def test_a_supervised_process_that_became_another_user_is_refused(ws, busybox):
@@ -251,7 +322,7 @@ def test_a_supervised_process_that_became_another_user_is_refused(ws, busybox):
     ws.populate(hello)
     script = (f'{setpriv} --reuid=65534 --regid=65534 --clear-groups {busybox} head -1 /etc/passwd; '
               f'{setpriv} --reuid=65534 --regid=65534 --clear-groups {busybox} cat "{ws.mnt}/hello"')
-    r = ldp(ws, "--supervise", cmd=[busybox, "sh", "-c", script])
+    r = ldp(ws, cmd=[busybox, "sh", "-c", script])
     assert r.stdout.startswith("root:"), r.describe()     # outside the mount: as natively
     assert "Permission denied" in r.stderr, r.describe()
 
@@ -282,8 +353,14 @@ def go_env(tmp_path_factory):
     if go is None:
         missing("go (not on PATH nor in /usr/local/go)")
     d = tmp_path_factory.mktemp("gobuild")
-    return go, {"GOCACHE": d / "cache", "GOPATH": d / "path", "GOTOOLCHAIN": "local",
-                "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    env = {"GOCACHE": d / "cache", "GOPATH": d / "path", "GOTOOLCHAIN": "local",
+           "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    # the standard library's packages compiled once, here, with time for it: the
+    # comparisons then time the builds of the program, natively and in the mount
+    r = run([go, "build", "-trimpath", "-o", os.devnull, "."], timeout=900, cwd=PROGRAMS / "go_walk",
+            env=base_env(HOME=d, **env))
+    assert r.returncode == 0, r.describe()
+    return go, env
 
 
 @pytest.mark.parametrize("fs", BOTH)
@@ -303,7 +380,25 @@ def test_go_build_of_sources_in_the_mount_writes_a_program_that_runs(ws, go_env,
     src = PROGRAMS / "go_walk"
     ws.compare(["sh", "-c", f'mkdir "$D/src" "$D/w" && cp {src}/main.go "$D/src/" && '
                             f'{go} build -trimpath -o "$D/prog" "$D/src/main.go" && ls "$D" && "$D/prog" "$D/w"'],
-               fs=fs, env_extra={**SUPERVISE, **env}, timeout=300)
+               fs=fs, env_extra=env, timeout=300)
+
+
+@pytest.mark.parametrize("fs", BOTH)
+def test_go_build_in_a_module_in_the_mount(ws, go_env, fs):
+    """`cd` into a module in the mount and `go build` there (it looks for go.mod from its
+    working directory, and runs the compiler with the package's directory as its own):
+    `go.mod file not found` before (issue 35 item 2). The program it writes runs from there."""
+    go, env = go_env
+    if fs == MEMORY and LDP_MODE == "embedded":
+        pytest.skip("--mode embedded: each process has a memory file system of its own (the "
+                    "supervisor's for supervised ones), so sh's cp and go build see different "
+                    "trees (docs/processes-and-modes.md)")
+    if fs == LOOPBACK:
+        ws.populate(hello)
+    src = PROGRAMS / "go_walk"
+    ws.compare(["bash", "-c", f'set -e; mkdir -p "$D/mod/w"; cp {src}/main.go {src}/go.mod "$D/mod/"; cd "$D/mod"; '
+                              f'{go} build -trimpath -o prog . && ls && ./prog w'],
+               fs=fs, env_extra=env, timeout=300)
 
 
 @pytest.mark.skipif(LDP_MODE == "embedded",
@@ -315,7 +410,7 @@ def test_a_stuck_file_system_fails_a_supervised_call_with_eio_and_serving_goes_o
     held for ever), and the next supervised program is served."""
     from conftest import FS_FIXTURES, run_ldp
 
-    env = ws.env(ws.mnt, ws.ldp_out, **SUPERVISE)
+    env = ws.env(ws.mnt, ws.ldp_out)
     r = run_ldp(f"{FS_FIXTURES / 'faulty.py'}:GetattrBlocksForeverThreadSafe", [],
                 ["sh", "-c", f'{busybox} cat "$D/stuck"; echo "stuck $?"; {busybox} cat "$D/f"; echo "f $?"'],
                 ws.mnt, options={"op_timeout": 2}, cwd=ws.tmp, env=env, timeout=120)

@@ -445,6 +445,21 @@ class FsspecFS(Operations):
         protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
         self.markers = not {"file", "local", "memory"} & set(protocols)  # keeps no empty dirs
 
+    def ldpfuse_start_check(self):
+        """Called once by ldpfuse-run before the command starts (never in the processes it
+        serves): the store must answer for the mount's root. A store that cannot be
+        reached or will not let us in (no credentials, nothing listening at the endpoint)
+        is one line and exit status 2, as any bad input, instead of EIO at every call; a
+        root that does not exist yet (an empty prefix, a bucket the command makes) or that
+        we may not read is the command's to meet."""
+        try:
+            self.fs.info(self.root)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            pass
+        except Exception as e:
+            raise RuntimeError(f"{self.url}: cannot use the store: {type(e).__name__}: "
+                               f"{' '.join(str(e).split())}") from None
+
     # --------------------------------------------------------------- the store
     @property
     def fs(self):

@@ -40,14 +40,19 @@ static int hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* Does a note segment hold Go's build ID (name "Go", type 4: .note.go.buildid)? */
-static int go_note(int fd, const Elf64_Phdr *ph)
+/* Does a note segment hold Go's build ID (name "Go", type 4: .note.go.buildid)? head: the
+ * file's first bytes (got of them), where the notes of most programs lie. */
+static int go_note(int fd, const Elf64_Phdr *ph, const unsigned char *head, size_t got)
 {
-    unsigned char buf[4096];
-    if (ph->p_filesz > sizeof buf || ph->p_filesz < 12)
+    unsigned char own[4096];
+    const unsigned char *buf = head + ph->p_offset;
+    if (ph->p_filesz > sizeof own || ph->p_filesz < 12)
         return 0;
-    if (syscall(SYS_pread64, fd, buf, ph->p_filesz, (off_t)ph->p_offset) != (long)ph->p_filesz)
-        return 0;
+    if (ph->p_offset + ph->p_filesz > got) {
+        if (syscall(SYS_pread64, fd, own, ph->p_filesz, (off_t)ph->p_offset) != (long)ph->p_filesz)
+            return 0;
+        buf = own;
+    }
     for (size_t at = 0; at + 12 <= ph->p_filesz;) {
         Elf64_Nhdr nh;
         memcpy(&nh, buf + at, sizeof nh);
@@ -61,27 +66,35 @@ static int go_note(int fd, const Elf64_Phdr *ph)
 
 /* A program the preload cannot serve alone: an ELF executable without PT_INTERP
  * (statically linked: nothing loads us), or a Go program (its runtime makes its own system
- * calls, cgo or not). Set-ID programs are not: no_new_privs would drop what they run as. */
+ * calls, cgo or not). Set-ID programs are not: no_new_privs would drop what they run as.
+ * Asked at every exec of the command: one read of the file's first page answers it for
+ * most programs (the header, the program headers and the notes lie there). */
 static int needs_supervision(const char *path)
 {
     int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     int needs = 0;
+    unsigned char head[4096] __attribute__((aligned(8)));
     Elf64_Ehdr eh;
-    Elf64_Phdr ph[64];
+    Elf64_Phdr phs[64];
+    const Elf64_Phdr *ph = phs;
     struct stat st;
-    if (syscall(SYS_pread64, fd, &eh, sizeof eh, 0) == (long)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 &&
-        eh.e_phnum <= 64 && syscall(SYS_fstat, fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID)) &&
-        syscall(SYS_pread64, fd, ph, sizeof(Elf64_Phdr) * eh.e_phnum, (off_t)eh.e_phoff) ==
-            (long)(sizeof(Elf64_Phdr) * eh.e_phnum)) {
+    long got = syscall(SYS_pread64, fd, head, sizeof head, 0);
+    if (got >= (long)sizeof eh)
+        memcpy(&eh, head, sizeof eh);
+    size_t table = got >= (long)sizeof eh ? sizeof(Elf64_Phdr) * eh.e_phnum : 0;
+    if (got >= (long)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum <= 64 &&
+        syscall(SYS_fstat, fd, &st) == 0 && !(st.st_mode & (S_ISUID | S_ISGID)) &&
+        (eh.e_phoff + table <= (size_t)got ? (memcpy(phs, head + eh.e_phoff, table), 1)
+                                           : syscall(SYS_pread64, fd, phs, table, (off_t)eh.e_phoff) == (long)table)) {
         int interp = 0;
         for (int i = 0; i < eh.e_phnum; i++)
             interp |= ph[i].p_type == PT_INTERP;
         needs = !interp;
         for (int i = 0; i < eh.e_phnum && !needs; i++)
-            needs = ph[i].p_type == PT_NOTE && go_note(fd, &ph[i]);
+            needs = ph[i].p_type == PT_NOTE && go_note(fd, &ph[i], head, (size_t)got);
     }
     syscall(SYS_close, fd);
     return needs;
@@ -160,6 +173,81 @@ static int hand_over(int sock, int listener)
     return syscall(SYS_recvfrom, sock, &ok, 1, 0, NULL, NULL) == 1 && ok == 1 ? 0 : -1;
 }
 
+/* The shadow (supervisor/shadow.c) of mount path abs: RUN_DIR/supervisor/INDEX/REST, INDEX
+ * the mount's place in LDPFUSE_MOUNTPOINTS (the supervisor's order too). 0, or -1. */
+static int shadow_of(const char *abs, char *out, size_t size)
+{
+    const char *rd = getenv("LDPFUSE_RUN_DIR");
+    for (int i = 0; rd && *rd && i < ldp_nmounts; i++) {
+        const struct mount *m = &ldp_mounts[i];
+        if (strncmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0')) {
+            int n = snprintf(out, size, "%s/supervisor/%d%s", rd, i, abs + m->len);
+            return n > 0 && (size_t)n < size ? 0 : -1;
+        }
+    }
+    return -1;
+}
+
+/* A program about to be supervised whose working directory is in a mount (ours: the
+ * kernel's is elsewhere): the kernel's becomes the directory's shadow, which the
+ * supervisor maps back to the mount path for the program's relative names, getcwd and
+ * its preloaded children (cwd_init). Made here if need be (the supervisor fills it when it
+ * is opened). A failed exec leaves the kernel's cwd there: ours stays the virtual one. */
+static void enter_shadow_cwd(void)
+{
+    char sp[PATH_MAX];
+    if (!ldp_cwd_virtual || ldp_cwd == NULL || shadow_of(ldp_cwd, sp, sizeof sp) < 0)
+        return;
+    for (char *p = sp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        syscall(SYS_mkdirat, AT_FDCWD, sp, 0700);
+        *p = '/';
+    }
+    syscall(SYS_mkdirat, AT_FDCWD, sp, 0700);
+    if (syscall(SYS_chdir, sp) != 0)
+        ldp_log(LOG_WARNING, "%s: the shadow of the working directory %s cannot be entered (%s): a supervised "
+                "program's relative names will not reach it", sp, ldp_cwd, strerror(errno));
+}
+
+int supervise_cwd_inherited(char *out, size_t size)
+{
+    const char *rd = getenv("LDPFUSE_RUN_DIR");
+    char real[PATH_MAX];
+    if (rd == NULL || *rd == '\0' || getenv("LDPFUSE_SUPERVISOR") == NULL ||
+        syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) != 2 || syscall(SYS_getcwd, real, sizeof real) <= 0)
+        return 0;
+    /* a supervised parent that chdir'd into a mount itself: the supervisor left its
+     * directory for us (supervisor/cwd.c), valid while the kernel's cwd is the one it saw */
+    char name[PATH_MAX], buf[2 * PATH_MAX + 2];
+    snprintf(name, sizeof name, "%s/supervisor/cwd/%d", rd, (int)syscall(SYS_getpid));
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, name, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+        syscall(SYS_close, fd);
+        syscall(SYS_unlinkat, AT_FDCWD, name, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        char *nl = strchr(buf, '\n');
+        if (nl && strcmp(nl + 1, real) == 0 && buf[0] == '/' && (size_t)(nl - buf) < size) {
+            memcpy(out, buf, (size_t)(nl - buf));
+            out[nl - buf] = '\0';
+            return 1;
+        }
+    }
+    /* the kernel's cwd is a shadow: the mount path it stands for */
+    size_t rl = strlen(rd);
+    if (strncmp(real, rd, rl) != 0 || strncmp(real + rl, "/supervisor/", 12) != 0)
+        return 0;
+    char *end;
+    const char *at = real + rl + 12;
+    long i = strtol(at, &end, 10);
+    if (end == at || i < 0 || i >= ldp_nmounts || (*end != '/' && *end != '\0'))
+        return 0;
+    int n = snprintf(out, size, "%s%s", ldp_mounts[i].point, end);
+    return n > 0 && (size_t)n < size;
+}
+
 int supervise_exec(const char *path)
 {
     const char *mode = getenv("LDPFUSE_SUPERVISE");
@@ -170,8 +258,10 @@ int supervise_exec(const char *path)
     int all = strcmp(mode, "all") == 0;
     /* every program: the launcher's command was supervised at its start (the supervisor's
      * exec role set LDPFUSE_SUPERVISED), and its filter came down to us */
-    if (all && getenv("LDPFUSE_SUPERVISED") && syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
+    if (all && getenv("LDPFUSE_SUPERVISED") && syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 2) {
+        enter_shadow_cwd();
         return 1;
+    }
     if (!all && (strcmp(mode, "auto") != 0 || !needs_supervision(path)))
         return 0;
     int saved = errno;
@@ -214,6 +304,8 @@ int supervise_exec(const char *path)
                 strerror(errno));
     }
     syscall(SYS_close, sock);
+    if (covered)
+        enter_shadow_cwd();
     errno = saved;
     return covered;
 }

@@ -11,4 +11,8 @@ int supervise_exec(const char *path) __attribute__((visibility("hidden")));
  * argv that spawns ldpfuse-supervisor's exec-as role instead (its exec goes through this
  * library): one malloc'd block (free it); else NULL. */
 char **supervise_spawn_argv(const char *path, char *const argv[], int search) __attribute__((visibility("hidden")));
+/* At a process's start, under a supervisor's filter: the working directory in a mount the
+ * kernel's cannot be (its shadow, or where a supervised parent chdir'd: supervisor/cwd.c)
+ * into out; 1 if there is one, else 0. */
+int supervise_cwd_inherited(char *out, size_t size) __attribute__((visibility("hidden")));
 #endif

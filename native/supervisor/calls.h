@@ -33,6 +33,10 @@ enum sv_op {
                      * --strict EIO; named once per call in the log */
     SV_EXIT,        /* no path: the process ends; what it closed for writing is written to
                      * the file system first (writeback.c), so whoever waits for it sees it */
+    SV_CHDIR,       /* into a mount: a virtual cwd (cwd.c); elsewhere the kernel's */
+    SV_FCHDIR,      /* no path: the kernel's (a shadow's fd, or a real directory) */
+    SV_GETCWD,      /* no path: a virtual cwd or a shadow's mount path, written at buf_arg
+                     * (size after it) */
 };
 
 struct sv_call {
@@ -79,7 +83,9 @@ static const struct sv_call sv_calls[] = {
     { SYS_fchownat,    "fchownat",    SV_CHOWN,     0, 1, -1, -1,  4,  2, -1 },
     { SYS_truncate,    "truncate",    SV_TRUNCATE, -1, 0, -1, -1, -1,  1, -1 },
     { SYS_utimensat,   "utimensat",   SV_UTIMENS,   0, 1, -1, -1,  3, -1,  2 },
-    { SYS_chdir,       "chdir",       SV_UNSERVED, -1, 0, -1, -1, -1, -1, -1 },
+    { SYS_chdir,       "chdir",       SV_CHDIR,    -1, 0, -1, -1, -1, -1, -1 },
+    { SYS_fchdir,      "fchdir",      SV_FCHDIR,   -1, -1, -1, -1, -1, -1, -1 },
+    { SYS_getcwd,      "getcwd",      SV_GETCWD,   -1, -1, -1, -1, -1, -1,  0 },
     { SYS_execve,      "execve",      SV_UNSERVED, -1, 0, -1, -1, -1, -1, -1 },
     { SYS_mknod,       "mknod",       SV_UNSERVED, -1, 0, -1, -1, -1, -1, -1 },
     { SYS_mknodat,     "mknodat",     SV_UNSERVED,  0, 1, -1, -1, -1, -1, -1 },

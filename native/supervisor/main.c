@@ -328,6 +328,6 @@ int main(int argc, char **argv)
         return serve_role(atoi(argv[2]), (pid_t)atoi(argv[3]));
     fprintf(stderr, "usage: ldpfuse-supervisor serve SOCKET_FD LAUNCHER_PID | exec PROGRAM [ARG...] | "
                     "exec-as PATH ARGV0 [ARG...]\n"
-                    "(started by ldpfuse-run --supervise: docs/supervisor.md)\n");
+                    "(started by ldpfuse-run: docs/supervisor.md)\n");
     return 2;
 }

@@ -113,9 +113,10 @@ static int serve_open(struct sv_target *t, const char *abs, int flags, mode_t mo
             return -EEXIST;
         if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
             return -EISDIR;
-        fd = shadow_open(abs, 1);
+        /* a mount's directory: its shadow; a real one reached from a virtual cwd: itself */
+        fd = mount_of(abs) >= 0 ? shadow_open(abs, 1) : open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
-            return fd;
+            return mount_of(abs) >= 0 ? fd : -errno;
     } else {
         if (sr == 0 && (flags & O_DIRECTORY))
             return -ENOTDIR;
@@ -243,6 +244,32 @@ static long serve_call(struct sv_target *t, const struct sv_call *c, const char 
     return -ENOSYS;
 }
 
+/* getcwd(2) of a caller whose cwd is in a mount (virtual, or a shadow): the mount path;
+ * any other is continued */
+static void serve_getcwd(struct sv_target *t, struct seccomp_notif_resp *resp)
+{
+    char dir[SV_PATH_MAX], link[64];
+    if (!cwd_virtual(t->pid, dir, sizeof dir)) {
+        snprintf(link, sizeof link, "/proc/%d/cwd", (int)t->pid);
+        ssize_t n = readlink(link, dir, sizeof dir - 1);
+        if (n <= 0)
+            return;
+        dir[n] = '\0';
+        if (!shadow_unmap(dir, sizeof dir))
+            return;
+    }
+    size_t len = strlen(dir) + 1, size = (size_t)t->n->data.args[1];
+    if (!target_valid(t))
+        return;
+    resp->flags = 0;
+    if (len > size)
+        resp->error = -ERANGE;
+    else if (target_write(t, t->n->data.args[0], dir, len) < 0)
+        resp->error = -EFAULT;
+    else
+        resp->val = (long long)len;
+}
+
 static void send_resp(int listener, struct seccomp_notif_resp *resp)
 {
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);    /* ENOENT: the caller has gone */
@@ -279,7 +306,7 @@ static void record_refusal(pid_t pid, const char *call, const char *where)
 /* A call that names a mount path, under sv_serving (one at a time: the umask, the
  * preload's state and writeback.c are this process's). */
 static void serve_mount_call(struct sv_target *tp, const struct sv_call *c, int m1, int m2, const char *a1,
-                             const char *a2, struct seccomp_notif_resp *resp)
+                             const char *a2, int forced, struct seccomp_notif_resp *resp)
 {
     struct sv_target t = *tp;
     int listener = t.listener;
@@ -290,10 +317,24 @@ static void serve_mount_call(struct sv_target *tp, const struct sv_call *c, int 
         sv_log_once(1000 + c->nr, "pid %d made %s on %s as another user than the launcher's: refused (EACCES)",
                     (int)t.pid, c->name, m1 >= 0 ? a1 : a2);
         r = -EACCES;
+    } else if (c->op == SV_CHDIR) {
+        struct stat st;
+        if (stat(a1, &st) < 0)
+            r = -errno;
+        else if (!S_ISDIR(st.st_mode))
+            r = -ENOTDIR;
+        else if (access(a1, X_OK) < 0)
+            r = -errno;
+        else {
+            cwd_enter(t.pid, a1);
+            r = 0;
+        }
     } else if (c->op == SV_UNSERVED) {
         sv_log_once(c->nr, "pid %d made %s on %s: not served by the supervisor%s", (int)t.pid, c->name,
                     m1 >= 0 ? a1 : a2, sv_strict ? ": refused with EIO (--strict)" : "");
-        if (!sv_strict) {
+        if (!sv_strict && forced) {
+            r = -ENOENT;    /* the kernel would look for the name elsewhere */
+        } else if (!sv_strict) {
             resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
             send_resp(listener, resp);
             return;
@@ -333,24 +374,43 @@ void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_no
         pthread_mutex_lock(&sv_serving);
         writeback_events();
         pthread_mutex_unlock(&sv_serving);
+        cwd_leave(t.pid);
         send_resp(listener, resp);
         return;
     }
+    if (c != NULL && c->op == SV_FCHDIR) {
+        cwd_leave(t.pid);   /* the kernel's cwd again: a real directory or a shadow */
+        send_resp(listener, resp);
+        return;
+    }
+    if (c != NULL && c->op == SV_GETCWD) {
+        serve_getcwd(&t, resp);
+        send_resp(listener, resp);
+        return;
+    }
+    if (c != NULL && c->nr == SYS_execve)
+        cwd_hand_down(t.pid);   /* a preloaded program it becomes starts in its virtual cwd */
     if (c == NULL || n->data.arch != AUDIT_ARCH_X86_64 || (c->op == SV_UTIMENS && n->data.args[c->path] == 0)) {
         send_resp(listener, resp);
         return;
     }
     /* unreadable, too long or empty (AT_EMPTY_PATH): the kernel gives the caller its answer */
     ssize_t l1 = target_read_string(&t, n->data.args[c->path], p1, sizeof p1);
-    int m1 = -1, m2 = -1;
-    if (l1 > 0 && target_resolve(&t, c->dirfd >= 0 ? (long)(int)n->data.args[c->dirfd] : AT_FDCWD, p1, a1, sizeof a1) == 0)
+    int m1 = -1, m2 = -1, forced = 0, v;
+    if (l1 > 0 && (v = target_resolve(&t, c->dirfd >= 0 ? (long)(int)n->data.args[c->dirfd] : AT_FDCWD, p1, a1, sizeof a1)) >= 0) {
         m1 = mount_of(a1);
+        forced |= v;
+    }
     if (c->path2 >= 0) {
         ssize_t l2 = target_read_string(&t, n->data.args[c->path2], p2, sizeof p2);
-        if (l2 > 0 && target_resolve(&t, c->dirfd2 >= 0 ? (long)(int)n->data.args[c->dirfd2] : AT_FDCWD, p2, a2, sizeof a2) == 0)
+        if (l2 > 0 && (v = target_resolve(&t, c->dirfd2 >= 0 ? (long)(int)n->data.args[c->dirfd2] : AT_FDCWD, p2, a2, sizeof a2)) >= 0) {
             m2 = mount_of(a2);
+            forced |= v;
+        }
     }
-    if (m1 < 0 && m2 < 0) {
+    if (c->op == SV_CHDIR && m1 < 0 && !forced)
+        cwd_leave(t.pid);   /* the kernel's chdir, to where the name says */
+    if (m1 < 0 && m2 < 0 && !forced) {
         send_resp(listener, resp);
         return;
     }
@@ -358,6 +418,6 @@ void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_no
         return;     /* the caller was interrupted or has gone: nothing to answer */
     pthread_mutex_lock(&sv_serving);
     writeback_events();     /* a writer's close before this call reaches the file system first */
-    serve_mount_call(&t, c, m1, m2, a1, a2, resp);
+    serve_mount_call(&t, c, m1, m2, a1, a2, forced, resp);
     pthread_mutex_unlock(&sv_serving);
 }

@@ -20,6 +20,7 @@
  *                kernel can list for the caller, mapped back to the mount path
  *   writeback.c  cached files a caller opened for writing: it writes a private memfd,
  *                whose bytes reach the file system when the caller closes it
+ *   cwd.c        working directories in a mount: a caller's chdir there, kept for it
  */
 #ifndef LDPFUSE_SUPERVISOR_H
 #define LDPFUSE_SUPERVISOR_H
@@ -62,10 +63,18 @@ int target_valid(struct sv_target *t);
 /* does the caller act with our fsuid, fsgid and (at least) our effective capabilities?
  * (only then is a call served: docs) */
 int target_is_us(struct sv_target *t, mode_t *umask_out);
-/* the absolute normalised path (dirfd, path) names in the caller; -errno */
+/* the absolute normalised path (dirfd, path) names in the caller: 1 if it was relative to
+ * a directory the kernel does not see as the caller does (a virtual cwd or a shadow: the
+ * call must be served, wherever it leads), 0 if not, or -errno */
 int target_resolve(struct sv_target *t, long dirfd, const char *path, char *out, size_t size);
 /* the mount an absolute normalised path is in, or -1 */
 int mount_of(const char *abs);
+
+/* cwd.c: working directories in a mount (tid: the caller's thread) */
+int cwd_virtual(pid_t tid, char *out, size_t size);    /* 1 and out if it has one */
+void cwd_enter(pid_t tid, const char *dir);             /* its chdir into a mount */
+void cwd_leave(pid_t tid);                              /* a chdir, fchdir or exit of it */
+void cwd_hand_down(pid_t tid);                          /* its execve: for a preloaded image */
 
 /* serve.c: answer one notification */
 void serve_notification(int listener, struct seccomp_notif *n, struct seccomp_notif_resp *resp);

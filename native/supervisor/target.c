@@ -140,7 +140,10 @@ static int normalize(const char *base, const char *rel, char *out, size_t size)
 int target_resolve(struct sv_target *t, long dirfd, const char *path, char *out, size_t size)
 {
     char base[SV_PATH_MAX] = "/";
-    if (path[0] != '/') {
+    int virtual = 0;
+    if (path[0] != '/' && (int)dirfd == AT_FDCWD && cwd_virtual(t->pid, base, sizeof base)) {
+        virtual = 1;
+    } else if (path[0] != '/') {
         char link[64];
         if ((int)dirfd == AT_FDCWD)
             snprintf(link, sizeof link, "/proc/%d/cwd", (int)t->pid);
@@ -154,9 +157,10 @@ int target_resolve(struct sv_target *t, long dirfd, const char *path, char *out,
         base[n] = '\0';
         if (base[0] != '/')
             return -ENOTDIR;    /* not a directory (a pipe, a socket): not ours */
-        shadow_unmap(base, sizeof base);
+        virtual = shadow_unmap(base, sizeof base);
     }
-    return normalize(base, path, out, size);
+    int r = normalize(base, path, out, size);
+    return r < 0 ? r : virtual;
 }
 
 int mount_of(const char *abs)

@@ -2,6 +2,7 @@
  * directory, so when the program chdirs into a mount the kernel's cwd stays where it was
  * and relative paths are resolved here against ldp_cwd. */
 #include "../ldpfuse.h"
+#include "../interpose/supervise.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,12 @@ void cwd_init(void)
     if (inherited && inherited[0] == '/' && mount_match(inherited, NULL) &&
         strcmp(buf, getenv("LDPFUSE_CWD_REAL") ? getenv("LDPFUSE_CWD_REAL") : "") == 0) {
         cwd_set(inherited);
+        return;
+    }
+    char shadowed[PATH_MAX];
+    if (UNLIKELY(getenv("LDPFUSE_SUPERVISOR") != NULL) && supervise_cwd_inherited(shadowed, sizeof shadowed) &&
+        mount_match(shadowed, NULL)) {
+        cwd_set(shadowed);
         return;
     }
     if (buf[0] == '/')
