@@ -22,6 +22,10 @@
  * fs), every wait behind it, in every process, gives up after CHAN_STUCK_MS (CHAN_STUCK)
  * instead of queueing a whole op_timeout each. Only a wait that slept looks.
  *
+ * A connection is made only to the launcher this process was given (server_is: its pid
+ * and start time, LDPFUSE_SERVER_PID and LDPFUSE_SERVER_START), checked before a byte is
+ * sent; once the launcher has ended, every call is EIO for good (server_ended).
+ *
  * A signal handler that makes a request while its thread waits for another (nested calls)
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
  * and makes its own; a thread that ends closes its own (the server then lets go of its
