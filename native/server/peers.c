@@ -16,9 +16,10 @@
  *     younger), and the peer itself is held by a pidfd (SO_PEERPIDFD) while it is read.
  *     The chain is kept with the connection: handles follow it (handles.c).
  *  4. Connections per uid are bounded (max_conns_per_uid, a quarter of the fds the server
- *     may have, at most 4096), the launcher's own user's too (at the fds the server may
- *     give connections at all: every fd but a reserve, FD_RESERVE, for its own work, the
- *     class's files included). Past it a connection is refused with EMFILE.
+ *     may have, at most 4096; past it a connection is refused with EMFILE), the launcher's
+ *     own user's at the fds the server gives connections at all (max_conns: every fd but
+ *     a reserve for its own work, the class's files included). With that many in use, the
+ *     accept thread takes no more: new connections wait in the backlog for one to end.
  *
  * Until 2 and 3 are done a connection costs nothing that lasts (the door): no region, no
  * quota slot, no thread; it waits, among at most PENDING_MAX (PENDING_PER_UID of a uid,
@@ -67,7 +68,10 @@ static int hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-#define FD_RESERVE 512      /* at least: fds never given to connections (the door's, the server's own work) */
+/* fds never given to connections, admitted or at the door: the server's own work, its
+ * class's files. A quarter of them, within these bounds. */
+#define FD_RESERVE_MIN 16
+#define FD_RESERVE_MAX 1024
 
 /* The policy from the launcher's environment (cli.py sets it from -o); -1 without a secret
  * (no launcher made one: nothing could ever connect). */
@@ -99,7 +103,7 @@ int peers_init(void)
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     long fds = (long)(rl.rlim_cur > 1u << 20 ? 1u << 20 : rl.rlim_cur);
-    long reserve = fds / 4 > FD_RESERVE ? fds / 4 : FD_RESERVE;
+    long reserve = fds / 4 < FD_RESERVE_MIN ? FD_RESERVE_MIN : fds / 4 > FD_RESERVE_MAX ? FD_RESERVE_MAX : fds / 4;
     policy.max_conns = fds - reserve > 16 ? (int)(fds - reserve) : 16;
     long per = (fds - 64) / 4;
     const char *m = getenv("LDPFUSE_MAX_CONNECTIONS");
@@ -132,7 +136,8 @@ static struct uid_quota *quota_take(uid_t uid)
         q->next = quotas;
         quotas = q;
     }
-    /* the launcher's own user may have every fd given to connections; others a quarter */
+    /* the launcher's own user may have every fd given to connections (past them the
+     * accept thread takes none: connections wait in the backlog); others a quarter */
     if (q && (q->conns >= (uid == policy.owner ? policy.max_conns : policy.max_conns_per_uid) ||
               conns_total >= policy.max_conns))
         q = NULL;
@@ -538,9 +543,10 @@ void client_gone(struct client *cl)
     orphans_sweep();
 }
 
-/* The accept thread: new connections, and those at the door, on one epoll. Out of fds
- * (EMFILE, ENFILE, ...), a client waits in the backlog until another one lets go of
- * something; the server's own work has its reserve (FD_RESERVE) all the same. */
+/* The accept thread: new connections, and those at the door, on one epoll. With every fd
+ * connections may have in use (policy.max_conns), or out of fds all the same (EMFILE,
+ * ENFILE, ...), a client waits in the backlog until another one lets go of something;
+ * the server's own work has its reserve all the same. */
 void *accept_thread(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
@@ -548,10 +554,20 @@ void *accept_thread(void *arg)
     struct epoll_event lev = { .events = EPOLLIN, .data.fd = lfd };
     if (door_ep < 0 || epoll_ctl(door_ep, EPOLL_CTL_ADD, lfd, &lev) < 0)
         return NULL;
-    int wait_ms = -1;
+    int wait_ms = -1, taking = 1;
     for (;;) {
         if (spares_count() == 0)
             region_make();
+        /* every fd connections may have in use: new ones wait in the backlog, which costs
+         * the server nothing, until one ends (looked at every 10 ms) */
+        int full = __atomic_load_n(&conns_total, __ATOMIC_RELAXED) + npending >= policy.max_conns;
+        if (full == taking) {
+            lev.events = full ? 0 : EPOLLIN;
+            epoll_ctl(door_ep, EPOLL_CTL_MOD, lfd, &lev);
+            taking = !full;
+        }
+        if (full && (wait_ms < 0 || wait_ms > 10))
+            wait_ms = 10;
         struct epoll_event ev[64];
         int n = epoll_wait(door_ep, ev, 64, wait_ms);
         if (n < 0 && errno != EINTR)
