@@ -284,9 +284,11 @@ static int in_command(pid_t pid, struct lineage *line)
     pid_t self = getpid(), ppid;
     unsigned long long start, younger = ~0ull;
     line->n = 0;
-    for (int depth = 0; depth < 4096 && pid > 1; depth++) {
+    for (int depth = 0; depth < 4096; depth++) {
         if (pid == self)
             return 1;       /* the launcher: an ancestor (or the peer itself) */
+        if (pid <= 1)
+            return 0;       /* init (or a pid our namespace does not see) */
         if (proc_stat(pid, &ppid, &start) < 0 || start > younger)
             return 0;
         if (line->n < LINEAGE_MAX) {
@@ -431,7 +433,9 @@ static void door_enter(int fd)
     }
     if (mine >= PENDING_PER_UID || npending == PENDING_MAX)
         pending_drop(oldest);
-    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+    /* edge-triggered: what came is peeked at, never read, and a part of a hello must
+     * not wake this thread again until more comes */
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd };
     if (epoll_ctl(door_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);
         return;
@@ -554,6 +558,7 @@ void *accept_thread(void *arg)
     struct epoll_event lev = { .events = EPOLLIN, .data.fd = lfd };
     if (door_ep < 0 || epoll_ctl(door_ep, EPOLL_CTL_ADD, lfd, &lev) < 0)
         return NULL;
+    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);     /* accept4 never waits */
     int wait_ms = -1, taking = 1;
     for (;;) {
         if (spares_count() == 0)
