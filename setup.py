@@ -22,7 +22,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE = "native"
-EXTENSION_SOURCES = ("embedded.c", "killpriv.c", "signal_forward.c")    # native/backend/, and all of native/server/
+EXTENSION_SOURCES = ("embedded.c", "killpriv.c", "signal_forward.c", "subreaper.c")    # native/backend/, and all of native/server/
 # the shared mode's server, in the extension module (the launcher runs it)
 SERVER_SOURCES = sorted(os.path.join(NATIVE, "server", f) for f in os.listdir(os.path.join(HERE, NATIVE, "server"))
                         if f.endswith(".c"))

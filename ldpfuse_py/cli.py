@@ -670,7 +670,7 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
         status = shared_mode.wait(shared_mode.start(argv_exec, env, die))
         shared_mode.exit_as(escapes.finish(record, status))
     for key in ("LDPFUSE_MODE", "LDPFUSE_SOCKET", "LDPFUSE_SERVED", "LDPFUSE_SECRET",
-                "LDPFUSE_SERVER_PID"):    # an enclosing launcher's
+                "LDPFUSE_SERVER_PID", "LDPFUSE_SERVER_START"):    # an enclosing launcher's
         env.pop(key, None)
     if not script:
         # the command is a child: this process serves the processes that cannot run the

@@ -15,8 +15,10 @@ server only when the first such process connects: a run where every process host
 file system itself pays a fork, a listening socket and a poll (bench/embedded_launcher.py),
 not an instance. Until then it waits for the command only, and exits as it did
 (descendants that outlive it are not waited for, as when it exec'd the command); once it
-serves, it becomes their subreaper and serves until the command and every descendant have
-ended, as the shared mode does. Under --strict it waits for every descendant from the
+serves, it serves until the command and every descendant have ended, as the shared mode
+does. It is the command's subreaper from the start: a process whose parent ended stays
+below the launcher, which is how the server tells the command's processes
+(native/server/peers.c). Under --strict it waits for every descendant from the
 start, then names the escapes (escapes.finish).
 
 It also makes the command's FIFO directory (LDPFUSE_FIFO_DIR, native/backend/fifo_dir.h):
@@ -35,7 +37,9 @@ def run(argv_exec, env, record=None):
     listener = shared_mode.listen(env)
     fifo_dir = _make_fifo_dir(env)
     every_descendant = record is not None
-    pid = shared_mode.start_command(argv_exec, env, reap_descendants=every_descendant)
+    # the subreaper from the start (orphans stay below us: the server serves only the
+    # command's processes), though until it serves it waits for the command only
+    pid = shared_mode.start_command(argv_exec, env)
     shared_mode.forward_signals(pid)
     if every_descendant:
         status = _Waiter(pid).serve_on_demand(listener, env)
@@ -110,7 +114,6 @@ def _serve_on_demand(pid, listener, env):
         if not _client_before(listener, ended):
             return _wait_for(pid)
         os.close(ended)
-    shared_mode.subreaper()     # from now on, orphans come back here to be waited for
     if not _start_serving(listener, env):
         return _wait_for(pid)
     return shared_mode.wait(pid)

@@ -16,7 +16,6 @@ import errno
 import os
 import signal
 
-PR_SET_CHILD_SUBREAPER = 36
 OP_TIMEOUT = 60.0   # seconds; the preload's default too (backend/channel.c)
 
 
@@ -29,14 +28,14 @@ def op_timeout():
 
 
 def subreaper():
-    """Descendants that outlive the command come back to this process (ctypes: 5-25 ms to
-    import, so the embedded mode asks only once it serves)."""
-    try:
-        import ctypes
+    """Descendants that outlive their parents come back to this process, which stays their
+    ancestor: the server serves only the command's processes (native/server/peers.c)."""
+    from . import _embedded
 
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # descendants that outlive the command are then adopted by init
+    try:
+        _embedded.subreaper()
+    except OSError:
+        pass  # descendants that outlive their parents are then adopted by init, and not served
 
 
 def start_command(argv_exec, env, reap_descendants=True):
@@ -91,8 +90,9 @@ def start(argv_exec, env, die):
 def listen(env):
     """The server's socket (abstract: nothing is left on disk), named to the command in
     env with the run's secret (32 random bytes: a connection that does not send them is
-    never served, native/server/peers.c) and this process's pid (a client talks only to
-    the server it was given: native/backend/channel.c); open until this process exits."""
+    never served, native/server/peers.c) and this process's pid and start time (a client
+    talks only to the server it was given: native/backend/channel.c); open until this
+    process exits."""
     import _socket  # not socket.py, nor secrets: 10-20 ms of imports on every embedded run
 
     name = f"ldpfuse-{os.getpid()}-{os.urandom(8).hex()}"
@@ -103,7 +103,18 @@ def listen(env):
     env["LDPFUSE_SOCKET"] = name
     env["LDPFUSE_SECRET"] = os.urandom(32).hex()
     env["LDPFUSE_SERVER_PID"] = str(os.getpid())
+    env["LDPFUSE_SERVER_START"] = start_time()
     return listener
+
+
+def start_time():
+    """This process's start time (clock ticks since boot, /proc/self/stat's 22nd field):
+    with its pid, what names it for as long as it lives and never another process after it
+    (a client sends nothing to a socket whose listener is not that process:
+    native/backend/channel.c)."""
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rindex(b")") + 2:].split()[19].decode()
 
 
 def build(env):

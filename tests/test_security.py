@@ -170,7 +170,8 @@ def test_an_outsider_finds_the_socket_but_is_refused(tmp, options):
     """The socket's name is in /proc/net/unix for anyone to read. A process of another user
     that is not part of the command is refused at connect (EACCES) unless allow_other, and
     even then, without the run's secret, its requests are never read (the connection is
-    dropped). A process of the launcher's own user outside the command is dropped too.
+    refused, EACCES, before it gets a region). A process of the launcher's own user outside
+    the command is refused too.
     Root's 0600 file is neither read nor changed, no directory is made."""
     m = tmp / "mnt"
     run = Running(m, MEMORY, secret_setup(m) + "; echo ready; read go; cat secret; ls", options=options)
@@ -190,9 +191,9 @@ def test_an_outsider_finds_the_socket_but_is_refused(tmp, options):
                              capture_output=True, text=True, timeout=60, env=base_env())
     status, out, err = run.go()
     other, same = probes(as_other.stdout), probes(as_same.stdout)
-    want_other = "dropped" if options else "refused EACCES"
-    assert other == {"read": want_other, "write": want_other, "mkdir": want_other}, as_other.stderr
-    assert same == {"read": "dropped", "write": "dropped", "mkdir": "dropped"}, as_same.stderr
+    refused = {"read": "refused EACCES", "write": "refused EACCES", "mkdir": "refused EACCES"}
+    assert other == refused, as_other.stderr
+    assert same == refused, as_same.stderr
     assert status == 0, err
     assert out == "root only\nopen\npublic\nsecret\n", err
 
@@ -211,8 +212,8 @@ def socket_of(run):
 
 def test_an_outsider_cannot_flood_the_log(tmp):
     """300 connections with a wrong secret from uid 65534 outside the command (allow_other
-    lets its uid connect): each is dropped, and the log does not grow by a line each (it
-    did before dbacf37)."""
+    lets its uid connect): each is refused (EACCES), and the log does not grow by a line
+    each (it did before dbacf37)."""
     m = tmp / "mnt"
     log = tmp / "fs.log"
     run = Running(m, MEMORY, f"echo ready; read go; ls {m}", options=ALLOW_OTHER + ("--log-file", str(log)))
@@ -220,7 +221,7 @@ def test_an_outsider_cannot_flood_the_log(tmp):
     r = subprocess.run(attacker("wrong-secret", socket_of(run), 300, uid=NOBODY), capture_output=True, text=True,
                        timeout=120, env=base_env())
     status, out, err = run.go()
-    assert r.stdout == "dropped 300\n", r.stderr
+    assert r.stdout == "refused-EACCES 300\n", r.stderr
     assert status == 0, err
     lines = log.read_text().count("does not hold the run's secret") if log.exists() else 0
     assert lines <= 3, f"{lines} log lines for 300 refused connections"

@@ -22,6 +22,10 @@
  * fs), every wait behind it, in every process, gives up after CHAN_STUCK_MS (CHAN_STUCK)
  * instead of queueing a whole op_timeout each. Only a wait that slept looks.
  *
+ * A connection is made only to the launcher this process was given (server_is: its pid
+ * and start time, LDPFUSE_SERVER_PID and LDPFUSE_SERVER_START), checked before a byte is
+ * sent; once the launcher has ended, every call is EIO for good (server_ended).
+ *
  * A signal handler that makes a request while its thread waits for another (nested calls)
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
  * and makes its own; a thread that ends closes its own (the server then lets go of its
@@ -34,6 +38,7 @@
 #include "channel.h"
 #include "coherence.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -239,18 +244,73 @@ static pid_t connected_socket(int fd)
            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &pl) == 0 && peer.pid > 0 ? peer.pid : 0;
 }
 
-/* The launcher this process was given (LDPFUSE_SERVER_PID): a socket of that name bound by
- * anyone else (the launcher gone, its name taken) never hears the run's secret. */
-static pid_t server_pid(void)
+/* ---- the launcher this process was given: a process, not a number. LDPFUSE_SERVER_PID
+ * and LDPFUSE_SERVER_START (its start time, /proc/PID/stat's 22nd field, which the
+ * launcher read of itself) name it for as long as it lives: once it has ended, no process
+ * can be it again, whatever pid it gets. A client sends the run's secret and its requests
+ * only to a socket whose listener (SO_PEERCRED: the process that called listen()) is that
+ * process, alive now; once the launcher is found ended, every call of this process is EIO
+ * for good, with no connect at all (server_ended). */
+static pid_t srv_pid;
+static unsigned long long srv_start;
+static pthread_once_t srv_once = PTHREAD_ONCE_INIT;
+static int server_ended;        /* the launcher has ended: no channel is made any more */
+
+static void server_read(void)
 {
-    const char *s = getenv("LDPFUSE_SERVER_PID");
-    return s && *s ? (pid_t)atoi(s) : 0;
+    const char *p = getenv("LDPFUSE_SERVER_PID"), *t = getenv("LDPFUSE_SERVER_START");
+    if (p && *p && t && *t) {
+        srv_pid = (pid_t)atoi(p);
+        srv_start = strtoull(t, NULL, 10);
+    }
+}
+
+/* The start time of process pid (clock ticks since boot), 0 if it has none (ended, or no
+ * /proc). Raw system calls: the program's open() is ours. */
+unsigned long long ldp_proc_start_time(pid_t pid)
+{
+    char path[40], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+    syscall(SYS_close, fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *s = strrchr(buf, ')');    /* "pid (comm) S ppid ...": comm may hold anything */
+    if (s == NULL || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X' || s[2] == 'x')
+        return 0;           /* a zombie has ended */
+    s += 2;
+    for (int field = 3; field < 22; field++) {     /* to the 22nd: starttime */
+        s = strchr(s, ' ');
+        if (s == NULL)
+            return 0;
+        s++;
+    }
+    return strtoull(s, NULL, 10);
+}
+
+/* Is pid our launcher, alive now? (A live process is the only one with its pid.) */
+static int server_is(pid_t pid)
+{
+    pthread_once(&srv_once, server_read);
+    return srv_pid > 0 && pid == srv_pid && ldp_proc_start_time(pid) == srv_start;
+}
+
+/* No channel could be made: if the launcher has ended, none will ever be. */
+static void server_check_ended(void)
+{
+    pthread_once(&srv_once, server_read);
+    if (srv_pid <= 0 || ldp_proc_start_time(srv_pid) != srv_start)
+        __atomic_store_n(&server_ended, 1, __ATOMIC_RELAXED);
 }
 
 static struct channel *channel_open(void)
 {
     const char *name = getenv("LDPFUSE_SOCKET");
-    if (name == NULL || *name == '\0')
+    if (name == NULL || *name == '\0' || __atomic_load_n(&server_ended, __ATOMIC_RELAXED))
         return NULL;
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     size_t nl = strlen(name);
@@ -274,11 +334,12 @@ static struct channel *channel_open(void)
         int e = errno;
         if (r == 0) {
             c->sock = fs_fd(fd);    /* out of the program's way, as the FS's own fds */
-            pid_t peer = connected_socket(c->sock), want = server_pid();
-            if (peer && want && peer != want) {
+            pid_t peer = connected_socket(c->sock);
+            if (peer && !server_is(peer)) {
                 REAL(close)(c->sock);
                 free(c);
-                return NULL;    /* not our launcher's socket */
+                server_check_ended();
+                return NULL;    /* not our launcher's socket: nothing was sent to it */
             }
             if (peer)
                 break;
@@ -288,6 +349,8 @@ static struct channel *channel_open(void)
         REAL(close)(fd);
         if ((e != ENOTSOCK && e != EBADF) || attempt == 2) {
             free(c);
+            if (e == ECONNREFUSED || e == ENOENT)
+                server_check_ended();
             return NULL;
         }
     }

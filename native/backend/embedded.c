@@ -1571,6 +1571,7 @@ PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
 PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args);
 PyObject *ldp_server_stats(PyObject *self, PyObject *args);
 PyObject *ldp_forward_signals(PyObject *self, PyObject *args);     /* signal_forward.c */
+PyObject *ldp_subreaper(PyObject *self, PyObject *args);           /* subreaper.c */
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
       "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
@@ -1590,6 +1591,8 @@ static PyMethodDef methods[] = {
       "Has a call timed out behind the FS thread, which has finished no request since?" },
     { "forward_signals", ldp_forward_signals, METH_VARARGS,
       "forward_signals(pid): SIGTERM, SIGHUP (and SIGINT, SIGQUIT not from the terminal) go to pid." },
+    { "subreaper", ldp_subreaper, METH_NOARGS,
+      "This process becomes the child subreaper of its descendants (PR_SET_CHILD_SUBREAPER)." },
     { NULL, NULL, 0, NULL },
 };
 static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "_embedded",

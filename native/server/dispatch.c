@@ -277,7 +277,7 @@ void do_op(struct client *cl)
         /* only for a caller that may open the file: its open's handle says so, or (a
          * truncate of a file others hold) an open for writing tried now as the caller */
         int hflags = O_WRONLY;
-        r = rq->has_fh ? (handle_names(mnt, rq->fh, path, &hflags) ? 0 : -ESTALE) : try_open_for_writing(mnt, path);
+        r = rq->has_fh ? (handle_names(mnt, rq->fh, &cl->line, path, &hflags) ? 0 : -ESTALE) : try_open_for_writing(mnt, path);
         if (r == 0 && !peer_may_share_cache(cl->as_uid, hflags))
             r = -EPERM;     /* the client makes a cache of its own */
         int fresh;
@@ -296,15 +296,18 @@ void do_op(struct client *cl)
     }
     case W_CACHE_CLOSE: {
         handle_put(&cl->href);
-        struct handle *h = handle_take(W_CACHE_OPEN, mnt, rq->fh);
+        struct handle *h = handle_take(W_CACHE_OPEN, mnt, rq->fh, &cl->line);
         if (h)
             handle_release(h);
         r = 0;
         break;
     }
     case W_WRITTEN:
-        coh_written(mnt, path);
-        r = 0;
+        /* a notice that changes what every process's caches trust: only from a process
+         * that may write the file (with default_permissions, permissions.c checked it) */
+        r = policy.default_permissions || !fs_ops->access ? 0 : fs_ops->access(mnt, path, W_OK);
+        if (r == 0)
+            coh_written(mnt, path);
         break;
     case W_APPEND: {
         /* one lock for every client's appends, whatever the class's threading */
@@ -323,7 +326,7 @@ void do_op(struct client *cl)
     case W_FLUSH: r = fs_ops->flush(mnt, path, hfh); break;
     case W_RELEASE: {
         handle_put(&cl->href);      /* its own use: the release waits for the others' */
-        struct handle *h = handle_take(W_OPEN, mnt, rq->fh);
+        struct handle *h = handle_take(W_OPEN, mnt, rq->fh, &cl->line);
         if (h)
             handle_quiesce(h);
         r = h ? fs_ops->release(mnt, path, h->flags, h->fh) : -EBADF;   /* flags: the open's */
@@ -332,7 +335,7 @@ void do_op(struct client *cl)
         if (rq->c == RELEASE_CACHE_TOO) {
             /* the process's last hold on the file's page cache went with it: as W_CACHE_CLOSE,
              * by a token only a process that was given it can name */
-            struct handle *ch = handle_take(W_CACHE_OPEN, mnt, (uint64_t)rq->b);
+            struct handle *ch = handle_take(W_CACHE_OPEN, mnt, (uint64_t)rq->b, &cl->line);
             if (ch)
                 handle_release(ch);
         }
@@ -371,7 +374,7 @@ void do_op(struct client *cl)
     }
     case W_RELEASEDIR: {
         handle_put(&cl->href);
-        struct handle *h = handle_take(W_OPENDIR, mnt, rq->fh);
+        struct handle *h = handle_take(W_OPENDIR, mnt, rq->fh, &cl->line);
         if (h)
             handle_quiesce(h);
         r = h ? fs_ops->releasedir(mnt, path, h->fh) : -EBADF;

@@ -3,9 +3,12 @@
  * (opendir) and page caches (W_CACHE_OPEN). A client never learns the file system's own fh:
  * it gets a token, 64 random bits, and a request that names a handle names its token. A
  * process can use a handle only if it was given it, or inherited it (fork keeps the memory
- * that holds it, exec the LDPFUSE_FDS list): a token cannot be guessed, so a process
- * cannot read or write through another's files, close the server's own fds, or release
- * what others hold. The token also says what the handle is (a file's, a directory's, a
+ * that holds it, exec the LDPFUSE_FDS list): a token cannot be guessed, and one that was
+ * learned (from a file, a log, another process) is of no use to a process that does not
+ * descend from the opener: the request's connection brings its process's parents as read
+ * at connect (peers.c, struct lineage), and the handle names its opener by pid and start
+ * time (may_use). So a process cannot read or write through another's files, close the
+ * server's own fds, or release what others hold. The token also says what the handle is (a file's, a directory's, a
  * cache's), on which mount, and with which access mode it was opened.
  *
  * What a process holds is its own, whichever of its threads opened or releases it, and is
@@ -69,6 +72,19 @@ static void handle_unlink(struct handle *h)
             break;
         }
     h->live = 0;
+}
+
+/* May the process of `line` (the requester and its parents) use h? Its opener's, or a
+ * descendant's of the opener (fork, then exec: the fd was inherited). NULL: the server's
+ * own use. */
+static int may_use(const struct handle *h, const struct lineage *line)
+{
+    if (line == NULL)
+        return 1;
+    for (int i = 0; i < line->n; i++)
+        if (line->pid[i] == h->pid && line->start[i] == h->start)
+            return 1;
+    return 0;
 }
 
 struct proc *proc_get(pid_t pid)
@@ -175,6 +191,7 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
     h->live = 1;
     h->owner = cl->proc;
     h->pid = cl->proc->pid;
+    h->start = cl->line.n > 0 && cl->line.pid[0] == cl->pid ? cl->line.start[0] : 0;
     pthread_mutex_lock(&handles_lock);
     h->token = token_new();
     h->hnext = htab[h->token & (HBUCKETS - 1)];
@@ -197,14 +214,15 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
  * class uses it (handle_put), so that a release on another thread waits for the method to
  * be done with it (handle_quiesce), as the kernel releases a file only once nothing uses
  * it. -EBADF otherwise. */
-int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref, char *path_out)
+int handle_get(int kind, int mnt, uint64_t token, const struct lineage *line, struct handle *out,
+               struct handle **ref, char *path_out)
 {
     int r = -EBADF;
     pthread_mutex_lock(&handles_lock);
     struct handle *h = htab[token & (HBUCKETS - 1)];
     while (h && h->token != token)
         h = h->hnext;
-    if (h && token != 0 && h->kind == kind && h->mnt == mnt) {
+    if (h && token != 0 && h->kind == kind && h->mnt == mnt && may_use(h, line)) {
         *out = *h;
         out->path = NULL;
         out->next = out->hnext = NULL;
@@ -243,14 +261,14 @@ void handle_quiesce(struct handle *h)
 }
 
 /* Does token name a live W_OPEN handle of (mnt, path)? */
-int handle_names(int mnt, uint64_t token, const char *path, int *flags)
+int handle_names(int mnt, uint64_t token, const struct lineage *line, const char *path, int *flags)
 {
     int yes = 0;
     pthread_mutex_lock(&handles_lock);
     struct handle *h = htab[token & (HBUCKETS - 1)];
     while (h && h->token != token)
         h = h->hnext;
-    yes = h && token != 0 && h->kind == W_OPEN && h->mnt == mnt && strcmp(h->path, path) == 0;
+    yes = h && token != 0 && h->kind == W_OPEN && h->mnt == mnt && may_use(h, line) && strcmp(h->path, path) == 0;
     if (yes)
         *flags = h->flags;
     pthread_mutex_unlock(&handles_lock);
@@ -259,13 +277,13 @@ int handle_names(int mnt, uint64_t token, const char *path, int *flags)
 
 /* The handle token names, taken out of the table for the caller to release or free; NULL
  * if it names none of this kind on this mount. */
-struct handle *handle_take(int kind, int mnt, uint64_t token)
+struct handle *handle_take(int kind, int mnt, uint64_t token, const struct lineage *line)
 {
     pthread_mutex_lock(&handles_lock);
     struct handle *h = htab[token & (HBUCKETS - 1)];
     while (h && h->token != token)
         h = h->hnext;
-    if (h && (token == 0 || h->kind != kind || h->mnt != mnt))
+    if (h && (token == 0 || h->kind != kind || h->mnt != mnt || !may_use(h, line)))
         h = NULL;
     if (h)
         handle_unlink(h);
@@ -399,7 +417,7 @@ void answer_dropped(struct client *cl)
 {
     uint64_t cache = cl->added_cache;
     cl->added_cache = 0;
-    struct handle *c = cache ? handle_take(W_CACHE_OPEN, cl->added_mnt, cache) : NULL;
+    struct handle *c = cache ? handle_take(W_CACHE_OPEN, cl->added_mnt, cache, NULL) : NULL;
     if (c) {
         srv_current = cl;
         handle_release(c);
@@ -408,7 +426,7 @@ void answer_dropped(struct client *cl)
     uint64_t added = cl->added;
     cl->added = 0;
     /* a release of it by another thread may have taken it meanwhile: then NULL */
-    struct handle *h = added ? handle_take(cl->added_kind, cl->added_mnt, added) : NULL;
+    struct handle *h = added ? handle_take(cl->added_kind, cl->added_mnt, added, NULL) : NULL;
     if (h == NULL)
         return;
     srv_current = cl;

@@ -6,22 +6,35 @@
  *     launcher's own; with -o allow_other any uid; with -o allow_root root too. Others are
  *     refused at once (the hello says EACCES) before anything else is read or given.
  *  2. The connection's first bytes must hold the run's secret (LDPFUSE_SECRET: 32 random
- *     bytes that only the command's processes inherit, request.c reads it): no request of
- *     a connection is read before it, and a connection without it is dropped.
- *  3. Connections per uid are bounded (max_conns_per_uid, a quarter of the fds the server
- *     may have), for every user but the launcher's: with allow_other one user cannot take
- *     the fds, memory or threads the others need. Past it a connection is refused with
- *     EMFILE. The launcher's user's processes, past the server's fds, wait in the backlog
- *     for others to end, as before.
+ *     bytes that the command's processes inherit), and its first request whole.
+ *  3. The peer must be a process of the command, as the kernel tells it: the launcher is
+ *     the command's child subreaper (shared_mode.py), so every process the command starts,
+ *     daemons that double-fork included, has the launcher among its ancestors for as long
+ *     as it lives; a process started anywhere else has not, whatever it read (the secret,
+ *     from /proc/PID/environ of a process of its uid). The chain of parents is read from
+ *     /proc (in_command), each parent older than its child (a pid reused on the way is
+ *     younger), and the peer itself is held by a pidfd (SO_PEERPIDFD) while it is read.
+ *     The chain is kept with the connection: handles follow it (handles.c).
+ *  4. Connections per uid are bounded (max_conns_per_uid, a quarter of the fds the server
+ *     may have, at most 4096; past it a connection is refused with EMFILE), the launcher's
+ *     own user's at the fds the server gives connections at all (max_conns: every fd but
+ *     a reserve for its own work, the class's files included). With that many in use, the
+ *     accept thread takes no more: new connections wait in the backlog for one to end.
  *
- * The accept thread does the least a client needs before its first answer, since it runs
- * on the connecting process's CPU (a socket's wake-up is a synchronous one: the scheduler
- * puts the woken thread where the waker runs): the uid check, the accept and the hello (a
- * region made ahead, a spare: a fresh memfd, nothing of anyone else's). Who the client's
- * groups are and the watch on its socket are done by the thread that serves it
- * (client_setup), on another CPU while the client sends its request and maps its region.
+ * Until 2 and 3 are done a connection costs nothing that lasts (the door): no region, no
+ * quota slot, no thread; it waits, among at most PENDING_MAX (PENDING_PER_UID of a uid,
+ * the oldest of that uid dropped for a new one), for SILENCE_MS at most, on the accept
+ * thread's epoll, and is dropped if it has not sent its hello and first request whole by
+ * then. A client of ours sends them right after its connect, so most are admitted at once:
+ * the accept thread, on the connecting process's CPU (a socket's wake-up is a synchronous
+ * one), spins a little for them while nobody is waiting at the door.
+ *
+ * Admitted, a client gets its region (the hello: a region made ahead, a spare: a fresh
+ * memfd, nothing of anyone else's). Who the client's groups are and the watch on its socket
+ * are done by the thread that serves it (client_setup).
  */
 #include "server.h"
+#include <poll.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
@@ -55,6 +68,11 @@ static int hexval(char c)
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
+/* fds never given to connections, admitted or at the door: the server's own work, its
+ * class's files. A quarter of them, within these bounds. */
+#define FD_RESERVE_MIN 16
+#define FD_RESERVE_MAX 1024
+
 /* The policy from the launcher's environment (cli.py sets it from -o); -1 without a secret
  * (no launcher made one: nothing could ever connect). */
 int peers_init(void)
@@ -85,11 +103,15 @@ int peers_init(void)
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     long fds = (long)(rl.rlim_cur > 1u << 20 ? 1u << 20 : rl.rlim_cur);
+    long reserve = fds / 4 < FD_RESERVE_MIN ? FD_RESERVE_MIN : fds / 4 > FD_RESERVE_MAX ? FD_RESERVE_MAX : fds / 4;
+    policy.max_conns = fds - reserve > 16 ? (int)(fds - reserve) : 16;
     long per = (fds - 64) / 4;
     const char *m = getenv("LDPFUSE_MAX_CONNECTIONS");
     if (m && *m)
         per = atol(m);
     policy.max_conns_per_uid = (int)(per < 16 ? 16 : per > 4096 && !(m && *m) ? 4096 : per);
+    if (policy.max_conns_per_uid > policy.max_conns)
+        policy.max_conns_per_uid = policy.max_conns;
     return 0;
 }
 
@@ -100,6 +122,7 @@ struct uid_quota {
     int conns;
 };
 static struct uid_quota *quotas;
+static int conns_total;         /* admitted connections, of every uid */
 static pthread_mutex_t quotas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct uid_quota *quota_take(uid_t uid)
@@ -113,10 +136,15 @@ static struct uid_quota *quota_take(uid_t uid)
         q->next = quotas;
         quotas = q;
     }
-    if (q && uid != policy.owner && q->conns >= policy.max_conns_per_uid)
-        q = NULL;       /* the launcher's own user waits in the backlog instead (fds run out) */
-    else if (q)
+    /* the launcher's own user may have every fd given to connections (past them the
+     * accept thread takes none: connections wait in the backlog); others a quarter */
+    if (q && (q->conns >= (uid == policy.owner ? policy.max_conns : policy.max_conns_per_uid) ||
+              conns_total >= policy.max_conns))
+        q = NULL;
+    else if (q) {
         q->conns++;
+        conns_total++;
+    }
     pthread_mutex_unlock(&quotas_lock);
     return q;
 }
@@ -125,6 +153,7 @@ static void quota_give(struct uid_quota *q)
 {
     pthread_mutex_lock(&quotas_lock);
     q->conns--;
+    conns_total--;
     pthread_mutex_unlock(&quotas_lock);
 }
 
@@ -225,44 +254,230 @@ static void refuse(int fd, int err, const struct ucred *who, const char *why)
         server_logf("refused pid %d (uid %u): %s (logged once)", (int)who->pid, (unsigned)who->uid, why);
 }
 
-/* The accept thread's part of a new connection: who it is, and the hello (its region).
- * NULL: refused or failed (the fd is closed). */
-static struct client *client_new(int fd)
+/* ---- membership: is pid a process of the command (a descendant of this process, the
+ * launcher, its subreaper)? Its chain of parents up to the launcher, each read from
+ * /proc/PID/stat (ppid, start time) and each older than its child: a pid that ended and
+ * was reused on the way is younger than the child that named it. 1 in (the chain in
+ * line[], the peer first), 0 out. */
+static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
+{
+    char buf[512];
+    if (!read_proc(pid, "stat", buf, sizeof buf))
+        return -1;
+    char *s = strrchr(buf, ')');
+    if (s == NULL || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X' || s[2] == 'x')
+        return -1;
+    s += 2;     /* state */
+    *ppid = (pid_t)strtol(s + 1, NULL, 10);
+    for (int field = 3; field < 22; field++) {
+        s = strchr(s, ' ');
+        if (s == NULL)
+            return -1;
+        s++;
+    }
+    *start = strtoull(s, NULL, 10);
+    return 0;
+}
+
+static int in_command(pid_t pid, struct lineage *line)
+{
+    pid_t self = getpid(), ppid;
+    unsigned long long start, younger = ~0ull;
+    line->n = 0;
+    for (int depth = 0; depth < 4096; depth++) {
+        if (pid == self)
+            return 1;       /* the launcher: an ancestor (or the peer itself) */
+        if (pid <= 1)
+            return 0;       /* init (or a pid our namespace does not see) */
+        if (proc_stat(pid, &ppid, &start) < 0 || start > younger)
+            return 0;
+        if (line->n < LINEAGE_MAX) {
+            line->pid[line->n] = pid;
+            line->start[line->n++] = start;
+        }
+        younger = start;
+        pid = ppid;
+    }
+    return 0;
+}
+
+/* The peer of fd (SO_PEERCRED's pid) is of the command. The pidfd holds the peer while its
+ * chain is read: if it has not ended after that, its pid was its own all along. */
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+static int peer_in_command(int fd, pid_t pid, struct lineage *line)
+{
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+        pidfd = -1;     /* before Linux 6.5: the start times alone */
+    int in = in_command(pid, line);
+    if (pidfd >= 0) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        if (poll(&p, 1, 0) != 0)
+            in = 0;     /* ended (or unknown): its pid may be another's now */
+        close(pidfd);
+    }
+    return in;
+}
+
+/* ---- the door: connections not yet admitted */
+#define PENDING_MAX 256
+#define PENDING_PER_UID 32
+#define SILENCE_MS 2000
+static struct pending {
+    int fd;
+    struct ucred cred;
+    uint64_t since;
+} pending[PENDING_MAX];
+static int npending;
+static int door_ep = -1;
+
+static void pending_drop(int i)
+{
+    epoll_ctl(door_ep, EPOLL_CTL_DEL, pending[i].fd, NULL);
+    close(pending[i].fd);
+    pending[i] = pending[--npending];
+}
+
+/* Admit fd (its hello and first request are there whole): its secret, its membership, its
+ * uid's count; then its region, and a thread to serve it. */
+static void admit(int fd, const struct ucred *cred)
+{
+    struct wire_hello hello;
+    if (recv(fd, &hello, sizeof hello, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hello ||
+        hello.magic != WIRE_HELLO_MAGIC || !secret_ok(hello.secret)) {
+        refuse(fd, EACCES, cred, "it does not hold the run's secret");
+        return;
+    }
+    struct client *cl = calloc(1, sizeof *cl);
+    if (cl == NULL) {
+        close(fd);
+        return;
+    }
+    if (!peer_in_command(fd, cred->pid, &cl->line)) {
+        free(cl);
+        refuse(fd, EACCES, cred, "not a process of the command (the launcher is not its ancestor)");
+        return;
+    }
+    struct uid_quota *q = quota_take(cred->uid);
+    if (q == NULL) {
+        free(cl);
+        refuse(fd, EMFILE, cred, "too many connections of that user (LDPFUSE_MAX_CONNECTIONS)");
+        return;
+    }
+    cl->fd = fd;
+    cl->quota = q;
+    cl->uid = cred->uid;
+    cl->gid = cred->gid;
+    cl->pid = cred->pid;
+    cl->first = 1;      /* read by its serving thread, after the hello (channel.c) */
+    if (spares_count() == 0)
+        region_make();
+    if (region_give(cl) < 0) {
+        quota_give(q);
+        close(fd);
+        free(cl);
+        return;
+    }
+    if (serialise)
+        fs_client_add(cl);
+    else
+        pool_start(cl);
+}
+
+/* A connection just accepted: refused, admitted, or left at the door. */
+static void door_enter(int fd)
 {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         close(fd);
-        return NULL;
+        return;
     }
     if (!peer_uid_allowed(cred.uid)) {
         refuse(fd, EACCES, &cred, "not the launcher's user, and no -o allow_other (allow_root for root)");
-        return NULL;
+        return;
     }
-    struct uid_quota *q = quota_take(cred.uid);
-    if (q == NULL) {
-        refuse(fd, EMFILE, &cred, "too many connections of that user (LDPFUSE_MAX_CONNECTIONS)");
-        return NULL;
+    int r = first_ready_fd(fd);
+    if (r == 0 && npending == 0) {
+        /* nobody waits at the door: the client's hello is on its way */
+        struct chan_spinner spin;
+        chan_spin_start(&spin, 300000);
+        while ((r = first_ready_fd(fd)) == 0 && chan_spin_turn(&spin))
+            ;
     }
-    struct client *cl = calloc(1, sizeof *cl);
-    if (cl == NULL) {
-        quota_give(q);
+    if (r > 0) {
+        admit(fd, &cred);
+        return;
+    }
+    if (r < 0) {
         close(fd);
-        return NULL;
+        return;
     }
-    cl->fd = fd;
-    cl->quota = q;
-    cl->uid = cred.uid;
-    cl->gid = cred.gid;
-    cl->pid = cred.pid;
-    cl->first = 1;      /* sent with the connect, after the hello (channel.c) */
-    if (region_give(cl) < 0) {
-        quota_give(q);
+    /* it waits: the oldest of its uid goes if that uid has its share, the oldest of all
+     * if the door is full */
+    int oldest = -1, mine = 0;
+    for (int i = 0; i < npending; i++)
+        if (pending[i].cred.uid == cred.uid) {
+            mine++;
+            if (oldest < 0 || pending[i].since < pending[oldest].since)
+                oldest = i;
+        }
+    if (mine < PENDING_PER_UID && npending == PENDING_MAX) {
+        oldest = 0;
+        for (int i = 1; i < npending; i++)
+            if (pending[i].since < pending[oldest].since)
+                oldest = i;
+    }
+    if (mine >= PENDING_PER_UID || npending == PENDING_MAX)
+        pending_drop(oldest);
+    /* edge-triggered: what came is peeked at, never read, and a part of a hello must
+     * not wake this thread again until more comes */
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = fd };
+    if (epoll_ctl(door_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);
-        free(cl);
-        return NULL;
+        return;
     }
-    return cl;
+    pending[npending++] = (struct pending){ fd, cred, chan_now_ns() };
+}
+
+/* A connection at the door sent something, or hung up. */
+static void door_heard(int fd)
+{
+    for (int i = 0; i < npending; i++)
+        if (pending[i].fd == fd) {
+            int r = first_ready_fd(fd);
+            if (r == 0)
+                return;     /* a part: the rest within SILENCE_MS, or it goes */
+            struct ucred cred = pending[i].cred;
+            epoll_ctl(door_ep, EPOLL_CTL_DEL, fd, NULL);
+            pending[i] = pending[--npending];
+            if (r > 0)
+                admit(fd, &cred);
+            else
+                close(fd);
+            return;
+        }
+}
+
+/* Drop the connections silent for SILENCE_MS; how long until the next one is due (ms,
+ * -1: none waits). */
+static int door_expire(void)
+{
+    uint64_t now = chan_now_ns(), next = UINT64_MAX;
+    for (int i = 0; i < npending;) {
+        uint64_t due = pending[i].since + SILENCE_MS * 1000000ull;
+        if (now >= due) {
+            pending_drop(i);
+            continue;
+        }
+        if (due < next)
+            next = due;
+        i++;
+    }
+    return next == UINT64_MAX ? -1 : (int)((next - now) / 1000000) + 1;
 }
 
 /* The serving thread's part, before the client's first request: its groups (what the
@@ -333,33 +548,53 @@ void client_gone(struct client *cl)
     orphans_sweep();
 }
 
+/* The accept thread: new connections, and those at the door, on one epoll. With every fd
+ * connections may have in use (policy.max_conns), or out of fds all the same (EMFILE,
+ * ENFILE, ...), a client waits in the backlog until another one lets go of something;
+ * the server's own work has its reserve all the same. */
 void *accept_thread(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
+    door_ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event lev = { .events = EPOLLIN, .data.fd = lfd };
+    if (door_ep < 0 || epoll_ctl(door_ep, EPOLL_CTL_ADD, lfd, &lev) < 0)
+        return NULL;
+    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);     /* accept4 never waits */
+    int wait_ms = -1, taking = 1;
     for (;;) {
-        if (spares_count() == 0 && region_make() < 0) {
-            nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
-            continue;
+        if (spares_count() == 0)
+            region_make();
+        /* every fd connections may have in use: new ones wait in the backlog, which costs
+         * the server nothing, until one ends (looked at every 10 ms) */
+        int full = __atomic_load_n(&conns_total, __ATOMIC_RELAXED) + npending >= policy.max_conns;
+        if (full == taking) {
+            lev.events = full ? 0 : EPOLLIN;
+            epoll_ctl(door_ep, EPOLL_CTL_MOD, lfd, &lev);
+            taking = !full;
         }
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+        if (full && (wait_ms < 0 || wait_ms > 10))
+            wait_ms = 10;
+        struct epoll_event ev[64];
+        int n = epoll_wait(door_ep, ev, 64, wait_ms);
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd != lfd) {
+                door_heard(ev[i].data.fd);
                 continue;
-            if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK)
-                break;      /* no listening socket any more */
-            /* EMFILE, ENFILE, ENOBUFS, ENOMEM: the client waits in the backlog until
-             * another one lets go of something */
-            nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
-            continue;
+            }
+            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK)
+                    return NULL;    /* no listening socket any more */
+                if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
+                    nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+                continue;
+            }
+            __atomic_store_n(&last_connect_ns, chan_now_ns(), __ATOMIC_RELAXED);
+            door_enter(fd);
         }
-        __atomic_store_n(&last_connect_ns, chan_now_ns(), __ATOMIC_RELAXED);
-        struct client *cl = client_new(fd);
-        if (cl == NULL)
-            continue;       /* refused; or the client sees EIO for this call and connects again */
-        if (serialise)
-            fs_client_add(cl);
-        else
-            pool_start(cl);
+        wait_ms = door_expire();
     }
     return NULL;
 }

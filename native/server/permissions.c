@@ -306,6 +306,7 @@ int perm_check(struct client *cl, int op, int mnt, const char *path, const char 
             return -EPERM;
         return 0;
     }
+    case W_WRITTEN:     /* "I wrote it": only a writer of the file says so */
     case W_TRUNCATE:
         if ((r = lookup(cl, mnt, path, &st)) < 0)
             return r;

@@ -221,7 +221,7 @@ static int request_check(struct client *cl, struct wire_req *rq)
     /* the handle */
     if (rule->fh == FH_NONE || (rule->fh == FH_MAY && !rq->has_fh))
         rq->has_fh = 0;
-    else if (!rq->has_fh || handle_get(rule->kind, rq->mnt, rq->fh, &cl->h, &cl->href, cl->hpath) < 0)
+    else if (!rq->has_fh || handle_get(rule->kind, rq->mnt, rq->fh, &cl->line, &cl->h, &cl->href, cl->hpath) < 0)
         return -EBADF;
     /* the class gets the handle's own path, as the kernel gives the open file's: a class
      * that finds its files by path (fusepy's memory example) must not be led by a request
@@ -260,11 +260,17 @@ static int request_check(struct client *cl, struct wire_req *rq)
  * not yet, -1 the client has gone or sent what no client of ours sends. */
 int first_ready(struct client *cl)
 {
+    return first_ready_fd(cl->fd);
+}
+
+/* The same, of a connection not yet admitted (peers.c): fd. */
+int first_ready_fd(int fd)
+{
     struct {
         struct wire_hello hello;
         struct wire_req rq;
     } head;
-    ssize_t n = recv(cl->fd, &head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(fd, &head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
         return -1;
     if (n < (ssize_t)sizeof head)
@@ -275,12 +281,12 @@ int first_ready(struct client *cl)
         return 1;
     /* the body too: peeked whole, so reading it cannot wait */
     char peek[sizeof head + WIRE_FIRST_MAX];
-    n = recv(cl->fd, peek, sizeof head + head.rq.len, MSG_PEEK | MSG_DONTWAIT);
+    n = recv(fd, peek, sizeof head + head.rq.len, MSG_PEEK | MSG_DONTWAIT);
     return n == (ssize_t)(sizeof head + head.rq.len) ? 1 : n == 0 ? -1 : 0;
 }
 
 /* Constant time: how much of the secret a wrong guess got right says nothing. */
-static int secret_ok(const unsigned char *s)
+int secret_ok(const unsigned char *s)
 {
     unsigned char d = 0;
     for (int i = 0; i < WIRE_SECRET_LEN; i++)

@@ -60,9 +60,9 @@ static void serve_client(struct client *cl)
         client_gone(cl);
         return;
     }
-    /* the first request comes on the socket: wait for it as long as the client lives (a
-     * client stopped between connect and send is not dropped), and read it only once it
-     * is there whole (request.c, first_ready); one that sent a part and no more for
+    /* the first request comes on the socket, whole before the client was admitted
+     * (peers.c: the door waits SILENCE_MS for it); the wait here is for a protocol
+     * broken since (request.c, first_ready): one that sent a part and no more for
      * FIRST_PART_MS is dropped */
     int ready = 0;
     for (int waited = 0; cl->first && (ready = first_ready(cl)) == 0;) {

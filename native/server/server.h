@@ -62,6 +62,7 @@ struct peer_policy {
     int default_permissions;    /* -o default_permissions (permissions.c) */
     unsigned char secret[32];   /* held by the command's processes only (LDPFUSE_SECRET) */
     int max_conns_per_uid;
+    int max_conns;          /* of every uid: the fds but a reserve for the server's own work */
 };
 extern struct peer_policy policy;
 int peer_uid_allowed(uid_t uid);
@@ -72,6 +73,16 @@ int peer_uid_allowed(uid_t uid);
 int peer_may_share_cache(uid_t uid, int flags);
 
 struct uid_quota;
+
+/* A process of the command and its parents up to the launcher (peers.c, in_command): pid
+ * and start time (clock ticks since boot) of each, the process first. Who may use a
+ * handle (handles.c): its opener and the processes below it. */
+#define LINEAGE_MAX 16
+struct lineage {
+    int n;
+    pid_t pid[LINEAGE_MAX];
+    unsigned long long start[LINEAGE_MAX];
+};
 
 /* A handle a process was given (handles.c): the client knows it by `token` only. */
 struct handle {
@@ -86,6 +97,7 @@ struct handle {
     int inflight;           /* requests using it now (handle_get .. handle_put) */
     struct proc *owner;     /* the process it was given to */
     pid_t pid;              /* and its pid (the owner goes before its handles are released) */
+    unsigned long long start;   /* and its start time: the opener, for good (lineage) */
     int locked;             /* the class's lock (1) or flock (2) took a lock through it: let go
                                of when the process goes without closing it (handle_release) */
 };
@@ -120,6 +132,7 @@ struct client {
     int ngroups;
     gid_t *groups;          /* SO_PEERGROUPS */
     uint64_t caps;          /* its effective capabilities at connect (credentials.c) */
+    struct lineage line;    /* its process and parents, read at connect (peers.c) */
     uid_t as_uid;           /* who the current request runs as */
     gid_t as_gid;
     int as_ngroups;
@@ -157,6 +170,8 @@ int peers_init(void);
 
 /* request.c */
 int first_ready(struct client *cl);
+int first_ready_fd(int fd);
+int secret_ok(const unsigned char *s);
 int serve_request(struct client *cl);
 void sender_forget(struct client *cl);
 extern int stats_enabled;          /* --stats (LDPFUSE_STATS) */
@@ -165,11 +180,12 @@ extern int stats_enabled;          /* --stats (LDPFUSE_STATS) */
 struct proc *proc_get(pid_t pid);
 struct handle *proc_put(struct proc *p);
 struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path, int flags, uint64_t fh);
-int handle_get(int kind, int mnt, uint64_t token, struct handle *out, struct handle **ref, char *path_out);
+int handle_get(int kind, int mnt, uint64_t token, const struct lineage *line, struct handle *out,
+               struct handle **ref, char *path_out);
 void handle_put(struct handle **ref);
 void handle_quiesce(struct handle *h);
-int handle_names(int mnt, uint64_t token, const char *path, int *flags);
-struct handle *handle_take(int kind, int mnt, uint64_t token);
+int handle_names(int mnt, uint64_t token, const struct lineage *line, const char *path, int *flags);
+struct handle *handle_take(int kind, int mnt, uint64_t token, const struct lineage *line);
 void handle_free(struct handle *h);
 void handle_release(struct handle *h);
 void handles_renamed(int mnt, const char *from, const char *to);

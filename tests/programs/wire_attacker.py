@@ -668,6 +668,165 @@ def attack_table(args):
     probe("still-served", lambda: errname(c.call(W_GETATTR, "/").result))
 
 
+# ---- issue 32: the channel's own authentication
+
+def environ_of(pid):
+    """The socket and secret an insider holds, as a process of its uid reads them from
+    /proc/PID/environ."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    return env[b"LDPFUSE_SOCKET"].decode(), bytes.fromhex(env[b"LDPFUSE_SECRET"].decode())
+
+
+def attack_environ_thief(args):
+    """Attack 4: a process outside the command, of an insider's uid (or the launcher's),
+    takes the socket and secret from the insider's /proc/PID/environ and uses the file
+    system: reads PATH, makes DIR."""
+    name, secret = environ_of(int(args[0]))
+    def read_file():
+        c = Conn(name, secret)
+        fh = opened(c, args[1], os.O_RDONLY)
+        ans = c.call(W_READ, args[1], a=4096, b=0, fh=fh)
+        return ans.data.decode(errors="replace").strip() if ans.result >= 0 else errname(ans.result)
+    probe("read", read_file)
+    probe("mkdir", lambda: errname(Conn(name, secret).call(W_MKDIR, args[2], a=0o777).result))
+
+
+def attack_silent(args):
+    """Attack 5: N connections that say nothing, held for SECONDS: how many were handed a
+    region (an fd came) and how many the server dropped meanwhile. NAME, or the
+    environment's socket."""
+    n, seconds = int(args[0]), float(args[1])
+    name = args[2] if len(args) > 2 else os.environ["LDPFUSE_SOCKET"]
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        for _try in range(400):
+            try:
+                s.connect("\0" + name)
+                socks.append(s)
+                break
+            except BlockingIOError:     # the backlog is full: give the server a moment
+                time.sleep(0.005)
+            except OSError as e:
+                say("connect", errno.errorcode.get(e.errno, "?"))
+                break
+        else:
+            s.close()
+            break               # the server takes no more
+        if socks[-1:] != [s]:
+            break
+    say("opened", len(socks))
+    region, dropped, live = 0, 0, list(socks)
+    end = time.monotonic() + seconds
+    while live and time.monotonic() < end:
+        p = select.poll()
+        by_fd = {s.fileno(): s for s in live}
+        for fd in by_fd:
+            p.register(fd, select.POLLIN | select.POLLRDHUP)
+        for fd, _ev in p.poll(200):
+            s = by_fd[fd]
+            try:
+                msg, fds = recv_fds(s, RESP.size)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                msg, fds = b"", []
+            if fds:
+                region += 1
+                for f in fds:
+                    os.close(f)
+            if not msg:
+                dropped += 1
+                live.remove(s)
+                s.close()
+            elif not fds:
+                dropped += 1        # a refusal: the server's hello without a region
+                live.remove(s)
+                s.close()
+    say("region", region)
+    say("dropped", dropped)
+    for s in socks:
+        s.close()
+
+
+def attack_hold_handle(args):
+    """Attack 7, the victim's side: a process of the command opens PATH (a raw client, so
+    the test sees its token), writes the token to TOKENFILE, and a child it forks (which
+    inherited the handle, as a forked process inherits an fd) reads through it; then it
+    holds the handle until a line comes on stdin."""
+    path, tokenfile = args[0], args[1]
+    c = connect()
+    fh = opened(c, path, os.O_RDONLY)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ans = connect().call(W_READ, path, a=4096, b=0, fh=fh)
+            say("inherited-read", ans.data.decode(errors="replace").strip() if ans.result >= 0 else errname(ans.result))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    with open(tokenfile + ".tmp", "w") as f:
+        f.write(str(fh))
+    os.chmod(tokenfile + ".tmp", 0o644)
+    os.rename(tokenfile + ".tmp", tokenfile)
+    say("holding")
+    sys.stdin.readline()
+    c.close()
+
+
+def attack_learned_handle(args):
+    """Attack 7: a process of the command that was never given the fd reads PATH through a
+    token it learned (TOKENFILE), and releases it."""
+    path, tokenfile = args[0], args[1]
+    fh = int(open(tokenfile).read())
+    c = connect()
+    def read():
+        ans = c.call(W_READ, path, a=4096, b=0, fh=fh)
+        return ans.data.decode(errors="replace").strip() if ans.result >= 0 else errname(ans.result)
+    probe("learned-read", read)
+    probe("learned-release", lambda: errname(c.call(W_RELEASE, path, fh=fh).result))
+
+
+def attack_written(args):
+    """W_WRITTEN ("I wrote this passthrough file") about PATH, by a process that may not
+    write it."""
+    probe("written", lambda: errname(connect().call(W_WRITTEN, args[0]).result))
+
+
+def attack_fake_server(args):
+    """Attack 3, the attacker's server: binds NAME (the dead launcher's, from
+    /proc/net/unix) and listens for SECONDS; says its pid first, then how many connections
+    came and every hello it heard (hex), which would hold the run's secret."""
+    name, seconds = args[0], float(args[1])
+    say("pid", os.getpid())
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0" + name)
+    srv.listen(64)
+    srv.settimeout(0.1)
+    conns, heard = 0, []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s, _ = srv.accept()
+        except socket.timeout:
+            continue
+        conns += 1
+        s.settimeout(0.5)
+        try:
+            data = s.recv(4096)
+        except OSError:
+            data = b""
+        if data:
+            heard.append(data[:HELLO.size].hex())
+        s.close()
+    say("conns", conns)
+    for h in heard:
+        say("heard", h)
+    say("done")
+
+
 ATTACKS = {name[7:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("attack_")}
 
 if __name__ == "__main__":
