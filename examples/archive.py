@@ -73,8 +73,8 @@ class Stored:
     def pread(self, size, offset):
         return os.pread(self.fd, size, offset)
 
-    def read(self, size=-1):
-        data = self.pread(size if size >= 0 else 1 << 62, self.pos)
+    def read(self, size):
+        data = self.pread(size, self.pos)
         self.pos += len(data)
         return data
 
@@ -220,7 +220,7 @@ class Archive(Operations):
             try:
                 self.tar = tarfile.open(fileobj=self.data, mode="r:")
                 self._index_tar(self.tar)
-            except (tarfile.ReadError, EOFError, OSError, zlib.error) as e:
+            except (tarfile.ReadError, EOFError, OSError, zlib.error, lzma.LZMAError) as e:
                 raise ValueError(f"{path} is neither a zip nor a tar archive ({e})") from None
         self._count_links(self.root)
         self.zip = None         # (pid, ZipFile) of this process
