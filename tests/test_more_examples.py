@@ -210,9 +210,9 @@ def test_archive_compressed_tar_reads_at_random_match_the_extracted_files(ws, ki
 
 def test_archive_decompresses_a_bounded_amount_per_read_of_a_tar_gz(ws):
     """Reading every member of a .tar.gz in a random order decompresses, per read, at most
-    the restart points' spacing more than it returns (it decompressed from the stream's
-    start at every open: the sum of the members' offsets, 150 times more here). The
-    example's debug log says what each read decompressed."""
+    the restart points' spacing more than it returns (the example once decompressed from
+    the stream's start at every open: the sum of the members' ends, some 200 times what is
+    served here). The example's debug log says what each read decompressed."""
     src = ws.tmp / "src"
     total = random_tree(src, 400, seed=3)
     archive = ws.tmp / "a.tar.gz"
