@@ -21,7 +21,9 @@
 # points of about 41 KiB: a tar of up to 192 MiB keeps 64 KiB). bz2 and lzma
 # decompressors cannot be copied: there a restart point is only where a new
 # stream starts (pbzip2 writes one per block); reads in the archive's order
-# stay cheap, others start over.
+# stay cheap, others start over. The index and the points are built where the
+# object is: once in the default mode, in every process that touches the mount
+# in the embedded mode (each inflates the whole stream once).
 #
 # Run it:
 #
