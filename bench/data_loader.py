@@ -9,12 +9,24 @@ each) with 1 and with 4 forked workers, as a training loop's data loader does, t
 in interleaved rounds; prints the median seconds of the read phase (the workers' listing
 and reads; the mount's start is not counted) and the ratios.
 
-    python3 bench/data_loader.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]
+With --gz (issue 31) the same files come from the tar compressed with gzip -6 (random
+contents: it hardly shrinks, but every byte goes through inflate), through
+
+  native          the tar extracted to a directory
+  rat-fuse-gz     ratarmount over kernel FUSE on the .tar.gz
+  archive-ldp-gz  examples/archive.py under ldpfuse-run on the .tar.gz (its restart points)
+
+and the mount's start (ratarmount's index is made at its first mount, then read from the
+.index.sqlite file beside the archive; the example reads the whole stream at each mount)
+is printed besides.
+
+    python3 bench/data_loader.py [--gz] [--rounds 3] [--files 10000] [--ldpfuse-run PATH]
 
 bench/run.py runs it too (`--only loader`, setup() and measure() below) and puts it in
 RESULTS.md.
 """
 import argparse
+import gzip
 import io
 import os
 import random
@@ -25,6 +37,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARCHIVE = os.path.join(os.path.dirname(HERE), "examples", "archive.py") + ":Archive"
@@ -64,11 +77,14 @@ print(f"RESULT files={len(names)} bytes={total} secs={time.perf_counter() - t0:.
 
 
 CONFIGS = ["native", "rat-fuse", "rat-ldp", "archive-ldp"]
+GZ_CONFIGS = ["native", "rat-fuse-gz", "archive-ldp-gz"]
 LABELS = {
     "native": "native (the tar extracted)",
     "rat-fuse": "ratarmount over kernel FUSE",
     "rat-ldp": "ratarmount under ldpfuse-run",
     "archive-ldp": "examples/archive.py under ldpfuse-run",
+    "rat-fuse-gz": "ratarmount over kernel FUSE, .tar.gz",
+    "archive-ldp-gz": "examples/archive.py under ldpfuse-run, .tar.gz",
 }
 WORKERS = (1, 4)
 
@@ -93,19 +109,24 @@ def find_ratarmount():
     return cand if os.path.exists(cand) else None
 
 
-def setup(workdir, files, ldpfuse_run):
-    """Makes the tar of `files` files in workdir (a new directory), its extracted copy and
-    the reader program; returns the context measure() takes."""
+def setup(workdir, files, ldpfuse_run, gz=False):
+    """Makes the tar of `files` files in workdir (a new directory), with gz its .tar.gz, its
+    extracted copy and the reader program; returns the context measure() takes."""
     os.makedirs(workdir)
     ctx = {"tar": os.path.join(workdir, "data.tar"), "extracted": os.path.join(workdir, "extracted"),
            "mnt": os.path.join(workdir, "mnt"), "fuse_mnt": os.path.join(workdir, "fuse"),
            "reader": os.path.join(workdir, "reader.py"), "ldp": ldpfuse_run,
-           "ratarmount": find_ratarmount(), "files": files}
+           "ratarmount": find_ratarmount(), "files": files, "starts": {}}
     with open(ctx["reader"], "w") as f:
         f.write(READER)
     ctx["bytes"] = make_tar(ctx["tar"], files)
     with tarfile.open(ctx["tar"]) as t:
         t.extractall(ctx["extracted"])
+    if gz:
+        ctx["tgz"] = ctx["tar"] + ".gz"
+        with open(ctx["tar"], "rb") as src, gzip.open(ctx["tgz"], "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        return ctx
     if ctx["ratarmount"] and ctx["ldp"]:
         # ratarmount's index, made once (as a user's second mount finds it)
         subprocess.run([ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--", "true"],
@@ -125,6 +146,9 @@ def unavailable(ctx):
     if not ctx["ldp"]:
         why.setdefault("rat-ldp", "ldpfuse-run not found")
         why["archive-ldp"] = "ldpfuse-run not found"
+    for c in ("rat-fuse", "archive-ldp"):
+        if c in why:
+            why[c + "-gz"] = why[c]
     return why
 
 
@@ -148,9 +172,10 @@ def command(cfg, workers, ctx):
         return reader + [ctx["extracted"], str(workers)]
     if cfg == "rat-ldp":
         return [ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--"] + reader + [ctx["mnt"], str(workers)]
-    if cfg == "archive-ldp":
-        return [ctx["ldp"], "--mountpoint", ctx["mnt"], ARCHIVE, ctx["tar"], "--"] + reader + [ctx["mnt"], str(workers)]
-    if cfg == "rat-fuse":
+    if cfg in ("archive-ldp", "archive-ldp-gz"):
+        tar = ctx["tgz"] if cfg.endswith("-gz") else ctx["tar"]
+        return [ctx["ldp"], "--mountpoint", ctx["mnt"], ARCHIVE, tar, "--"] + reader + [ctx["mnt"], str(workers)]
+    if cfg in ("rat-fuse", "rat-fuse-gz"):
         return reader + [ctx["fuse_mnt"], str(workers)]
     raise ValueError(cfg)
 
@@ -165,22 +190,30 @@ def run_one(cfg, workers, ctx):
 
 def _run_one(cfg, workers, ctx):
     argv = command(cfg, workers, ctx)
-    if cfg == "rat-fuse":
+    t0 = time.perf_counter()
+    if cfg in ("rat-fuse", "rat-fuse-gz"):
+        tar = ctx["tgz"] if cfg.endswith("-gz") else ctx["tar"]
         os.makedirs(ctx["fuse_mnt"], exist_ok=True)
-        m = subprocess.run([ctx["ratarmount"], ctx["tar"], ctx["fuse_mnt"]], capture_output=True, text=True, timeout=300)
+        m = subprocess.run([ctx["ratarmount"], tar, ctx["fuse_mnt"]], capture_output=True, text=True, timeout=300)
         if m.returncode != 0:
             return None, f"ratarmount over FUSE failed: {m.stderr.strip()[-300:]}"
+        start = time.perf_counter() - t0
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
         finally:
             subprocess.run(["fusermount", "-u", ctx["fuse_mnt"]], capture_output=True)
     else:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        start = None
     res = parse(r.stdout)
     if res is None:
         return None, r.stderr.strip()[-300:] or "no result"
     if res[:2] != (ctx["files"], ctx["bytes"]):
         return None, f"read {res[0]} files, {res[1]} bytes; expected {ctx['files']} files, {ctx['bytes']} bytes"
+    if start is None and cfg != "native":   # ldpfuse-run: its whole run less the reader's
+        start = time.perf_counter() - t0 - res[2]
+    if start is not None:
+        ctx["starts"].setdefault(cfg, []).append(start)
     return res[2], None
 
 
@@ -200,12 +233,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--ldpfuse-run", default=shutil.which("ldpfuse-run"))
+    ap.add_argument("--gz", action="store_true", help="the .tar.gz configurations (issue 31)")
     ap.add_argument("--only", default="", help="comma-separated configurations")
     args = ap.parse_args()
     tmp = os.path.join(tempfile.mkdtemp(prefix="ldpfuse-loader-", dir="/var/tmp"), "work")
     try:
-        ctx = setup(tmp, args.files, args.ldpfuse_run)
-        configs = [c for c in CONFIGS if not args.only or c in args.only.split(",")]
+        ctx = setup(tmp, args.files, args.ldpfuse_run, gz=args.gz)
+        configs = [c for c in (GZ_CONFIGS if args.gz else CONFIGS) if not args.only or c in args.only.split(",")]
         for c, why in unavailable(ctx).items():
             if c in configs:
                 print(f"{c}: skipped ({why})")
@@ -218,7 +252,8 @@ def main():
                 continue
             times[(c, w)].append(secs)
             print(f"[round {rnd}] {c:12s} {w} worker(s): {secs:.3f} s", flush=True)
-        print(f"\nData loader: {args.files} files of 1-32 KiB ({ctx['bytes'] / 2**20:.0f} MiB) in one tar; "
+        print(f"\nData loader: {args.files} files of 1-32 KiB ({ctx['bytes'] / 2**20:.0f} MiB) in one "
+              f"{'.tar.gz' if args.gz else 'tar'}; "
               f"medians of {args.rounds} interleaved rounds, seconds (x = speed relative to native)")
         nat = {w: statistics.median(times[("native", w)]) for w in WORKERS if times.get(("native", w))}
         print(f"{'configuration':14s} {'1 worker':>18s} {'4 workers':>18s}")
@@ -232,7 +267,15 @@ def main():
                 m = statistics.median(t)
                 ratio = f"x{nat[w] / m:.2f}" if w in nat else ""
                 cells.append(f"{m:8.3f} {ratio:>9s}")
-            print(f"{c:14s} {cells[0]:>18s} {cells[1]:>18s}")
+            starts = ctx["starts"].get(c)
+            start = f"   start {statistics.median(starts):.2f} s" if starts else ""
+            print(f"{c:14s} {cells[0]:>18s} {cells[1]:>18s}{start}")
+        if args.gz:
+            for w in WORKERS:
+                a, b = times.get(("archive-ldp-gz", w)), times.get(("rat-fuse-gz", w))
+                if a and b:
+                    print(f"{w} worker(s): the archive example takes x{statistics.median(a) / statistics.median(b):.2f} "
+                          f"of ratarmount's time over FUSE (issue 31: at most x2)")
         for (c, w), err in failures.items():
             print(f"failed: {c}, {w} worker(s): {err}")
     finally:

@@ -6,7 +6,8 @@ import os
 import statistics
 
 import data_loader as DL
-from run import (BENCH, FIRSTOP_TARGET_MS, ISSUE24, MEMORY_TARGET, MICRO, NONMOUNT, NONMOUNT_TARGET_NS,
+from run import (ARCHIVE_GZ_VS_FUSE, BENCH, FIRSTOP_TARGET_MS, ISSUE24, MEMORY_TARGET, MICRO, NONMOUNT,
+                 NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
 DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt']
@@ -123,10 +124,11 @@ def micro_table(md, configs, present):
     return lines
 
 
-def loader_medians(results):
-    """{(configuration, workers): median seconds} of the data loader's rounds."""
+def loader_medians(results, key='loader'):
+    """{(configuration, workers): median seconds} of the data loader's rounds (key: 'loader_gz'
+    for the .tar.gz ones)."""
     samples = {}
-    for r in results.get('loader', []):
+    for r in results.get(key, []):
         samples.setdefault((r['config'], r['workers']), []).append(r['seconds'])
     return {k: statistics.median(v) for k, v in samples.items()}
 
@@ -187,6 +189,71 @@ def loader_table(results):
                 cells.append('%.3f (%s)' % (m, fmt_ratio(n / m)))
         out.append('| %s | %s |' % (DL.LABELS[c], ' | '.join(cells)))
     out += [''] + ['- %s: %s' % (r['title'], fmt_ratio(r['ratio'])) for r in loader_ratios(med)]
+    return out
+
+
+def loader_gz_ratios(med):
+    """Issue 31's ratios: the archive example vs ratarmount over kernel FUSE on the .tar.gz,
+    per worker count (speed: higher is better, the target is ARCHIVE_GZ_VS_FUSE)."""
+    rows = []
+    for w in DL.WORKERS:
+        a, b = ('archive-ldp-gz', w), ('rat-fuse-gz', w)
+        rows.append({'key': 'archive-ldp-gz/rat-fuse-gz:%d' % w, 'workers': w,
+                     'ratio': med[b] / med[a] if med.get(a) and b in med else None,
+                     'secs': (med.get(a), med.get(b))})
+    return rows
+
+
+def loader_gz_summary(results):
+    """What results.json keeps of the .tar.gz data loader besides its samples."""
+    med = loader_medians(results, 'loader_gz')
+    return {'info': results.get('loader_gz_info'), 'skipped': results.get('loader_gz_skipped', {}),
+            'median_s': {c: {str(w): med[(c, w)] for w in DL.WORKERS if (c, w) in med}
+                         for c in DL.GZ_CONFIGS if any((c, w) in med for w in DL.WORKERS)},
+            'median_start_s': {c: statistics.median(v) for c, v in results.get('loader_gz_starts', {}).items() if v},
+            'ratios': {r['key']: r['ratio'] for r in loader_gz_ratios(med)}}
+
+
+def loader_gz_table(results):
+    """The .tar.gz data loader's section of RESULTS.md (issue 31), or [] when it did not run."""
+    info = results.get('loader_gz_info')
+    if not info:
+        return []
+    med = loader_medians(results, 'loader_gz')
+    skipped = results.get('loader_gz_skipped', {})
+    starts = results.get('loader_gz_starts', {})
+    out = ['', '## Data loader on a .tar.gz, issue 31 (bench/data_loader.py --gz; seconds, median of %d '
+           'interleaved rounds)' % info['rounds'],
+           '', 'The same %d files of 1-32 KiB (%.0f MiB) in a tar compressed by gzip -6, read as above; '
+           '`start`: the median time from the command\'s start to the reader\'s (ratarmount: its mount, '
+           'which reads the index it wrote at its first mount; the example: ldpfuse-run\'s start and '
+           'end, with the pass that builds the index and the restart points).' % (info['files'], info['bytes'] / 2**20),
+           '', '| configuration | 1 worker | 4 workers | start |', '|---|---:|---:|---:|']
+    for c in DL.GZ_CONFIGS:
+        if c in skipped:
+            out.append('| %s | skipped: %s | | |' % (DL.LABELS[c], skipped[c]))
+            continue
+        cells = []
+        for w in DL.WORKERS:
+            m, n = med.get((c, w)), med.get(('native', w))
+            if m is None:
+                cells.append('failed (see Failures)')
+            elif c == 'native' or not n:
+                cells.append('%.3f' % m)
+            else:
+                cells.append('%.3f (%s)' % (m, fmt_ratio(n / m)))
+        start = statistics.median(starts[c]) if starts.get(c) else None
+        cells.append('-' if start is None else '%.2f' % start)
+        out.append('| %s | %s |' % (DL.LABELS[c], ' | '.join(cells)))
+    out.append('')
+    for r in loader_gz_ratios(med):
+        target = ('examples/archive.py on the .tar.gz, %d worker%s: >= x%g of ratarmount over kernel FUSE '
+                  '(within twice its time)' % (r['workers'], 's' if r['workers'] > 1 else '', ARCHIVE_GZ_VS_FUSE))
+        if r['ratio'] is None:
+            out.append('- %s: -' % target)
+        else:
+            out.append('- %s: %s (%.3f s vs %.3f s), %s' % ((target, fmt_ratio(r['ratio'])) + r['secs'] +
+                                                             ('met' if r['ratio'] >= ARCHIVE_GZ_VS_FUSE else 'NOT met',)))
     return out
 
 
@@ -344,6 +411,8 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
                'of 16 KiB, a 1000-entry directory' % (scale.get('large_mb'), scale.get('mem_large_mb')))
     if results.get('loader_info'):
         out.append('- data loader: a tar of %(files)d files, %(rounds)d interleaved rounds' % results['loader_info'])
+    if results.get('loader_gz_info'):
+        out.append('- data loader on a .tar.gz: %(files)d files, %(rounds)d interleaved rounds' % results['loader_gz_info'])
 
     # ---- targets
     out += ['', '## Targets of issue 3', '',
@@ -418,6 +487,7 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
     else:
         out.append('(not run)')
     out += loader_table(results)
+    out += loader_gz_table(results)
 
     # ---- non-mount and first op
     nm_cfgs = [c for c in ('ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'ldp-mem', 'ldp-mem-embedded')
@@ -463,6 +533,7 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
     skipped = results.get('skipped', {})
     lines = ['- %s: %s' % (LABELS.get(k, k), v) for k, v in skipped.items()]
     lines += ['- data loader, %s: %s' % (DL.LABELS[k], v) for k, v in results.get('loader_skipped', {}).items()]
+    lines += ['- data loader, %s: %s' % (DL.LABELS[k], v) for k, v in results.get('loader_gz_skipped', {}).items()]
     out += lines or ['(none)']
     out += ['', '## Failures', '']
     fails = results.get('failures', [])

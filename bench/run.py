@@ -4,7 +4,7 @@
     python3 bench/run.py                 full run (about 25 minutes on 2 cores)
     python3 bench/run.py --quick         short run (about 3 minutes), for a first look
     python3 bench/run.py --only micro    only the micro-benchmarks (or: thesis, cache, loader,
-                                         a workload name, or a configuration name)
+                                         loader-gz, a workload name, or a configuration name)
     python3 bench/run.py --report-only   rewrite RESULTS.md/results.png from bench/out/results.json
 
 Every workload runs in every configuration, in interleaved rounds (round 1:
@@ -106,6 +106,8 @@ ISSUE24 = dict(
     loop={'orc:1': 0.8, 'orc:8': 0.8, 'create:1': 0.7, 'create:8': 0.7},   # ldp-loop vs native
     thesis=0.9,                # ldp-loop vs native, each thesis workload
 )
+# Issue 31: the archive example on a .tar.gz within twice ratarmount's time over kernel FUSE
+ARCHIVE_GZ_VS_FUSE = 0.5       # speed ratio: archive-ldp-gz vs rat-fuse-gz, each worker count
 
 # ---------------------------------------------------------------- helpers
 
@@ -777,32 +779,37 @@ def cache_round(ctx, rnd, keys):
 # ---------------------------------------------------------------- the data loader (issue 24)
 
 
-def loader_run(ctx):
+def loader_run(ctx, gz=False):
     """bench/data_loader.py's workload: a tar of loader_files files (1-32 KiB) read by 1 and
     4 forked workers, natively, through ratarmount over kernel FUSE, ratarmount under
     ldpfuse-run and examples/archive.py under ldpfuse-run (default mode), in interleaved
-    rounds. The tar is made in the lower directory and removed at the end."""
-    work = os.path.join(ctx.lower, 'loader')
+    rounds. With gz (the loader-gz item, issue 31) the tar is gzip'd and read natively
+    (extracted), through ratarmount over kernel FUSE and through examples/archive.py. The
+    tar is made in the lower directory and removed at the end."""
+    key = 'loader_gz' if gz else 'loader'
+    work = os.path.join(ctx.lower, key)
     DL.teardown(work)                    # what an interrupted run left
     files, rounds = ctx.scale['loader_files'], ctx.scale['loader_rounds']
     t0 = time.time()
-    dl = DL.setup(work, files, ctx.ldpfuse_run)
+    dl = DL.setup(work, files, ctx.ldpfuse_run, gz=gz)
     try:
         log('data loader: %d files (%d MiB) in %s, set up in %.1fs' % (
-            files, dl['bytes'] >> 20, dl['tar'], time.time() - t0))
-        ctx.results['loader_info'] = {'files': files, 'bytes': dl['bytes'], 'rounds': rounds}
-        skipped = DL.unavailable(dl)
-        ctx.results['loader_skipped'] = skipped
+            files, dl['bytes'] >> 20, dl['tgz'] if gz else dl['tar'], time.time() - t0))
+        ctx.results[key + '_info'] = {'files': files, 'bytes': dl['bytes'], 'rounds': rounds}
+        skipped = {c: why for c, why in DL.unavailable(dl).items() if c in (DL.GZ_CONFIGS if gz else DL.CONFIGS)}
+        ctx.results[key + '_skipped'] = skipped
         for c, why in skipped.items():
             log('SKIP data loader %s: %s' % (c, why))
-        configs = [c for c in DL.CONFIGS if c not in skipped]
+        configs = [c for c in (DL.GZ_CONFIGS if gz else DL.CONFIGS) if c not in skipped]
+        ctx.results.setdefault(key, [])
         for rnd, c, w, secs, err in DL.measure(dl, configs, rounds):
             if secs is None:
                 record_failure(ctx, c, 'data loader, %d worker(s), round %d' % (w, rnd),
                                DL.command(c, w, dl), 'failed', '', err)
                 continue
-            ctx.results['loader'].append({'config': c, 'workers': w, 'round': rnd, 'seconds': secs})
-            log('round %d data loader %-12s %d worker(s) %8.3f s' % (rnd, c, w, secs))
+            ctx.results[key].append({'config': c, 'workers': w, 'round': rnd, 'seconds': secs})
+            log('round %d data loader %-14s %d worker(s) %8.3f s' % (rnd, c, w, secs))
+        ctx.results[key + '_starts'] = dl['starts']
         save(ctx)
     finally:
         DL.teardown(work)
@@ -882,7 +889,7 @@ def main():
     ap.add_argument('--rounds', type=int, help='interleaved rounds of micro-benchmarks')
     ap.add_argument('--thesis-rounds', type=int, help='interleaved rounds of thesis workloads')
     ap.add_argument('--only', action='append', default=[],
-                    help='comma-separated: micro, thesis, nonmount, firstop, cache, loader, workload names '
+                    help='comma-separated: micro, thesis, nonmount, firstop, cache, loader, loader-gz, workload names '
                          '(stat, orc, create, seqread, randread, readdir, orc:8, sq-re-4KB-1th-1f, ...) '
                          'and/or configuration names (%s)' % ', '.join(CONFIG_NAMES))
     ap.add_argument('--dir', default='/var/tmp/ldpfuse-bench',
@@ -920,7 +927,7 @@ def main():
     cfg_filter = [w for w in only if w in CONFIG_NAMES]
     wl_filter = [w for w in only if w not in CONFIG_NAMES]
     for w in wl_filter:
-        known = {'micro', 'thesis', 'nonmount', 'firstop', 'cache', 'loader'} | set(THESIS_KEYS) | set(MICRO_KEYS) \
+        known = {'micro', 'thesis', 'nonmount', 'firstop', 'cache', 'loader', 'loader-gz'} | set(THESIS_KEYS) | set(MICRO_KEYS) \
             | set(CACHE_KEYS) | {'cache-' + r[0] for r in CACHE_READS} | {'appends'} \
             | {k.split(':')[0] for k in MICRO_KEYS}
         if w not in known:
@@ -929,7 +936,7 @@ def main():
     def want(name):
         if not wl_filter:
             return True
-        if name == 'loader':
+        if name in ('loader', 'loader-gz'):
             return name in wl_filter
         if name in wl_filter:
             return True
@@ -1009,6 +1016,9 @@ def main():
     if want('loader'):
         loader_run(ctx)                  # after the FUSE daemons above are gone
         ctx.results['loader_summary'] = report.loader_summary(ctx.results)
+    if want('loader-gz'):
+        loader_run(ctx, gz=True)
+        ctx.results['loader_gz_summary'] = report.loader_gz_summary(ctx.results)
     ctx.results['machine'] = machine_info(ctx)
     ctx.results['elapsed_s'] = time.time() - t_start
     save(ctx)

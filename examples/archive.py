@@ -3,26 +3,185 @@
 #
 # Shows a file system that serves data it computes: the index of the archive
 # (names, modes, sizes, times, symlinks, hard links) is read once when the
-# file system is built; a file's bytes are decompressed when it is opened and
-# dropped when it is released. Every modifying call fails with EROFS, as on a
-# read-only mount. Each process opens the archive itself (a zip or tar file
-# object shared across fork would share its file offset).
+# file system is built; a file's bytes are read from the archive when the
+# program reads them. Every modifying call fails with EROFS, as on a read-only
+# mount.
+#
+# It also shows how to read a compressed tar at any offset. A gzip, bzip2 or
+# xz stream can only be decompressed from its start: serving each member by
+# decompressing from there would cost, for N members read, N^2/2 members'
+# worth of work. So the one pass that reads the index also leaves restart
+# points behind it (class Decompressed below): every SPACING bytes of output, a
+# copy of the decompressor (zlib's copy(): its 32 KiB window and its state)
+# with the offset in the file where its next input starts. A read resumes at
+# the last restart point before its offset, or where the previous read stopped
+# if that is nearer: it decompresses at most the spacing's bytes it does not
+# return, whatever the order of the reads. Past MAX_POINTS points, every other
+# one is dropped and the spacing doubles, so the memory stays bounded (3072
+# points of about 41 KiB: a tar of up to 192 MiB keeps 64 KiB). bz2 and lzma
+# decompressors cannot be copied: there a restart point is only where a new
+# stream starts (pbzip2 writes one per block); reads in the archive's order
+# stay cheap, others start over. The index and the points are built where the
+# object is: once in the default mode, in every process that touches the mount
+# in the embedded mode (each inflates the whole stream once).
 #
 # Run it:
 #
 #   ldpfuse-run --mountpoint /mnt/a examples/archive.py:Archive src.tar.gz -- ls -lR /mnt/a
 #   ldpfuse-run --mountpoint /mnt/a examples/archive.py:Archive data.zip -- grep -r TODO /mnt/a
+#
+# -o spacing=BYTES,max_points=N change those two (bench/NOTES.md measures the
+# choice); with --log-level debug each read logs how many bytes it decompressed.
 
+import bisect
+import bz2
 import errno
+import io
+import logging
+import lzma
 import os
 import stat
 import tarfile
 import time
 import zipfile
+import zlib
 
 from ldpfuse_py import FuseOSError, Operations
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT
+SPACING = 64 * 1024     # bytes of output between two restart points, at least
+MAX_POINTS = 3072       # restart points kept, at most (about 41 KiB of memory each)
+INPUT = 8 * 1024        # compressed bytes fed to a decompressor at a time
+log = logging.getLogger("fuse.archive")
+
+# how a compressed file starts -> a new decompressor of its stream
+COMPRESSIONS = {
+    b"\x1f\x8b": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),  # gzip
+    b"BZh": bz2.BZ2Decompressor,
+    b"\xfd7zXZ\x00": lzma.LZMADecompressor,
+}
+
+
+class Stored:
+    """The bytes of a file read where they are (an uncompressed tar); seek(),
+    tell() and read() make it the file object tarfile reads."""
+
+    decompressed = 0
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_RDONLY)
+        self.pos = 0
+
+    def pread(self, size, offset):
+        return os.pread(self.fd, size, offset)
+
+    def read(self, size):
+        data = self.pread(size, self.pos)
+        self.pos += len(data)
+        return data
+
+    def seek(self, offset, whence=os.SEEK_SET):
+        if whence != os.SEEK_SET:
+            raise io.UnsupportedOperation("seek from the start only")
+        self.pos = offset
+        return offset
+
+    def tell(self):
+        return self.pos
+
+    def seekable(self):
+        return True
+
+
+class Decompressed(Stored):
+    """The decompressed bytes of a gzip, bzip2 or xz file, read at any offset.
+
+    The decompressor in use (the cursor) last made block, the output from
+    block_at. Decompressing past the last restart point leaves a new one every
+    `spacing` bytes: the first pass, the one that reads the index, places them
+    all. When there are more than max_points, every other one goes and the
+    spacing doubles: the memory stays bounded, the spacing is the smallest
+    that fits."""
+
+    def __init__(self, path, new_decompressor, spacing, max_points):
+        super().__init__(path)
+        self.new_decompressor = new_decompressor
+        self.spacing = spacing
+        self.max_points = max_points
+        self.points = [(0, 0, None)]  # (output offset, input offset, decompressor or None: a stream starts)
+        self.point_offsets = [0]      # the points' output offsets, to bisect
+        self.decompressed = 0         # bytes made, for the debug log
+        self._resume(self.points[0])
+
+    def _resume(self, point):
+        out, self.input_at, d = point
+        self.d = d.copy() if d is not None else self.new_decompressor()
+        self.block_at, self.block = out, b""
+
+    def _next_block(self):
+        """Decompress the next input; False at the end of the data."""
+        self.block_at += len(self.block)
+        self.block = b""
+        if self.d.eof:  # a stream ended: another may follow (concatenated files)
+            if not os.pread(self.fd, 1, self.input_at):
+                return False
+            self.d = self.new_decompressor()
+            self._mark(None)
+        data = os.pread(self.fd, INPUT, self.input_at)
+        if not data:
+            return False  # the file ends inside a stream: a truncated archive
+        self.block = self.d.decompress(data)
+        self.input_at += len(data)
+        if self.d.eof:  # what follows the stream's end was not used
+            self.input_at -= len(self.d.unused_data)
+        self.decompressed += len(self.block)
+        if hasattr(self.d, "copy"):
+            self._mark(self.d.copy)
+        return True
+
+    def _mark(self, copy):
+        """A restart point where the cursor is (copy: how to copy its decompressor,
+        None at the start of a stream), if the last one is `spacing` behind."""
+        end = self.block_at + len(self.block)
+        if end >= self.points[-1][0] + (self.spacing if copy else 1):
+            self.points.append((end, self.input_at, copy() if copy else None))
+            self.point_offsets.append(end)
+        if len(self.points) > self.max_points:
+            del self.points[1::2], self.point_offsets[1::2]
+            self.spacing *= 2
+
+    def pread(self, size, offset):
+        pieces = []
+        while size > 0:
+            if not self.block_at <= offset < self.block_at + len(self.block):
+                if not self._seek_block(offset):
+                    break
+            i = offset - self.block_at
+            piece = self.block[i:i + size]
+            pieces.append(piece)
+            offset += len(piece)
+            size -= len(piece)
+        return b"".join(pieces)
+
+    def _seek_block(self, offset):
+        """Make the cursor's block hold offset; False if the data ends first."""
+        point = self.points[bisect.bisect_right(self.point_offsets, offset) - 1]
+        if offset < self.block_at or point[0] > self.block_at + len(self.block):
+            self._resume(point)  # behind the cursor, or a restart point is nearer
+        while offset >= self.block_at + len(self.block):
+            if not self._next_block():
+                return False
+        return True
+
+
+def open_tar_data(path, spacing, max_points):
+    """The bytes of the tar at path: Decompressed if it is compressed, else Stored."""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    for start, new_decompressor in COMPRESSIONS.items():
+        if magic.startswith(start):
+            return Decompressed(path, new_decompressor, spacing, max_points)
+    return Stored(path)
 
 
 class Node:
@@ -47,26 +206,27 @@ class Node:
 class Archive(Operations):
     """Serve the archive at ``path`` read-only at the mount point."""
 
-    def __init__(self, path):
+    def __init__(self, path, spacing=SPACING, max_points=MAX_POINTS):
         self.path = os.path.realpath(path)
         st = os.stat(self.path)
         self.uid, self.gid = os.getuid(), os.getgid()
         self.default_mtime = st.st_mtime
         self.inodes = 0
         self.root = self._node(stat.S_IFDIR | 0o755, st.st_mtime)
+        self.tar = self.data = None     # a tar's TarFile and its bytes (Stored or Decompressed)
         if zipfile.is_zipfile(self.path):
-            self.kind = "zip"
             with zipfile.ZipFile(self.path) as z:
                 self._index_zip(z)
-        elif tarfile.is_tarfile(self.path):
-            self.kind = "tar"
-            with tarfile.open(self.path) as t:
-                self._index_tar(t)
         else:
-            raise ValueError(f"{path} is neither a zip nor a tar archive")
+            self.data = open_tar_data(self.path, int(spacing), max(2, int(max_points)))
+            try:
+                self.tar = tarfile.open(fileobj=self.data, mode="r:")
+                self._index_tar(self.tar)
+            except (tarfile.ReadError, EOFError, OSError, zlib.error, lzma.LZMAError) as e:
+                raise ValueError(f"{path} is neither a zip nor a tar archive ({e})") from None
         self._count_links(self.root)
-        self.opened = None      # (pid, ZipFile or TarFile) of this process
-        self.handles = {}       # fh -> bytes of an open file
+        self.zip = None         # (pid, ZipFile) of this process
+        self.handles = {}       # fh -> file object of an open file
         self.next_fh = 1
 
     # ---- building the index
@@ -178,19 +338,16 @@ class Archive(Operations):
                 raise FuseOSError(errno.ENOENT)
         return node
 
-    def _archive(self):
-        pid = os.getpid()
-        if self.opened is None or self.opened[0] != pid:
-            handle = zipfile.ZipFile(self.path) if self.kind == "zip" else tarfile.open(self.path)
-            self.opened = (pid, handle)
-        return self.opened[1]
-
     def _contents(self, node):
-        archive = self._archive()
-        if self.kind == "zip":
-            return archive.read(node.member)
-        f = archive.extractfile(node.member)
-        return f.read() if f is not None else b""
+        """A file object of node's bytes. A tar member is read through the
+        tar's data when the program reads it (tarfile's extractfile() seeks in
+        self.data); a zip member is inflated whole, by a ZipFile of this
+        process (one shared across fork would share its file offset)."""
+        if self.tar is not None:
+            return self.tar.extractfile(node.member)
+        if self.zip is None or self.zip[0] != os.getpid():
+            self.zip = (os.getpid(), zipfile.ZipFile(self.path))
+        return io.BytesIO(self.zip[1].read(node.member))
 
     # ---- operations
     def getattr(self, path, fh=None):
@@ -229,11 +386,18 @@ class Archive(Operations):
             raise FuseOSError(errno.EISDIR)
         fh = self.next_fh
         self.next_fh += 1
-        self.handles[fh] = self._contents(node) if node.member is not None else b""
+        self.handles[fh] = self._contents(node) if node.member is not None else io.BytesIO()
         return fh
 
     def read(self, path, size, offset, fh):
-        return self.handles[fh][offset:offset + size]
+        f = self.handles[fh]
+        made = self.data.decompressed if self.data else 0
+        f.seek(offset)
+        data = f.read(size)
+        if self.data and log.isEnabledFor(logging.DEBUG):
+            log.debug("read %s: %d bytes at %d, %d bytes decompressed", path, len(data), offset,
+                      self.data.decompressed - made)
+        return data
 
     def release(self, path, fh):
         self.handles.pop(fh, None)

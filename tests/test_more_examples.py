@@ -123,6 +123,114 @@ def test_archive_view_matches_the_archived_tree(ws, kind):
     assert describe_mount(ws, ARCHIVE, [archive]) == describe_native(src)
 
 
+# A compressed tar read at random: members in a random order and pieces at random offsets
+# through the mount, each compared with the same bytes of the extracted files by the same
+# process. Restart points (examples/archive.py, class Decompressed) are what a read at an
+# offset resumes from: small spacings and few points make reads cross and thin them.
+CHECK_READS = r"""
+import os, random, sys
+mnt, native, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(seed)
+names = sorted(os.path.relpath(os.path.join(d, f), native) for d, _, fs in os.walk(native) for f in fs)
+order = names[:]
+rng.shuffle(order)
+bad, reads = [], 0
+for name in order:
+    with open(os.path.join(mnt, name), "rb") as f, open(os.path.join(native, name), "rb") as g:
+        if f.read() != g.read():
+            bad.append(("whole", name))
+for _ in range(int(sys.argv[4])):
+    name = rng.choice(names)
+    size = os.path.getsize(os.path.join(native, name))
+    fds = [os.open(os.path.join(root, name), os.O_RDONLY) for root in (mnt, native)]
+    for _ in range(rng.randint(1, 4)):
+        offset, length = rng.randrange(size + 100), rng.choice([1, 511, 4096, rng.randrange(1, 200000)])
+        got, want = (os.pread(fd, length, offset) for fd in fds)
+        reads += 1
+        if got != want:
+            bad.append(("pread", name, offset, length, len(got), len(want)))
+    for fd in fds:
+        os.close(fd)
+print(len(names), "files,", reads, "preads, mismatches:", bad[:5])
+"""
+
+
+def random_tree(root, files, seed, big=()):
+    """files of 1-32 KiB of random bytes in a few directories, and the sizes in big."""
+    rng = random.Random(seed)
+    sizes = [rng.randint(1024, 32 * 1024) for _ in range(files)] + list(big)
+    for i, size in enumerate(sizes):
+        p = root / f"d{i % 7}" / f"f{i:04d}.bin"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(rng.randbytes(size))
+    return sum(sizes)
+
+
+def compressed_tar(src, dest, kind):
+    """A tar of src compressed as kind: one stream ("gz", "bz2", "xz") or the tar's bytes
+    in three streams one after another ("gz-members", as bgzip or `cat a.gz b.gz` make,
+    "bz2-streams" as pbzip2 makes, "xz-streams")."""
+    import bz2
+    import gzip
+    import io
+    import lzma
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for p in sorted(src.rglob("*")):
+            t.add(p, arcname=str(p.relative_to(src)), recursive=False)
+    data = buf.getvalue()
+    compress = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind.split("-")[0]]
+    if "-" in kind:
+        cuts = [0, len(data) // 3, len(data) // 3 * 2 + 777, len(data)]
+        dest.write_bytes(b"".join(compress(data[a:b]) for a, b in zip(cuts, cuts[1:])))
+    else:
+        dest.write_bytes(compress(data))
+
+
+@pytest.mark.parametrize("kind, files, options", [
+    ("gz", 300, {}),
+    ("gz", 300, {"spacing": 4096, "max_points": 8}),
+    ("gz-members", 150, {"spacing": 8192}),
+    ("bz2", 40, {}),
+    ("bz2-streams", 40, {}),
+    ("xz", 40, {}),
+    ("xz-streams", 40, {}),
+])
+def test_archive_compressed_tar_reads_at_random_match_the_extracted_files(ws, kind, files, options):
+    src = ws.tmp / "src"
+    random_tree(src, files, seed=files, big=[700_000])
+    archive = ws.tmp / f"a.tar.{kind}"
+    compressed_tar(src, archive, kind)
+    args = [archive] + [f"-o{k}={v}" for k, v in options.items()]
+    r = ldp(ws, ARCHIVE, args, [sys.executable, "-c", CHECK_READS, ws.mnt, src, "7", "150"])
+    assert r.returncode == 0, r.describe() + log_of(ws)
+    assert r.stdout.split(",")[0] == f"{files + 1} files" and r.stdout.endswith("mismatches: []\n"), \
+        r.describe()
+
+
+def test_archive_decompresses_a_bounded_amount_per_read_of_a_tar_gz(ws):
+    """Reading every member of a .tar.gz in a random order decompresses, per read, at most
+    the restart points' spacing more than it returns (the example once decompressed from
+    the stream's start at every open: the sum of the members' ends, some 200 times what is
+    served here). The example's debug log says what each read decompressed."""
+    src = ws.tmp / "src"
+    total = random_tree(src, 400, seed=3)
+    archive = ws.tmp / "a.tar.gz"
+    compressed_tar(src, archive, "gz")
+    argv = ldpfuse_run_argv() + ["--mountpoint", ws.mnt, "--log-file", ws.tmp / "fs.log",
+                                 "--log-level", "debug", ARCHIVE, archive, "-o", "spacing=65536", "--",
+                                 sys.executable, "-c", CHECK_READS, ws.mnt, src, "11", "0"]
+    r = run([str(a) for a in argv], timeout=TIMEOUT, cwd=ws.tmp, env=base_env(HOME=ws.home))
+    assert r.returncode == 0 and r.stdout.endswith("mismatches: []\n"), r.describe() + log_of(ws)
+    reads = [line.split("read ", 1)[1] for line in (ws.tmp / "fs.log").read_text().splitlines()
+             if "fuse.archive DEBUG: read " in line]
+    served = sum(int(line.split(": ")[1].split()[0]) for line in reads)
+    made = sum(int(line.split(", ")[1].split()[0]) for line in reads)
+    assert served == total and len(reads) >= 400, (served, total, len(reads))
+    # per read: the spacing, the rest of the last block decompressed (8 KiB of input), the bytes
+    assert made <= served + len(reads) * (65536 + 64 * 1024), (made, served, len(reads))
+
+
 def test_archive_serves_cp_a_find_and_exec(ws):
     need("tar")
     src = ws.tmp / "src"
