@@ -267,7 +267,7 @@ static void server_read(void)
 
 /* The start time of process pid (clock ticks since boot), 0 if it has none (ended, or no
  * /proc). Raw system calls: the program's open() is ours. */
-unsigned long long ldp_proc_start_time(pid_t pid)
+static unsigned long long ldp_proc_start_time(pid_t pid)
 {
     char path[40], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);

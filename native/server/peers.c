@@ -21,8 +21,10 @@
  *     a reserve for its own work, the class's files included). With that many in use, the
  *     accept thread takes no more: new connections wait in the backlog for one to end.
  *
- * Until 2 and 3 are done a connection costs nothing that lasts (the door): no region, no
- * quota slot, no thread; it waits, among at most PENDING_MAX (PENDING_PER_UID of a uid,
+ * 3 is checked as soon as the connection is accepted (the client checks its launcher
+ * meanwhile: native/backend/channel.c), 2 once the hello is there. Until both are done a
+ * connection costs nothing that lasts (the door): no region, no quota slot, no thread;
+ * it waits, among at most PENDING_MAX (PENDING_PER_UID of a uid,
  * the oldest of that uid dropped for a new one), for SILENCE_MS at most, on the accept
  * thread's epoll, and is dropped if it has not sent its hello and first request whole by
  * then. A client of ours sends them right after its connect, so most are admitted at once:
@@ -330,6 +332,7 @@ static struct pending {
     int fd;
     struct ucred cred;
     uint64_t since;
+    struct lineage line;
 } pending[PENDING_MAX];
 static int npending;
 static int door_ep = -1;
@@ -341,9 +344,9 @@ static void pending_drop(int i)
     pending[i] = pending[--npending];
 }
 
-/* Admit fd (its hello and first request are there whole): its secret, its membership, its
- * uid's count; then its region, and a thread to serve it. */
-static void admit(int fd, const struct ucred *cred)
+/* Admit fd (of the command, line: its hello and first request are there whole): its
+ * secret, its uid's count; then its region, and a thread to serve it. */
+static void admit(int fd, const struct ucred *cred, const struct lineage *line)
 {
     struct wire_hello hello;
     if (recv(fd, &hello, sizeof hello, MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof hello ||
@@ -356,11 +359,7 @@ static void admit(int fd, const struct ucred *cred)
         close(fd);
         return;
     }
-    if (!peer_in_command(fd, cred->pid, &cl->line)) {
-        free(cl);
-        refuse(fd, EACCES, cred, "not a process of the command (the launcher is not its ancestor)");
-        return;
-    }
+    cl->line = *line;
     struct uid_quota *q = quota_take(cred->uid);
     if (q == NULL) {
         free(cl);
@@ -400,6 +399,12 @@ static void door_enter(int fd)
         refuse(fd, EACCES, &cred, "not the launcher's user, and no -o allow_other (allow_root for root)");
         return;
     }
+    /* who it is first: the client checks its launcher meanwhile, before it sends */
+    struct lineage line;
+    if (!peer_in_command(fd, cred.pid, &line)) {
+        refuse(fd, EACCES, &cred, "not a process of the command (the launcher is not its ancestor)");
+        return;
+    }
     int r = first_ready_fd(fd);
     if (r == 0 && npending == 0) {
         /* nobody waits at the door: the client's hello is on its way */
@@ -409,7 +414,7 @@ static void door_enter(int fd)
             ;
     }
     if (r > 0) {
-        admit(fd, &cred);
+        admit(fd, &cred, &line);
         return;
     }
     if (r < 0) {
@@ -440,7 +445,7 @@ static void door_enter(int fd)
         close(fd);
         return;
     }
-    pending[npending++] = (struct pending){ fd, cred, chan_now_ns() };
+    pending[npending++] = (struct pending){ fd, cred, chan_now_ns(), line };
 }
 
 /* A connection at the door sent something, or hung up. */
@@ -451,11 +456,11 @@ static void door_heard(int fd)
             int r = first_ready_fd(fd);
             if (r == 0)
                 return;     /* a part: the rest within SILENCE_MS, or it goes */
-            struct ucred cred = pending[i].cred;
+            struct pending p = pending[i];
             epoll_ctl(door_ep, EPOLL_CTL_DEL, fd, NULL);
             pending[i] = pending[--npending];
             if (r > 0)
-                admit(fd, &cred);
+                admit(fd, &p.cred, &p.line);
             else
                 close(fd);
             return;
