@@ -181,6 +181,7 @@ int fdtable_max(void);
 void fdtable_fork(int phase);    /* 0: before fork (lock), 1: after, in either process */
 void vfs_names_fork(int phase);  /* 0: before fork (lock), 1: after, in either process */
 extern int ldp_nvfds;       /* entries in use; 0 = every fd is a plain kernel fd */
+extern int ldp_nvfds_passive;   /* of them, read-only passthrough fds (fdtable.c) */
 
 /* The program's view of an fd (NULL inside the FS, whose calls are never virtual):
  * vfd() any entry; vfd_served() one whose metadata the FS serves (a passthrough fd's are

@@ -47,6 +47,13 @@ def test_stat_after_another_process_changed_through_an_fd_shows_it(ws, attr_afte
 
 
 
+def test_a_vfork_child_closing_a_passthrough_fd_leaves_its_parent_telling_changes(ws, attr_after_change):
+    """A program that holds a read-only passthrough fd still vforks (dash running a script
+    from the mount); the child's close of that fd is its own, and the parent's fchmod
+    through it is still told."""
+    ws.compare(["sh", "-c", f'exec {attr_after_change} "$D" 200 vfork'], fs=LOOPBACK, options=LONG)
+
+
 @pytest.mark.xfail(strict=True, reason="a passthrough file's data written past the server is "
                    "told to other processes at its last close (docs/passthrough.md), not at "
                    "each write as kernel FUSE does")

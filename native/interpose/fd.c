@@ -18,15 +18,15 @@ int close(int fd)
     if (UNLIKELY(fd >= private_fd()))
         shared_fds_lost(fd, fd);    /* the program closes our number: we reconnect later */
     struct vfile *v = vfd(fd);
-    if (LIKELY(v == NULL))
-        return REAL(close)(fd);
+    if (LIKELY(v == NULL) || ldp_vfork_child)
+        return REAL(close)(fd);     /* a vfork child: the table is its parent's */
     return vfs_close(fd, v);
 }
 
 /* A new fd that shares an open file description with a virtual one. */
 static int track_dup(int oldfd, int newfd)
 {
-    if (newfd >= 0) {
+    if (newfd >= 0 && !ldp_vfork_child) {
         struct vfile *v = fdtable_get(oldfd);
         if (v) {
             vfile_ref(v);
@@ -48,7 +48,7 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
     if (UNLIKELY(newfd >= private_fd()))
         shared_fds_lost(newfd, newfd);
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
-    if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd)
+    if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd || ldp_vfork_child)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
     if (vn && newfd == 1 && stdout)
         fflush(stdout);         /* what it holds is the old file's */
@@ -144,7 +144,8 @@ int close_range(unsigned first, unsigned last, int flags)
 {
     if ((unsigned)private_fd() <= last && !(flags & CLOSE_RANGE_CLOEXEC))
         shared_fds_lost(first, last);
-    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC))
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC) ||
+        ldp_vfork_child)
         return REAL(close_range)(first, last, flags);
     close_span(first, last, 1);
     int r = REAL(close_range)(first, last, flags);
@@ -157,7 +158,7 @@ void closefrom(int lowfd)
 {
     if (lowfd >= 0 && private_fd() != INT_MAX)
         shared_fds_lost((unsigned)lowfd, INT_MAX);
-    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0) {
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0 || ldp_vfork_child) {
         REAL(closefrom)(lowfd);
         return;
     }

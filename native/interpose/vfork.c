@@ -8,7 +8,9 @@
  * execs or exits, while the parent thread waits. Whatever the child records in our state
  * (the fd table, the cwd, the backend's connection) would be wrong for the parent
  * afterwards. Hence:
- * - the real vfork only when this process has no virtual fds, its cwd is not in a mount,
+ * - the real vfork only when this process has no virtual fds but read-only passthrough
+ *   ones (the kernel's files: the child's close, dup2 or close_range of one leaves the
+ *   fd table, which is its parent's, alone, interpose/fd.c), its cwd is not in a mount,
  *   and its PATH leads into no mount; fork otherwise;
  * - in the child (ldp_vfork_child, set in the caller's TLS, which the child shares), the
  *   FS is not started (backend_get fails with EIO and says why). A chdir or an exec that
@@ -88,7 +90,8 @@ __attribute__((used)) static int vfork_prepare(void)
         return 1;
     if (ldp_escapes != ESCAPES_OFF)
         return 0;   /* the net would trap our own syscall instruction, on the parent's memory */
-    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > 0 || ldp_cwd_virtual)
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) > __atomic_load_n(&ldp_nvfds_passive, __ATOMIC_ACQUIRE) ||
+        ldp_cwd_virtual)
         return 0;
     const char *path = getenv("PATH");
     if (path && path_leads_into_a_mount(path))

@@ -12,7 +12,16 @@
 static struct vfile **chunks[NCHUNKS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 int ldp_nvfds;
+int ldp_nvfds_passive;
 static int max_fd = -1;
+
+/* A read-only passthrough fd: the kernel's file, its entry only there to tell a change of
+ * attributes made through it (vfs/passthrough.c); nothing a vfork child could do to it
+ * leaves its parent wrong (interpose/vfork.c). */
+static int passive(const struct vfile *v)
+{
+    return v->kind == VF_PASSTHROUGH && !vfile_writes(v);
+}
 
 struct vfile *fdtable_get(int fd)
 {
@@ -40,6 +49,7 @@ void fdtable_set(int fd, struct vfile *v)
         __atomic_add_fetch(&ldp_nvfds, 1, __ATOMIC_RELEASE);
     else if (old != NULL && v == NULL)
         __atomic_sub_fetch(&ldp_nvfds, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&ldp_nvfds_passive, (v && passive(v)) - (old && passive(old)), __ATOMIC_RELEASE);
     __atomic_store_n(&c[fd & (CHUNK - 1)], v, __ATOMIC_RELEASE);
     if (fd > max_fd)
         __atomic_store_n(&max_fd, fd, __ATOMIC_RELEASE);
@@ -58,6 +68,8 @@ struct vfile *fdtable_take(int fd)
     if (v != NULL) {
         __atomic_store_n(&c[fd & (CHUNK - 1)], NULL, __ATOMIC_RELEASE);
         __atomic_sub_fetch(&ldp_nvfds, 1, __ATOMIC_RELEASE);
+        if (passive(v))
+            __atomic_sub_fetch(&ldp_nvfds_passive, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&lock);
     guard_leave();

@@ -20,6 +20,8 @@
  *                                        has not closed yet: "child" leaves that case out
  *                                        (a passthrough file's writes are told to other
  *                                        processes at its close, docs/passthrough.md)
+ *     attr_after_change DIR N vfork      fchmod through an O_RDONLY fd that a vfork child
+ *                                        closed in its own fd table before it exited
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -221,11 +223,48 @@ static void run_case(const char *dir, enum call c, int mode, int close_first, lo
     unlink(f);
 }
 
+/* A vfork child's close of fd is its own: the parent's fchmod through it is still told. */
+static void vfork_case(const char *dir, long n)
+{
+    char f[4096];
+    snprintf(f, sizeof f, "%s/vfork-closed", dir);
+    must(fresh(f) == 0, f);
+    long stale = 0, first = -1;
+    for (long i = 0; i < n; i++) {
+        int fd = open(f, O_RDONLY);
+        must(fd >= 0, "open");
+        pid_t pid = vfork();
+        must(pid >= 0, "vfork");
+        if (pid == 0) {
+            close(fd);
+            _exit(0);
+        }
+        waitpid(pid, NULL, 0);
+        struct stat st;
+        must(stat(f, &st) == 0, "stat before");
+        must(change(FCHMOD, fd, i) == 0, "fchmod");
+        must(stat(f, &st) == 0, "stat after");
+        if (!shows(FCHMOD, &st, i) && stale++ == 0)
+            first = i;
+        close(fd);
+    }
+    printf("fchmod O_RDONLY after a vfork child closed the fd: ");
+    if (stale == 0)
+        printf("ok\n");
+    else
+        printf("%ld stale of %ld (first at %ld)\n", stale, n, first);
+    unlink(f);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[3], "vfork") == 0) {
+        vfork_case(argv[1], strtol(argv[2], NULL, 10));
+        return 0;
+    }
     if (argc < 3 || (argc == 4 && strcmp(argv[3], "child") != 0 && strcmp(argv[3], "child-all") != 0) ||
         argc > 4) {
-        fprintf(stderr, "usage: attr_after_change DIR N [child|child-all]\n");
+        fprintf(stderr, "usage: attr_after_change DIR N [child|child-all|vfork]\n");
         return 2;
     }
     long n = strtol(argv[2], NULL, 10);
