@@ -38,6 +38,7 @@ static struct backend_ops *backend;
  * itself (a class's __init__ that starts a program) keeps the load as it stands: the
  * child goes on from there on that thread.
  */
+static int load_in_host_python; /* the load under way runs in the host's own interpreter */
 static int loading;             /* threads that hold load_lock or are about to take it */
 static TLS int loading_here;    /* this thread holds it */
 static int forked_mid_load;     /* this process is the child of a fork made during a load */
@@ -202,6 +203,44 @@ static int host_here(char *why, size_t size)
     return 0;
 }
 
+/*
+ * The child of a fork made while another thread of a Python host was starting the file
+ * system in the host's interpreter: that thread was importing (ldpfuse_py, the class's
+ * module, what they import), and CPython leaves the modules it had begun in sys.modules,
+ * marked initializing, with their import locks owned by a thread the child does not
+ * have. The child's next use of one (a ResourceWarning's look at `warnings`) would wait
+ * for it forever. They are forgotten here, at the child's first call on a mount: a later
+ * import starts them anew. Modules this thread itself is importing are kept.
+ */
+static const char forget_code[] =
+    "exec(\"import sys, _thread\\n"
+    "b = sys.modules.get('importlib._bootstrap')\\n"
+    "locks = getattr(b, '_module_locks', {})\\n"
+    "me = _thread.get_ident()\\n"
+    "for name, mod in list(sys.modules.items()):\\n"
+    "    if not getattr(getattr(mod, '__spec__', None), '_initializing', False):\\n"
+    "        continue\\n"
+    "    ref = locks.get(name)\\n"
+    "    lock = ref() if ref is not None else None\\n"
+    "    if lock is not None and getattr(lock, 'owner', None) == me:\\n"
+    "        continue\\n"
+    "    del sys.modules[name]\\n"
+    "    locks.pop(name, None)\\n\", {})";
+
+static void forget_half_imports(void)
+{
+    int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    int (*run)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+    if (ensure == NULL || release == NULL || run == NULL)
+        return;
+    guard_enter();
+    int g = ensure();
+    run(forget_code);
+    release(g);
+    guard_leave();
+}
+
 /* 0 when decided for good (backend set, or NULL for good); 1: ask again at the next call */
 static int load(void)
 {
@@ -211,6 +250,8 @@ static int load(void)
         return 0;
     }
     if (forked_mid_load) {
+        if (load_in_host_python)
+            forget_half_imports();
         if (served_by_launcher("forked while another thread was starting the file system in the "
                                "parent, whose half-started interpreter cannot serve it"))
             return 0;
@@ -226,7 +267,10 @@ static int load(void)
     }
     guard_enter();
     char why[600] = "";
+    int (*is_init)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    load_in_host_python = is_init && is_init();
     int r = host_here(why, sizeof why);
+    load_in_host_python = 0;
     if (r == -2) {
         /* a Python program whose interpreter does not run (yet: it reads the mount while
          * it starts, a venv or PYTHONPATH there, or asks isatty() of a stdout there): the
