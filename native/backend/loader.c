@@ -226,6 +226,7 @@ struct backend_ops *backend_get(void)
     pthread_mutex_lock(&load_lock);
     if (!loaded) {
         if (load() == 0) {
+            backend = backing_over(backend);    /* the mount's backing trees, if it has any */
             __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
         } else if (!waiting_logged) {
             waiting_logged = 1;

@@ -11,6 +11,8 @@ int close(int fd)
 {
     if (UNLIKELY(fd >= ldp_private_fd))
         shared_fds_lost(fd, fd);    /* the program closes our number: we reconnect later */
+    if (UNLIKELY(fd >= ldp_backing_low_fd))
+        backing_fds_lost(fd, fd);   /* a backing tree's lower directory: opened again */
     struct vfile *v = vfd(fd);
     if (LIKELY(v == NULL))
         return REAL(close)(fd);
@@ -41,6 +43,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
 {
     if (UNLIKELY(newfd >= ldp_private_fd))
         shared_fds_lost(newfd, newfd);
+    if (UNLIKELY(newfd >= ldp_backing_low_fd))
+        backing_fds_lost(newfd, newfd);
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
     if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
@@ -138,6 +142,8 @@ int close_range(unsigned first, unsigned last, int flags)
 {
     if ((unsigned)ldp_private_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
         shared_fds_lost(first, last);
+    if ((unsigned)ldp_backing_low_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+        backing_fds_lost(first, last);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC))
         return REAL(close_range)(first, last, flags);
     close_span(first, last, 1);
@@ -151,6 +157,8 @@ void closefrom(int lowfd)
 {
     if (lowfd >= 0 && ldp_private_fd != INT_MAX)
         shared_fds_lost((unsigned)lowfd, INT_MAX);
+    if (lowfd >= 0 && ldp_backing_low_fd != INT_MAX)
+        backing_fds_lost((unsigned)lowfd, INT_MAX);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0) {
         REAL(closefrom)(lowfd);
         return;

@@ -256,7 +256,8 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
          * close-on-exec (PEP 446), so give the caller what it asked */
         return -1;
     }
-    if ((flags & O_ACCMODE) != O_RDONLY) {
+    if ((flags & O_ACCMODE) != O_RDONLY && !backing_uncached(vp->mnt)) {
+        /* (a backed mount's names are in no cache: vfs/backing.c) */
         struct vfile *v = vfile_new(VF_WRITER, vp, flags, 0, 0);
         if (v) {
             writer_counted(v, 1);
