@@ -57,13 +57,14 @@ class Loopback(Operations):
     goes through read()/write() below); it arrives as a string from
     ``-o passthrough=...``. ``backing`` is 'yes' (the preload serves the whole
     tree from root, docs/backing.md) or 'no' (every operation through the
-    methods below); by default, what passthrough is.
+    methods below); by default, what passthrough is. ``see``: the operations
+    of a backed tree that still go to the methods ('create,unlink').
     """
 
     use_ns = True
     posix_acl = True  # the lower file system keeps ACLs and modes in step
 
-    def __init__(self, root, passthrough="yes", backing=None):
+    def __init__(self, root, passthrough="yes", backing=None, see=""):
         self.root = os.path.realpath(root)
         if not S_ISDIR(os.stat(self.root).st_mode):  # fail now, not at each call
             raise NotADirectoryError(ENOTDIR, "loopback root is not a directory", root)
@@ -77,7 +78,10 @@ class Loopback(Operations):
             backing = self.passthrough
         if backing not in ("yes", "no", True, False):
             raise ValueError(f"backing must be 'yes' or 'no', not {backing!r}")
-        self.backing = Backing(self.root) if backing in ("yes", True) else None
+        # -o see=create,unlink: those operations still go to the methods below (what a
+        # filter in Python costs: bench/NOTES.md)
+        see = [name for name in see.split(",") if name] if isinstance(see, str) else see
+        self.backing = Backing(self.root, see=see) if backing in ("yes", True) else None
         # '/a/b' -> root + '/a/b', the same as os.path.join(root, 'a/b'),
         # without the join; '' when root is '/' so that '/a' stays '/a'.
         self._prefix = self.root.rstrip("/")

@@ -474,28 +474,39 @@ static int b_open_special(int mnt, const char *path, const struct stat *st, int 
     return inner->open_special(mnt, path, st, flags);
 }
 
-/* An existing name opened where it is: CO_OPENED (a regular file, st its attributes;
- * opened here, or by the class if it sees such opens) or CO_ASK (anything else, for the
- * core to open as it opens such things); CO_MISSING. It is looked at first through an
- * O_PATH fd: opening a FIFO or a device to find out what it is would be seen (a FIFO's
- * writer let through by a reader that goes away at once). */
+/* An existing name opened where it is: CO_OPENED (a regular file; opened here, or by the
+ * class if it sees such opens) or CO_ASK (anything else, for the core to open as it opens
+ * such things); CO_MISSING; CO_EXISTS for O_CREAT|O_EXCL. Its type is looked at first:
+ * opening a FIFO or a device to find out what it is would be seen (a FIFO's writer let
+ * through by a reader that goes away at once). That look is one fstatat of the whole
+ * path, not resolved beneath the tree: it decides only whether to try the open, which is
+ * (a name that leads out is refused there and goes to the class), and what it says is
+ * never an answer (the core keeps no attributes of a backed mount); a name it finds
+ * missing among directories is looked for beneath the tree before ENOENT is the answer. */
 static int open_existing(int mnt, const char *path, struct tree *t, const char *rel, int flags,
                          struct open_result *res, struct stat *st, int *outcome)
 {
-    long pfd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
-    if (pfd == ASK_CLASS)
-        return ASK_CLASS;
-    if (pfd < 0) {
-        *outcome = pfd == -ENOENT ? CO_MISSING : CO_ASK;
-        return pfd == -ENOENT ? (int)pfd : 0;
+    int tfd = tree_fd(t);
+    if (tfd < 0)
+        return tfd;
+    if (REAL(fstatat)(tfd, rel, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) < 0) {
+        int e = errno;
+        if (e == ENOENT && strchr(rel, '/')) {
+            long pfd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+            if (pfd >= 0)
+                REAL(close)((int)pfd);
+            if (pfd == ASK_CLASS)
+                return ASK_CLASS;   /* a symlink on the way leads out: the class's */
+            e = pfd >= 0 ? EAGAIN : (int)-pfd;
+        }
+        *outcome = e == ENOENT ? CO_MISSING : CO_ASK;
+        return e == ENOENT ? -ENOENT : 0;
     }
-    int regular = REAL(fstat)((int)pfd, st) == 0 && S_ISREG(st->st_mode);
-    REAL(close)((int)pfd);
     if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
         *outcome = CO_EXISTS;   /* the core answers EEXIST */
         return 0;
     }
-    if (!regular) {
+    if (!S_ISREG(st->st_mode)) {
         *outcome = CO_ASK;      /* a symlink, a directory, a FIFO...: the core's */
         return 0;
     }
