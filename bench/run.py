@@ -363,6 +363,20 @@ class LdpfuseLoopbackNoPassthrough(LdpfuseLoopback):
     opts = ('passthrough=no',)
 
 
+class LdpfuseLoopbackNoBacking(LdpfuseLoopback):
+    # every name operation through Python (passthrough at open): the loopback before its
+    # tree was backed (issue 33), to show what the class's methods cost
+    name, label = 'ldp-loop-nobacking', 'ldpfuse-py loopback -o backing=no'
+    opts = ('backing=no',)
+
+
+class LdpfuseLoopbackFilter(LdpfuseLoopback):
+    # a backed tree whose class still sees creates, unlinks and opens for writing: what a
+    # filter in Python costs per operation (issue 33)
+    name, label = 'ldp-loop-filter', 'ldpfuse-py loopback -o see=create,unlink,open_write'
+    opts = ('see=create,unlink,open_write',)
+
+
 class LdpfuseMemory(Ldpfuse):
     name, label = 'ldp-mem', 'ldpfuse-py memory'
     native_ref = 'native-tmpfs'
@@ -469,7 +483,7 @@ class LibfusePassthrough(FuseDaemon):
         return self.mnt + self.ctx.lower
 
 
-CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackEmbedded,
+CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoBacking, LdpfuseLoopbackFilter, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackEmbedded,
                   FusepyLoopback, LibfusePassthrough, NativeTmpfs, LdpfuseMemory,
                   LdpfuseMemoryEmbedded, FusepyMemory]
 CONFIG_NAMES = [c.name for c in CONFIG_CLASSES]

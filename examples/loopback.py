@@ -13,8 +13,15 @@
 #
 #   ldpfuse-run --mountpoint /mnt/x examples/loopback.py:Loopback /data -- ls -la /mnt/x
 #
-# With `-o passthrough=no` every read and write goes through Python instead
-# (os.pread/os.pwrite on the lower fd): the path the benchmarks compare.
+# The whole tree is a backing tree (`backing = Backing(root)` below, the shared
+# mode): the preload does every create, unlink, lookup, stat, rename, chmod and
+# readdir on the real directory itself, in the calling process with its own
+# rights, and none of the methods below is called. They serve `-o backing=no`
+# (every operation through Python, the path the benchmarks compare) and the
+# embedded mode.
+#
+# With `-o passthrough=no` (which implies backing=no) every read and write goes
+# through Python too (os.pread/os.pwrite on the lower fd).
 #
 #   ldpfuse-run --mountpoint /mnt/x -o passthrough=no \
 #       examples/loopback.py:Loopback /data -- cat /mnt/x/f
@@ -23,7 +30,7 @@ import os
 from errno import EACCES, ENOTDIR, EOPNOTSUPP
 from stat import S_IFDIR, S_IFLNK, S_IFREG, S_ISDIR, S_ISLNK
 
-from ldpfuse_py import FuseOSError, Operations, Passthrough
+from ldpfuse_py import Backing, FuseOSError, Operations, Passthrough
 
 _PATH_MAX = 4096    # the kernel's limit on one path string, NUL included
 _NAME_LEFT = 3072   # what _at leaves for the last step: room for "/proc/self/fd/N/"
@@ -48,13 +55,16 @@ class Loopback(Operations):
 
     ``passthrough`` is 'yes' (files are served by the kernel) or 'no' (data
     goes through read()/write() below); it arrives as a string from
-    ``-o passthrough=...``.
+    ``-o passthrough=...``. ``backing`` is 'yes' (the preload serves the whole
+    tree from root, docs/backing.md) or 'no' (every operation through the
+    methods below); by default, what passthrough is. ``see``: the operations
+    of a backed tree that still go to the methods ('create,unlink').
     """
 
     use_ns = True
     posix_acl = True  # the lower file system keeps ACLs and modes in step
 
-    def __init__(self, root, passthrough="yes"):
+    def __init__(self, root, passthrough="yes", backing=None, see=""):
         self.root = os.path.realpath(root)
         if not S_ISDIR(os.stat(self.root).st_mode):  # fail now, not at each call
             raise NotADirectoryError(ENOTDIR, "loopback root is not a directory", root)
@@ -64,6 +74,14 @@ class Loopback(Operations):
             self.passthrough = False
         else:
             raise ValueError(f"passthrough must be 'yes' or 'no', not {passthrough!r}")
+        if backing is None:
+            backing = self.passthrough
+        if backing not in ("yes", "no", True, False):
+            raise ValueError(f"backing must be 'yes' or 'no', not {backing!r}")
+        # -o see=create,unlink: those operations still go to the methods below (what a
+        # filter in Python costs: bench/NOTES.md)
+        see = [name for name in see.split(",") if name] if isinstance(see, str) else see
+        self.backing = Backing(self.root, see=see) if backing in ("yes", True) else None
         # '/a/b' -> root + '/a/b', the same as os.path.join(root, 'a/b'),
         # without the join; '' when root is '/' so that '/a' stays '/a'.
         self._prefix = self.root.rstrip("/")

@@ -3,6 +3,7 @@ served inside ordinary programs by an LD_PRELOAD library."""
 
 from . import _host_imports  # noqa: F401  first: it sees the program's imports under way
 from .operations import (
+    Backing,
     ENOTSUP,
     FileInfo,
     FuseOSError,
@@ -15,6 +16,7 @@ from .operations import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backing",
     "ENOTSUP",
     "FileInfo",
     "FuseOSError",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # annotations only: never imported at run time
     DirEntry = Union[str, tuple[str, Attrs | None, int]]
 
 __all__ = [
+    "Backing",
     "ENOTSUP",
     "FileInfo",
     "FuseOSError",
@@ -80,6 +81,69 @@ def fuse_get_context() -> tuple[int, int, int]:
 
 # set by the shared mode's server (ldpfuse_py.shared_mode) to its per-request context
 _request_context: Any = None
+
+
+class Backing:
+    """A directory of the tree served from a lower directory by the preload itself.
+
+    ``Backing(lower, see=())``, declared by a class as its ``backing`` attribute
+    (for the mount's root) or as a dict ``{"/dir": Backing(...), ...}``. Every
+    operation on a name under that directory that is not in ``see`` is done by
+    the preload on ``lower``, in the calling process, with the caller's own
+    rights and no call into Python (fuse-bpf's backing directories; the
+    shared mode). ``see`` names the operations the class's methods answer
+    instead: ``"all"``, or a set of names from ``OPERATIONS`` (``"open"``: every
+    open of an existing file, ``"open_write"``: those for writing or with
+    O_TRUNC, ``"readdir"``: opendir, readdir and releasedir). See
+    docs/backing.md.
+    """
+
+    OPERATIONS = ("getattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink",
+                  "rename", "link", "chmod", "chown", "truncate", "open", "open_write",
+                  "create", "statfs", "readdir", "access", "utimens", "getxattr",
+                  "setxattr", "listxattr", "removexattr")   # native/ldpfuse.h BK_*, in order
+
+    __slots__ = ("lower", "see")
+
+    def __init__(self, lower: str, see: Any = ()) -> None:
+        lower = os.path.realpath(os.fsdecode(lower))
+        if not os.path.isdir(lower):
+            raise NotADirectoryError(errno.ENOTDIR, "a backing tree's lower path is not a directory", lower)
+        if see == "all":
+            see = self.OPERATIONS
+        elif isinstance(see, str):
+            see = (see,)
+        unknown = set(see) - set(self.OPERATIONS)
+        if unknown:
+            raise ValueError(f"Backing(see=...): unknown operations {sorted(unknown)}; "
+                             f"known: {', '.join(self.OPERATIONS)}")
+        self.lower = lower
+        self.see = frozenset(see)
+
+    def mask(self) -> int:
+        "The bits of see, as the preload reads them."
+        return sum(1 << i for i, name in enumerate(self.OPERATIONS) if name in self.see)
+
+    def __repr__(self) -> str:
+        return f"Backing({self.lower!r}, see={sorted(self.see)!r})"
+
+
+def backing_trees(ops: Any) -> list[tuple[str, Backing]]:
+    """[(directory, Backing), ...] that ops declares (its ``backing``), checked."""
+    declared = getattr(ops, "backing", None)
+    if declared is None:
+        return []
+    if isinstance(declared, Backing):
+        declared = {"/": declared}
+    if not isinstance(declared, dict):
+        raise TypeError(f"backing must be a Backing or a dict of them, not {type(declared).__name__}")
+    trees = []
+    for d, b in declared.items():
+        if not isinstance(b, Backing) or not isinstance(d, str) or not d.startswith("/"):
+            raise TypeError(f"backing: {d!r}: expected '/dir': Backing(...)")
+        d = os.path.normpath(d)
+        trees.append(("/" if d == "//" else d, b))
+    return trees
 
 
 class Passthrough:

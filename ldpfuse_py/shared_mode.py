@@ -127,7 +127,30 @@ def build(env):
 
     operations._request_context = _embedded.context
     _embedded.serve_init()
+    backing_environment(env, _runtime.mounted_objects())
     return all(getattr(ops, "thread_safe", False) for ops in _runtime.mounted_objects())
+
+
+def backing_environment(env, objects):
+    """The backing trees the objects declare (operations.Backing), for the command's
+    preload: LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (native/vfs/backing.c)."""
+    from .operations import backing_trees
+
+    records = []
+    for i, ops in enumerate(objects):
+        ops = getattr(ops, "ops", ops)              # under --trace, TracedOps
+        ops = getattr(ops, "operations", ops)       # a fusepy class, FusepyOps
+        try:
+            trees = backing_trees(ops)
+        except (TypeError, ValueError) as e:
+            raise RuntimeError(str(e)) from None
+        for d, b in trees:
+            if any(c in s for s in (d, b.lower) for c in "\x1e\x1f"):
+                raise RuntimeError(f"backing: {d!r} -> {b.lower!r}: a name with a control character")
+            records.append(f"{i}\x1f{b.mask()}\x1f{d}\x1f{b.lower}")
+    if records:
+        env["LDPFUSE_BACKING"] = "\x1e".join(records)
+        env["LDPFUSE_BACKING_OWNER"] = str(os.geteuid())     # as server/peers.c's owner
 
 
 def serve(listener, thread_safe):

@@ -353,6 +353,24 @@ void vfs_lock_closed(struct vfile *v);
 void vfs_lock_last_close(struct vfile *v);
 void vfs_lock_release(struct vfile *v);
 
+/* ---- backing trees (vfs/backing.c): directories of a mount that the preload serves from
+ * a lower directory, in the calling process, for every operation the class did not ask to
+ * see. The bits of what it asks (ldpfuse_py/operations.py Backing.OPERATIONS, same order). */
+enum {
+    BK_GETATTR = 1u << 0, BK_READLINK = 1u << 1, BK_MKNOD = 1u << 2, BK_MKDIR = 1u << 3,
+    BK_UNLINK = 1u << 4, BK_RMDIR = 1u << 5, BK_SYMLINK = 1u << 6, BK_RENAME = 1u << 7,
+    BK_LINK = 1u << 8, BK_CHMOD = 1u << 9, BK_CHOWN = 1u << 10, BK_TRUNCATE = 1u << 11,
+    BK_OPEN = 1u << 12, BK_OPEN_WRITE = 1u << 13, BK_CREATE = 1u << 14, BK_STATFS = 1u << 15,
+    BK_READDIR = 1u << 16, BK_ACCESS = 1u << 17, BK_UTIMENS = 1u << 18, BK_GETXATTR = 1u << 19,
+    BK_SETXATTR = 1u << 20, BK_LISTXATTR = 1u << 21, BK_REMOVEXATTR = 1u << 22,
+};
+/* the backend's table with the trees' methods over it (be itself when there are none) */
+struct backend_ops *backing_over(struct backend_ops *be);
+/* mnt has a backing tree: no answer about its names is kept (attrcache.c), no writer counted */
+int backing_uncached(int mnt);
+extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
+void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
+
 /* ---- inotify watches on mount paths (vfs/notify.c) */
 void notify_fork_child(void);
 void notify_quiesce(void);

@@ -41,6 +41,9 @@ FS_FIXTURES = Path(__file__).resolve().parent / "fs_fixtures"
 # both); shared, the default mode, is exercised by giving no --mode at all
 LDP_MODE = os.environ.get("LDPFUSE_TEST_MODE", "shared")
 LOOPBACK = f"{EXAMPLES / 'loopback.py'}:Loopback"
+# LDPFUSE_TEST_BACKING=no runs the loopback with -o backing=no (every operation through
+# its Python methods), =yes (the default) with its tree backed (docs/backing.md)
+LOOPBACK_BACKING = os.environ.get("LDPFUSE_TEST_BACKING", "")
 MEMORY = f"{EXAMPLES / 'memory.py'}:Memory"
 
 # Per-command limits in seconds.  Generous: the first operation on a mount
@@ -148,7 +151,11 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
     mode = mode or (LDP_MODE if LDP_MODE != "shared" else None)
     if mode:  # the test's own choice wins over the suite-wide one
         argv += ["--mode", mode]
-    for key, value in (options or {}).items():
+    options = dict(options or {})
+    if LOOPBACK_BACKING and str(fs_spec).endswith("loopback.py:Loopback") and \
+            "passthrough" not in options:
+        options.setdefault("backing", LOOPBACK_BACKING)
+    for key, value in options.items():
         argv += ["-o", key if value is None else f"{key}={value}"]     # None: a flag (allow_other)
     if log_level:
         argv += ["--log-level", log_level]

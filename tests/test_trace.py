@@ -18,6 +18,8 @@ LINE = re.compile(r"^ldpfuse\[(\d+)\] (\w+)\((.*)\) = (.*)  (\d+)us$")
 
 
 def ldp(ws, *options, cmd, fs=LOOPBACK, fs_args=None):
+    if fs == LOOPBACK:
+        options += ("-o", "backing=no")     # the class's calls are what is traced
     argv = ldpfuse_run_argv() + ["--mountpoint", str(ws.mnt)] + [str(o) for o in options]
     argv += [fs] + [str(a) for a in (fs_args if fs_args is not None else [ws.lower])]
     argv += ["--"] + [str(c) for c in cmd]

@@ -312,6 +312,7 @@ struct backend_ops *backend_get(void)
         int again = load();
         loading_here = 0;
         if (again == 0) {
+            backend = backing_over(backend);    /* the mount's backing trees, if it has any */
             __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
         } else if (!waiting_logged) {
             waiting_logged = 1;

@@ -17,6 +17,8 @@ int close(int fd)
 {
     if (UNLIKELY(fd >= private_fd()))
         shared_fds_lost(fd, fd);    /* the program closes our number: we reconnect later */
+    if (UNLIKELY(fd >= ldp_backing_low_fd))
+        backing_fds_lost(fd, fd);   /* a backing tree's lower directory: opened again */
     struct vfile *v = vfd(fd);
     if (LIKELY(v == NULL) || ldp_vfork_child)
         return REAL(close)(fd);     /* a vfork child: the table is its parent's */
@@ -47,6 +49,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
 {
     if (UNLIKELY(newfd >= private_fd()))
         shared_fds_lost(newfd, newfd);
+    if (UNLIKELY(newfd >= ldp_backing_low_fd))
+        backing_fds_lost(newfd, newfd);
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
     if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd || ldp_vfork_child)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
@@ -144,6 +148,8 @@ int close_range(unsigned first, unsigned last, int flags)
 {
     if ((unsigned)private_fd() <= last && !(flags & CLOSE_RANGE_CLOEXEC))
         shared_fds_lost(first, last);
+    if ((unsigned)ldp_backing_low_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
+        backing_fds_lost(first, last);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC) ||
         ldp_vfork_child)
         return REAL(close_range)(first, last, flags);
@@ -158,6 +164,8 @@ void closefrom(int lowfd)
 {
     if (lowfd >= 0 && private_fd() != INT_MAX)
         shared_fds_lost((unsigned)lowfd, INT_MAX);
+    if (lowfd >= 0 && ldp_backing_low_fd != INT_MAX)
+        backing_fds_lost((unsigned)lowfd, INT_MAX);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0 || ldp_vfork_child) {
         REAL(closefrom)(lowfd);
         return;

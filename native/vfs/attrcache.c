@@ -132,7 +132,7 @@ int attrcache_coherent(void)
 /* 1: st filled; -1: the name is known missing (ENOENT); 0: ask the FS */
 int attrcache_get(int mnt, const char *path, struct stat *st)
 {
-    if (!cache_on() || __atomic_load_n(&slots, __ATOMIC_ACQUIRE) == NULL)
+    if (!cache_on() || __atomic_load_n(&slots, __ATOMIC_ACQUIRE) == NULL || backing_uncached(mnt))
         return 0;
     size_t len;
     uint64_t h = hash_path(mnt, path, &len);
@@ -163,7 +163,7 @@ int attrcache_get(int mnt, const char *path, struct stat *st)
  * before the FS was asked (an answer made stale during the call is not kept). */
 void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t stamp)
 {
-    if (!cache_on())
+    if (!cache_on() || backing_uncached(mnt))    /* vfs/backing.c: the kernel's names */
         return;
     struct stat missing;
     if (st == NULL) {

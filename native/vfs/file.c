@@ -268,8 +268,9 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
          * close-on-exec (PEP 446), so give the caller what it asked */
         return -1;
     }
-    /* read-only too: a change of its attributes through it must be told */
-    struct vfile *v = vfile_new(VF_PASSTHROUGH, vp, flags, 0, 0);
+    /* read-only too: a change of its attributes through it must be told (but a backed
+     * mount's names are in no cache: vfs/backing.c) */
+    struct vfile *v = backing_uncached(vp->mnt) ? NULL : vfile_new(VF_PASSTHROUGH, vp, flags, 0, 0);
     if (v) {
         if (vfile_writes(v))
             writer_counted(v, 1);

@@ -327,7 +327,10 @@ static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch 
         if (be->stamp && c->stamp == old->stamp && c->stamp)
             continue;
         uint32_t dir = c->is_dir ? IN_ISDIR : 0;
-        if (content_changed(&old->st, &c->st) || (be->stamp && !attrs_changed(&old->st, &c->st) && !c->is_dir)) {
+        /* (a counter that moved: a name without one, 0, under a backing tree, has only its
+         * attributes to tell) */
+        if (content_changed(&old->st, &c->st) ||
+            (be->stamp && c->stamp != old->stamp && !attrs_changed(&old->st, &c->st) && !c->is_dir)) {
             if (tell(n, w, IN_MODIFY | dir, 0, c->name))
                 return 1;
         } else if (attrs_changed(&old->st, &c->st) && tell(n, w, IN_ATTRIB | dir, 0, c->name)) {

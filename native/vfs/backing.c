@@ -1,0 +1,791 @@
+/*
+ * Backing trees: fuse-bpf's backing directories, in the preload. A class declares that a
+ * directory of its tree (the root included) is backed by a lower directory, and which
+ * operations under it it wants to see (ldpfuse_py.Backing, docs/backing.md). Every other
+ * operation on a name under that directory is done here, in the calling process, with the
+ * caller's own rights, on the lower directory: *at calls relative to an O_PATH fd of it that
+ * the process holds, each path resolved by openat2 with RESOLVE_BENEATH |
+ * RESOLVE_NO_MAGICLINKS (no "..", absolute symlink or /proc link leads out of the lower
+ * directory) and the last component never followed (the core has followed what the call
+ * follows). No round trip, no Python.
+ *
+ * This is a method table over the backend's (backend.h), as SQLite's VFS shims are: each
+ * method either does the operation on the lower tree or hands it to the backend below, which
+ * calls the class. What a class sees goes to the class; so does anything the lower tree
+ * cannot answer here without leaving it (a symlink among the directories that points out
+ * of the tree: EXDEV from openat2), and the class answers as it would unbacked.
+ *
+ * Coherence: names under a backed mount are never kept in the attribute cache (attrcache.c
+ * asks backing_uncached), their stamps are 0 (notify.c then polls them) and a passthrough
+ * writer of one needs no entry: the kernel's own caches are the only ones, as natively.
+ *
+ * The declaration comes from the launcher, which built the objects (shared mode):
+ * LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (SEE: the BK_* bits, decimal).
+ */
+#include "../ldpfuse.h"
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#define ASK_CLASS INT_MIN       /* a local method's answer: the backend below decides */
+
+struct tree {
+    int mnt;
+    unsigned see;               /* BK_* bits: operations the class answers */
+    char *dir;                  /* "/" or "/a/b": the mount path it covers */
+    size_t dirlen;              /* 0 for "/" */
+    char *lower;
+    int fd;                     /* O_PATH of lower; -1 until used, or after the program closed it */
+};
+static struct tree *trees;
+static int ntrees;
+static unsigned char *mount_has_tree;
+static int no_openat2;
+/* Who the trees serve: as the server (server/peers.c), the launcher's uid, any uid with
+ * allow_other, root too with allow_root; another process of the command goes to the
+ * backend, which refuses it with the reason in the log */
+static uid_t owner;
+static int allow_other, allow_root;
+int ldp_backing_low_fd = INT_MAX;   /* the lowest fd number of a tree's: close/dup2 wrappers */
+static struct backend_ops *inner;
+static struct backend_ops over;
+
+static void trees_init(void)
+{
+    const char *env = getenv("LDPFUSE_BACKING");
+    if (env == NULL || *env == '\0' || ldp_nmounts == 0)
+        return;
+    mount_has_tree = calloc((size_t)ldp_nmounts, 1);
+    int cap = 1;
+    for (const char *p = env; *p; p++)
+        cap += *p == '\x1e';
+    trees = calloc((size_t)cap, sizeof *trees);
+    if (trees == NULL || mount_has_tree == NULL)
+        return;
+    char *copy = strdup(env), *save = NULL;
+    for (char *rec = strtok_r(copy, "\x1e", &save); rec; rec = strtok_r(NULL, "\x1e", &save)) {
+        char *f[4];
+        int n = 0;
+        for (char *p = rec; n < 4; n++) {
+            f[n] = p;
+            p = strchr(p, '\x1f');
+            if (p == NULL) {
+                n++;
+                break;
+            }
+            *p++ = '\0';
+        }
+        if (n != 4)
+            continue;
+        int mnt = atoi(f[0]);
+        if (mnt < 0 || mnt >= ldp_nmounts || f[2][0] != '/' || f[3][0] != '/')
+            continue;
+        struct tree *t = &trees[ntrees++];
+        t->mnt = mnt;
+        t->see = (unsigned)strtoul(f[1], NULL, 10);
+        t->dir = strdup(f[2]);
+        t->dirlen = strcmp(f[2], "/") == 0 ? 0 : strlen(f[2]);
+        t->lower = strdup(f[3]);
+        t->fd = -1;
+        mount_has_tree[mnt] = 1;
+    }
+    free(copy);
+    const char *o = getenv("LDPFUSE_BACKING_OWNER");
+    owner = o ? (uid_t)strtoul(o, NULL, 10) : 0;
+    const char *a = getenv("LDPFUSE_ALLOW_OTHER");
+    allow_other = a && strcmp(a, "1") == 0;
+    a = getenv("LDPFUSE_ALLOW_ROOT");
+    allow_root = a && strcmp(a, "1") == 0;
+}
+
+static int caller_served(void)
+{
+    if (allow_other)
+        return 1;
+    uid_t uid = geteuid();
+    return uid == owner || (uid == 0 && allow_root);
+}
+
+int backing_uncached(int mnt)
+{
+    return UNLIKELY(mount_has_tree != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_has_tree[mnt];
+}
+
+/* The program closed or replaced fds first..last: a tree whose fd was among them opens its
+ * lower directory again at its next use (never through a number that is now another file). */
+void backing_fds_lost(unsigned first, unsigned last)
+{
+    int low = INT_MAX;
+    for (int i = 0; i < ntrees; i++) {
+        int fd = __atomic_load_n(&trees[i].fd, __ATOMIC_ACQUIRE);
+        if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last)
+            __atomic_store_n(&trees[i].fd, -1, __ATOMIC_RELEASE);
+        else if (fd >= 0 && fd < low)
+            low = fd;
+    }
+    ldp_backing_low_fd = low;
+}
+
+static int tree_fd(struct tree *t)
+{
+    int fd = __atomic_load_n(&t->fd, __ATOMIC_ACQUIRE);
+    if (LIKELY(fd >= 0))
+        return fd;
+    fd = fs_fd(REAL(open)(t->lower, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (fd < 0)
+        return -errno;
+    int none = -1;
+    if (!__atomic_compare_exchange_n(&t->fd, &none, fd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        REAL(close)(fd);        /* another thread got there first */
+        return none;
+    }
+    if (fd < ldp_backing_low_fd)
+        ldp_backing_low_fd = fd;
+    return fd;
+}
+
+/* The tree path on mnt is under, for a caller the trees serve, and path relative to its
+ * lower directory in *rel ("." for the tree's directory itself). */
+static struct tree *tree_at(int mnt, const char *path, const char **rel)
+{
+    if (no_openat2)
+        return NULL;
+    struct tree *best = NULL;
+    for (int i = 0; i < ntrees; i++) {
+        struct tree *t = &trees[i];
+        if (t->mnt != mnt || (best && best->dirlen >= t->dirlen))
+            continue;
+        if (t->dirlen && (strncmp(path, t->dir, t->dirlen) != 0 ||
+                          (path[t->dirlen] != '/' && path[t->dirlen] != '\0')))
+            continue;
+        best = t;
+    }
+    if (best == NULL || !caller_served())
+        return NULL;
+    const char *r = path + best->dirlen;
+    while (*r == '/')
+        r++;
+    *rel = *r ? r : ".";
+    return best;
+}
+
+/* The same for an operation the tree serves without the class (its see has none of bits). */
+static struct tree *tree_for(int mnt, const char *path, unsigned bits, const char **rel)
+{
+    struct tree *t = tree_at(mnt, path, rel);
+    return t && !(t->see & bits) ? t : NULL;
+}
+
+static long beneath(int dfd, const char *path, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(unsigned)flags,
+        .mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? (mode & 07777) : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    for (int tries = 0;; tries++) {
+        long fd = REAL(syscall)(SYS_openat2, dfd, path, &how, sizeof how);
+        if (fd >= 0)
+            return fd;
+        if (errno == EAGAIN && tries < 8)
+            continue;       /* a rename raced the walk's ".." check */
+        if (errno == ENOSYS) {
+            no_openat2 = 1;     /* a kernel before 5.6: the class does everything */
+            return ASK_CLASS;
+        }
+        return errno == EXDEV ? ASK_CLASS : -errno;
+    }
+}
+
+/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. */
+static long open_in(struct tree *t, const char *rel, int flags, mode_t mode)
+{
+    int dfd = tree_fd(t);
+    if (dfd < 0)
+        return dfd;
+    return beneath(dfd, rel, flags, mode);
+}
+
+/* The directory that holds rel's last component, and that component: *dfd is the tree's
+ * own fd or one opened for the call (put_parent closes it). rel "." (the tree's directory):
+ * *last "" for calls that take AT_EMPTY_PATH, or ASK_CLASS when no_empty. */
+static int get_parent(struct tree *t, const char *rel, int no_empty, int *dfd, const char **last)
+{
+    int tfd = tree_fd(t);
+    if (tfd < 0)
+        return tfd;
+    if (rel[0] == '.' && rel[1] == '\0') {
+        if (no_empty)
+            return ASK_CLASS;
+        *dfd = tfd;
+        *last = "";
+        return 0;
+    }
+    const char *slash = strrchr(rel, '/');
+    if (slash == NULL) {
+        *dfd = tfd;
+        *last = rel;
+        return 0;
+    }
+    char dir[PATH_MAX];
+    size_t dl = (size_t)(slash - rel);
+    if (dl >= sizeof dir)
+        return ASK_CLASS;
+    memcpy(dir, rel, dl);
+    dir[dl] = '\0';
+    long fd = beneath(tfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return (int)fd;
+    *dfd = (int)fd;
+    *last = slash + 1;
+    return 0;
+}
+
+static void put_parent(struct tree *t, int dfd)
+{
+    if (dfd != __atomic_load_n(&t->fd, __ATOMIC_RELAXED))
+        REAL(close)(dfd);
+}
+
+static int neg(long r)
+{
+    return r < 0 ? -errno : (int)r;
+}
+
+/* One *at call on rel's parent and last component: `call` sees dfd and last, and its
+ * result (libc convention) becomes the method's; ASK_CLASS goes below. */
+#define AT_PARENT(t, rel, no_empty, call) ({ \
+    int dfd_; \
+    const char *last_; \
+    int pr_ = get_parent(t, rel, no_empty, &dfd_, &last_); \
+    if (pr_ == 0) { \
+        const int dfd = dfd_; \
+        const char *last = last_; \
+        pr_ = neg(call); \
+        put_parent(t, dfd_); \
+    } \
+    pr_; })
+
+#define EMPTY(last) ((last)[0] ? 0 : AT_EMPTY_PATH)
+
+/* ---- the methods */
+
+static int b_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_GETATTR, &rel);
+    int r = t ? AT_PARENT(t, rel, 0, REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
+              : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->getattr(mnt, path, fh, st);
+}
+
+static int b_readlink(int mnt, const char *path, char *buf, size_t size)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_READLINK, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(readlinkat)(dfd, last, buf, size)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->readlink(mnt, path, buf, size);
+}
+
+static int b_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_MKNOD, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(mknodat)(dfd, last, mode, dev)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->mknod(mnt, path, mode, dev);
+}
+
+static int b_mkdir(int mnt, const char *path, mode_t mode)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_MKDIR, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(mkdirat)(dfd, last, mode & 07777)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->mkdir(mnt, path, mode);
+}
+
+static int b_unlink(int mnt, const char *path)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_UNLINK, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, 0)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->unlink(mnt, path);
+}
+
+static int b_rmdir(int mnt, const char *path)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_RMDIR, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, AT_REMOVEDIR)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->rmdir(mnt, path);
+}
+
+static int b_symlink(int mnt, const char *linkpath, const char *target)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, linkpath, BK_SYMLINK, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(symlinkat)(target, dfd, last)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->symlink(mnt, linkpath, target);
+}
+
+/* Two names of one tree: both parents, or ASK_CLASS. */
+static int two_names(int mnt, const char *a, const char *b, unsigned bit, int flags, int rename)
+{
+    const char *ra, *rb;
+    struct tree *t = tree_for(mnt, a, bit, &ra);
+    if (t == NULL || tree_for(mnt, b, bit, &rb) != t)
+        return ASK_CLASS;
+    int da, db;
+    const char *la, *lb;
+    int r = get_parent(t, ra, 1, &da, &la);
+    if (r != 0)
+        return r;
+    r = get_parent(t, rb, 1, &db, &lb);
+    if (r == 0) {
+        r = neg(rename ? REAL(renameat)(da, la, db, lb) : REAL(linkat)(da, la, db, lb, flags));
+        put_parent(t, db);
+    }
+    put_parent(t, da);
+    return r;
+}
+
+static int b_rename(int mnt, const char *from, const char *to)
+{
+    int r = two_names(mnt, from, to, BK_RENAME, 0, 1);
+    return r != ASK_CLASS ? r : inner->rename(mnt, from, to);
+}
+
+static int b_link(int mnt, const char *newpath, const char *oldpath)
+{
+    int r = two_names(mnt, oldpath, newpath, BK_LINK, 0, 0);
+    return r != ASK_CLASS ? r : inner->link(mnt, newpath, oldpath);
+}
+
+static long fchmodat2(int dfd, const char *name, mode_t mode)
+{
+    long r = REAL(syscall)(SYS_fchmodat2, dfd, name, mode, AT_SYMLINK_NOFOLLOW | EMPTY(name));
+    if (r < 0 && errno == ENOSYS)
+        return ASK_CLASS;   /* before Linux 6.6: no chmod that cannot follow a link */
+    return r;
+}
+
+static int b_chmod(int mnt, const char *path, mode_t mode)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_CHMOD, &rel);
+    int r = ASK_CLASS;
+    if (t) {
+        int dfd;
+        const char *last;
+        r = get_parent(t, rel, 0, &dfd, &last);
+        if (r == 0) {
+            long c = fchmodat2(dfd, last, mode & 07777);
+            r = c == ASK_CLASS ? ASK_CLASS : neg(c);
+            put_parent(t, dfd);
+        }
+    }
+    return r != ASK_CLASS ? r : inner->chmod(mnt, path, mode);
+}
+
+static int b_chown(int mnt, const char *path, uid_t uid, gid_t gid)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_CHOWN, &rel);
+    int r = t ? AT_PARENT(t, rel, 0, REAL(fchownat)(dfd, last, uid, gid, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
+              : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->chown(mnt, path, uid, gid);
+}
+
+static int truncate_here(struct tree *t, const char *rel, off_t len)
+{
+    long fd = open_in(t, rel, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+    if (fd < 0)
+        return (int)fd;
+    int r = neg(REAL(ftruncate)((int)fd, len));
+    REAL(close)((int)fd);
+    return r;
+}
+
+static int b_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_TRUNCATE, &rel);
+    int r = t ? truncate_here(t, rel, len) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->truncate(mnt, path, len, fh);
+}
+
+static int b_truncate_uncached(int mnt, const char *path, off_t len)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_TRUNCATE, &rel);
+    int r = t ? truncate_here(t, rel, len) : ASK_CLASS;
+    if (r != ASK_CLASS)
+        return r;
+    return inner->truncate_uncached ? inner->truncate_uncached(mnt, path, len) : inner->truncate(mnt, path, len, NULL);
+}
+
+/* Which of the class's open bits an open with these flags asks about. */
+static unsigned open_bits(int flags)
+{
+    unsigned bits = BK_OPEN;
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+        bits |= BK_OPEN_WRITE;
+    return bits;
+}
+
+static int open_result_fd(long fd, struct open_result *res)
+{
+    if (fd < 0)
+        return (int)fd;
+    res->passthrough_fd = (int)fd;
+    res->fd_flags_set = 1;      /* opened with the caller's O_CLOEXEC, at its lowest free number */
+    res->fh = 0;
+    res->open_flags = 0;
+    return 0;
+}
+
+static int b_open(int mnt, const char *path, int flags, struct open_result *res)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, open_bits(flags), &rel);
+    int r = t ? open_result_fd(open_in(t, rel, flags | O_NOFOLLOW, 0), res) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->open(mnt, path, flags, res);
+}
+
+static int b_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_CREATE | open_bits(flags), &rel);
+    int r = t ? open_result_fd(open_in(t, rel, flags | O_CREAT | O_NOFOLLOW, mode), res) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->create(mnt, path, mode, flags, res);
+}
+
+static int b_open_special(int mnt, const char *path, const struct stat *st, int flags)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, open_bits(flags), &rel);
+    long r = t ? open_in(t, rel, flags | O_NOFOLLOW, 0) : ASK_CLASS;
+    if (r != ASK_CLASS)
+        return (int)r;
+    return inner->open_special(mnt, path, st, flags);
+}
+
+/* An existing name opened where it is: CO_OPENED (a regular file; opened here, or by the
+ * class if it sees such opens) or CO_ASK (anything else, for the core to open as it opens
+ * such things); CO_MISSING; CO_EXISTS for O_CREAT|O_EXCL. Its type is looked at first:
+ * opening a FIFO or a device to find out what it is would be seen (a FIFO's writer let
+ * through by a reader that goes away at once). That look is one fstatat of the whole
+ * path, not resolved beneath the tree: it decides only whether to try the open, which is
+ * (a name that leads out is refused there and goes to the class), and what it says is
+ * never an answer (the core keeps no attributes of a backed mount); a name it finds
+ * missing among directories is looked for beneath the tree before ENOENT is the answer. */
+static int open_existing(int mnt, const char *path, struct tree *t, const char *rel, int flags,
+                         struct open_result *res, struct stat *st, int *outcome)
+{
+    int tfd = tree_fd(t);
+    if (tfd < 0)
+        return tfd;
+    if (REAL(fstatat)(tfd, rel, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) < 0) {
+        int e = errno;
+        if (e == ENOENT && strchr(rel, '/')) {
+            long pfd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+            if (pfd >= 0)
+                REAL(close)((int)pfd);
+            if (pfd == ASK_CLASS)
+                return ASK_CLASS;   /* a symlink on the way leads out: the class's */
+            e = pfd >= 0 ? EAGAIN : (int)-pfd;
+        }
+        *outcome = e == ENOENT ? CO_MISSING : CO_ASK;
+        return e == ENOENT ? -ENOENT : 0;
+    }
+    if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+        *outcome = CO_EXISTS;   /* the core answers EEXIST */
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        *outcome = CO_ASK;      /* a symlink, a directory, a FIFO...: the core's */
+        return 0;
+    }
+    int oflags = flags & ~(O_CREAT | O_EXCL);
+    if (t->see & open_bits(flags)) {
+        *outcome = CO_OPENED;
+        return inner->open(mnt, path, oflags, res);
+    }
+    long fd = open_in(t, rel, oflags | O_NOFOLLOW, 0);
+    if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP) {
+        *outcome = CO_ASK;      /* changed since: the core looks again */
+        return 0;
+    }
+    *outcome = CO_OPENED;
+    return open_result_fd(fd, res);
+}
+
+/* open() under a tree in one call: a create here (O_CREAT|O_EXCL added, so that a name
+ * that exists is opened as one: open_existing), or the class's create when it sees them
+ * (after a lookup here: the class is not asked for getattr). A class that sees getattr
+ * answers the whole of it. */
+static int b_create_open(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
+                         struct open_result *res, struct stat *st, int *outcome)
+{
+    const char *rel;
+    struct tree *t = tree_at(mnt, path, &rel);
+    *outcome = CO_ASK;
+    if (t && !(t->see & BK_GETATTR)) {
+        int create = (flags & O_CREAT) != 0;
+        if (create && !(t->see & (BK_CREATE | open_bits(flags)))) {
+            long fd = open_in(t, rel, flags | O_EXCL | O_NOFOLLOW, mode);
+            if (fd >= 0) {
+                *outcome = CO_CREATED;
+                return open_result_fd(fd, res);
+            }
+            if (fd == -ENOENT) {
+                *outcome = CO_MISSING;
+                return (int)fd;
+            }
+            if (fd == -ELOOP || fd == -EISDIR)
+                return 0;       /* a symlink or a directory there: the core looks it up */
+            if (fd != -EEXIST && fd != ASK_CLASS) {
+                *outcome = CO_CREATED;
+                return (int)fd;
+            }
+            create = fd == -EEXIST ? 0 : create;
+        }
+        int r = open_existing(mnt, path, t, rel, flags, res, st, outcome);
+        if (r != ASK_CLASS && *outcome == CO_MISSING && create) {
+            *outcome = CO_CREATED;      /* the class creates it (it sees create) */
+            return inner->create(mnt, path, mode, flags, res);
+        }
+        if (r != ASK_CLASS)
+            return r;
+        *outcome = CO_ASK;
+    }
+    if (inner->create_open == NULL)
+        return 0;
+    return inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
+}
+
+static int b_open_decided(int mnt, const char *path, int flags)
+{
+    if (backing_uncached(mnt))
+        return -1;      /* errno as it was: the opens under a tree are not remembered */
+    return inner->open_decided ? inner->open_decided(mnt, path, flags) : -1;
+}
+
+static int statfs_here(struct tree *t, const char *rel, struct statvfs *sv)
+{
+    long fd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return (int)fd;
+    int r = neg(REAL(fstatvfs)((int)fd, sv));
+    REAL(close)((int)fd);
+    return r;
+}
+
+static int b_statfs(int mnt, const char *path, struct statvfs *sv)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_STATFS, &rel);
+    int r = t ? statfs_here(t, rel, sv) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->statfs(mnt, path, sv);
+}
+
+static int b_opendir(int mnt, const char *path, uint64_t *fh)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_READDIR, &rel);
+    long fd = t ? open_in(t, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) : ASK_CLASS;
+    if (fd == ASK_CLASS)
+        return inner->opendir(mnt, path, fh);
+    if (fd < 0)
+        return (int)fd;
+    REAL(close)((int)fd);      /* the permission check of opendir(); readdir opens again */
+    *fh = 0;
+    return 0;
+}
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static int b_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_READDIR, &rel);
+    long fd = t ? open_in(t, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) : ASK_CLASS;
+    if (fd == ASK_CLASS)
+        return inner->readdir(mnt, path, fh, out);
+    if (fd < 0)
+        return (int)fd;
+    char *buf = malloc(32768);
+    int r = buf ? 0 : -ENOMEM;
+    while (r == 0) {
+        long n = REAL(syscall)(SYS_getdents64, (int)fd, buf, 32768);
+        if (n <= 0) {
+            r = n < 0 ? -errno : 0;
+            break;
+        }
+        for (long off = 0; off < n && r == 0;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+            if (dirlist_add(out, d->d_name, strlen(d->d_name), d->d_ino, d->d_type) < 0)
+                r = -ENOMEM;
+            off += d->d_reclen;
+        }
+    }
+    free(buf);
+    REAL(close)((int)fd);
+    return r;
+}
+
+static int b_releasedir(int mnt, const char *path, uint64_t fh)
+{
+    const char *rel;
+    if (tree_for(mnt, path, BK_READDIR, &rel))
+        return 0;
+    return inner->releasedir(mnt, path, fh);
+}
+
+static int b_access(int mnt, const char *path, int mode)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_ACCESS, &rel);
+    /* the real uid, as access(2): this process is the caller */
+    int r = t ? AT_PARENT(t, rel, 0, REAL(syscall)(SYS_faccessat2, dfd, last, mode, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
+              : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->access(mnt, path, mode);
+}
+
+static int b_utimens(int mnt, const char *path, const struct timespec ts[2])
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_UTIMENS, &rel);
+    int r = t ? AT_PARENT(t, rel, 1, REAL(utimensat)(dfd, last, ts, AT_SYMLINK_NOFOLLOW)) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->utimens(mnt, path, ts);
+}
+
+/* xattrs have no *at form: the name is opened O_PATH beneath the tree and reached as
+ * /proc/self/fd/N (a symlink itself, or no /proc: the class). */
+static long xattr_here(struct tree *t, const char *rel, int which, const char *name, void *val, size_t size,
+                       int flags)
+{
+    long fd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    long r = ASK_CLASS;
+    char proc[40];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", (int)fd);
+    if (REAL(fstat)((int)fd, &st) == 0 && !S_ISLNK(st.st_mode)) {
+        switch (which) {
+        case 0: r = REAL(getxattr)(proc, name, val, size); break;
+        case 1: r = REAL(setxattr)(proc, name, val, size, flags); break;
+        case 2: r = REAL(listxattr)(proc, (char *)val, size); break;
+        default: r = REAL(removexattr)(proc, name); break;
+        }
+        r = r < 0 ? (errno == ENOENT ? ASK_CLASS : -errno) : r;
+    }
+    REAL(close)((int)fd);
+    return r;
+}
+
+static ssize_t b_getxattr(int mnt, const char *path, const char *name, void *value, size_t size)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_GETXATTR, &rel);
+    long r = t ? xattr_here(t, rel, 0, name, value, size, 0) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->getxattr(mnt, path, name, value, size);
+}
+
+static int b_setxattr(int mnt, const char *path, const char *name, const void *value, size_t size, int flags)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_SETXATTR, &rel);
+    long r = t ? xattr_here(t, rel, 1, name, (void *)value, size, flags) : ASK_CLASS;
+    return r != ASK_CLASS ? (int)r : inner->setxattr(mnt, path, name, value, size, flags);
+}
+
+static ssize_t b_listxattr(int mnt, const char *path, char *list, size_t size)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_LISTXATTR, &rel);
+    long r = t ? xattr_here(t, rel, 2, NULL, list, size, 0) : ASK_CLASS;
+    return r != ASK_CLASS ? r : inner->listxattr(mnt, path, list, size);
+}
+
+static int b_removexattr(int mnt, const char *path, const char *name)
+{
+    const char *rel;
+    struct tree *t = tree_for(mnt, path, BK_REMOVEXATTR, &rel);
+    long r = t ? xattr_here(t, rel, 3, name, NULL, 0, 0) : ASK_CLASS;
+    return r != ASK_CLASS ? (int)r : inner->removexattr(mnt, path, name);
+}
+
+/* No process's cache keeps a name of a backed mount: 0, "cannot tell", makes notify.c look
+ * at the lower file itself. */
+static uint64_t b_stamp(int mnt, const char *path)
+{
+    if (backing_uncached(mnt))
+        return 0;
+    return inner->stamp ? inner->stamp(mnt, path) : 0;
+}
+
+static int b_written(int mnt, const char *path)
+{
+    if (backing_uncached(mnt))
+        return 1;
+    return inner->written ? inner->written(mnt, path) : 0;
+}
+
+struct backend_ops *backing_over(struct backend_ops *be)
+{
+    static int done;
+    if (!done) {
+        done = 1;
+        trees_init();
+    }
+    if (be == NULL || ntrees == 0)
+        return be;
+    if (be == &over)
+        return be;
+    inner = be;
+    over = *be;
+    over.getattr = b_getattr;
+    over.readlink = b_readlink;
+    over.mknod = b_mknod;
+    over.mkdir = b_mkdir;
+    over.unlink = b_unlink;
+    over.rmdir = b_rmdir;
+    over.symlink = b_symlink;
+    over.rename = b_rename;
+    over.link = b_link;
+    over.chmod = b_chmod;
+    over.chown = b_chown;
+    over.truncate = b_truncate;
+    over.truncate_uncached = b_truncate_uncached;
+    over.open = b_open;
+    over.create = b_create;
+    over.statfs = b_statfs;
+    over.opendir = b_opendir;
+    over.readdir = b_readdir;
+    over.releasedir = b_releasedir;
+    over.access = b_access;
+    over.utimens = b_utimens;
+    over.setxattr = b_setxattr;
+    over.getxattr = b_getxattr;
+    over.listxattr = b_listxattr;
+    over.removexattr = b_removexattr;
+    over.create_open = b_create_open;
+    over.open_decided = b_open_decided;
+    if (be->open_special)
+        over.open_special = b_open_special;
+    over.stamp = b_stamp;
+    over.written = b_written;
+    return &over;
+}

@@ -1,0 +1,218 @@
+"""Backing trees (issue 33, docs/backing.md): a directory the class declares backed by a
+lower directory is served by the preload itself, in the calling process with its own
+rights, for every operation the class did not ask to see; no path leads out of the lower
+directory; what the class asks to see still reaches its methods. The shared mode (the
+launcher builds the objects and tells the command's processes what they declared)."""
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import LOOPBACK, NOBODY, as_nobody, base_env, ldpfuse_run_argv
+
+pytestmark = pytest.mark.skipif(os.environ.get("LDPFUSE_TEST_MODE", "shared") != "shared",
+                                reason="backing trees are the shared mode's (docs/backing.md)")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ldp(tmp, fs, fs_args, script, *options, timeout=60):
+    argv = ldpfuse_run_argv() + ["--mode", "shared", "--trace", "--log-file", str(tmp / "trace.log"),
+                                 *options, "--mountpoint", str(tmp / "mnt"), fs, *map(str, fs_args),
+                                 "--", "sh", "-c", script]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=base_env(), cwd=str(tmp))
+    log = (tmp / "trace.log").read_text() if (tmp / "trace.log").exists() else ""
+    return r, log
+
+
+def class_calls(log):
+    "The class's methods the trace saw called, but for init and destroy."
+    calls = []
+    for line in log.splitlines():
+        if line.startswith("ldpfuse[") and "(" in line:
+            op = line.split("] ", 1)[1].split("(", 1)[0]
+            if op not in ("init", "destroy"):
+                calls.append(op)
+    return calls
+
+
+SCRIPT = """
+cd mnt
+echo one > f
+cat f
+mkdir d
+echo two > d/g
+mv d/g d/h
+ln -s h d/l
+cat d/l
+chmod 600 f
+touch -d @1000000000 f
+stat -c '%n %s %a %Y' f d/h
+ls d
+rm d/h d/l
+rmdir d
+ls -a
+cat missing 2>/dev/null || echo missing
+"""
+WANT = "one\ntwo\nf 4 600 1000000000\nd/h 4 644 {mtime}\nh\nl\n.\n..\nf\nmissing\n"
+
+
+def test_a_backed_loopback_does_names_and_attributes_without_calling_the_class(tmp_path):
+    """create, lookup (found and missing), mkdir, rename, symlink, readlink, chmod, utimens,
+    stat, readdir, unlink and rmdir under a backed tree: the same results as natively, and
+    the class is asked nothing."""
+    native = tmp_path / "native"
+    native.mkdir()
+    want = subprocess.run(["sh", "-c", SCRIPT.replace("cd mnt", f"cd {native}")], capture_output=True,
+                          text=True, env=base_env())
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    r, log = ldp(tmp_path, LOOPBACK, [lower], SCRIPT)
+    assert r.returncode == 0, r.stderr
+    # d/h's mtime is its creation time: the same line shape as natively
+    assert r.stdout.splitlines()[:3] == want.stdout.splitlines()[:3], r.stdout
+    assert [line.split()[:3] for line in r.stdout.splitlines()[3:4]] == \
+        [line.split()[:3] for line in want.stdout.splitlines()[3:4]]
+    assert r.stdout.splitlines()[4:] == want.stdout.splitlines()[4:], r.stdout
+    assert class_calls(log) == [], log
+    assert sorted(os.listdir(lower)) == ["f"]
+    assert (lower / "f").read_text() == "one\n"
+    assert oct(os.stat(lower / "f").st_mode & 0o777) == "0o600"
+
+
+def test_backing_no_sends_every_operation_to_the_class(tmp_path):
+    """-o backing=no: the same script through the loopback's methods (the test above can
+    fail: the trace sees the class's calls when the tree is not backed)."""
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    r, log = ldp(tmp_path, LOOPBACK, [lower], SCRIPT, "-o", "backing=no")
+    assert r.returncode == 0, r.stderr
+    calls = set(class_calls(log))
+    assert {"create", "mkdir", "rename", "symlink", "unlink", "rmdir", "chmod", "readdir"} <= calls, calls
+
+
+def test_no_path_leads_out_of_the_lower_directory(tmp_path):
+    """Symlinks among the directories that point out of the lower tree (absolute and
+    relative) are not followed by the preload: a class with no methods of its own answers
+    for them (ENOENT), and the directory outside is neither read nor written."""
+    lower = tmp_path / "lower"
+    outside = tmp_path / "outside"
+    lower.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("outside\n")
+    os.symlink(str(outside), lower / "abs")
+    os.symlink("../outside", lower / "rel")
+    os.mkdir(lower / "sub")
+    os.symlink("../../outside", lower / "sub" / "up")
+    os.symlink("../sub", lower / "sub" / "in")      # one that stays inside is followed
+    (lower / "sub" / "f").write_text("inside\n")
+    script = """
+for p in abs rel sub/up; do
+  cat mnt/$p/secret 2>/dev/null || echo "no read $p"
+  (echo x > mnt/$p/new) 2>/dev/null || echo "no write $p"
+  rm mnt/$p/secret 2>/dev/null || echo "no unlink $p"
+done
+cat mnt/sub/in/f
+cat mnt/sub/../../outside/secret 2>/dev/null || echo "dotdot is the kernel's"
+"""
+    r, _ = ldp(tmp_path, f"{HERE}/fs_fixtures/backed.py:Bare", [lower], script)
+    assert r.stdout.splitlines()[:9] == [f"no {what} {p}" for p in ("abs", "rel", "sub/up")
+                                          for what in ("read", "write", "unlink")], r.stdout + r.stderr
+    assert r.stdout.splitlines()[9] == "inside"
+    assert sorted(os.listdir(outside)) == ["secret"]
+    assert (outside / "secret").read_text() == "outside\n"
+
+
+def test_what_the_class_asks_to_see_reaches_it(tmp_path):
+    """Backing(lower, see={"create", "unlink"}): the class's create refuses names ending
+    in .bad and its unlink keeps .keep files; everything else is the preload's."""
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    (lower / "a.keep").write_text("kept\n")
+    script = """
+echo x > mnt/ok && echo made ok
+(echo x > mnt/no.bad) 2>/dev/null || echo refused bad
+rm mnt/a.keep 2>/dev/null || echo kept
+rm mnt/ok && echo removed ok
+cat mnt/a.keep
+"""
+    r, log = ldp(tmp_path, f"{HERE}/fs_fixtures/backed.py:Picky", [lower], script)
+    assert r.stdout == "made ok\nrefused bad\nkept\nremoved ok\nkept\n", r.stderr
+    assert sorted(os.listdir(lower)) == ["a.keep"]
+    calls = class_calls(log)
+    assert set(calls) == {"create", "unlink"}, log
+
+
+def test_a_change_one_process_makes_is_seen_by_the_next_at_once(tmp_path):
+    """The attribute caches: a size, a mode and a name changed by one process (the
+    preload, on the lower tree) are what the next process sees, within attr_timeout."""
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    (lower / "f").write_text("1\n")
+    script = """
+stat -c '%s %a' mnt/f
+echo 22 >> mnt/f; chmod 640 mnt/f
+stat -c '%s %a' mnt/f
+mv mnt/f mnt/g
+stat -c %s mnt/f 2>/dev/null || echo gone
+stat -c %s mnt/g
+"""
+    r, _ = ldp(tmp_path, LOOPBACK, [lower], script)
+    assert r.stdout == "2 644\n5 640\ngone\n5\n", r.stderr
+
+
+def test_a_program_that_closes_every_fd_still_reaches_the_tree(tmp_path):
+    """close_range over the lower directory's fd: the preload opens it again (it never
+    uses a number the program may have reused), and a dup2 onto it is the program's."""
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    code = """
+import os
+os.stat("mnt")
+os.listdir("mnt")
+os.closerange(3, 1 << 16)
+fd = os.open("/dev/null", os.O_RDONLY)
+for n in range(3, 1024):
+    try:
+        os.dup2(fd, n)
+    except OSError:
+        break
+open("mnt/after", "w").write("x")
+print(sorted(os.listdir("mnt")))
+"""
+    r, _ = ldp(tmp_path, LOOPBACK, [lower], f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}")
+    assert r.stdout == "['after']\n", r.stderr
+    assert (lower / "after").read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_another_user_is_refused_without_allow_other_and_has_its_own_rights_with_it(shared_tmp):
+    """Without allow_other another user of the command goes to the server, which refuses it
+    as over kernel FUSE; with it, the preload serves it with its own rights (a 0600 file of
+    root's stays unreadable, a file it makes is its own)."""
+    os.chmod(shared_tmp, 0o755)
+    lower = shared_tmp / "lower"
+    lower.mkdir()
+    (lower / "secret").write_text("root only\n")
+    os.chmod(lower / "secret", 0o600)
+    (lower / "open").mkdir(mode=0o777)
+    os.chmod(lower / "open", 0o777)
+    m = shared_tmp / "mnt"
+    nobody = " ".join(map(shlex.quote, as_nobody("sh", "-c", f"ls {m}/open && echo listed; "
+                                                       f"cat {m}/secret || echo refused; "
+                                                       f"echo n > {m}/open/mine && stat -c %u {m}/open/mine")))
+    r, _ = ldp(shared_tmp, LOOPBACK, [lower], nobody)
+    assert "listed" not in r.stdout and "allow_other" in r.stderr, r.stdout + r.stderr
+    r, _ = ldp(shared_tmp, LOOPBACK, [lower], nobody, "-o", "allow_other")
+    assert r.stdout == f"listed\nrefused\n{NOBODY}\n", r.stderr
+    assert os.stat(lower / "open" / "mine").st_uid == NOBODY
+
+
+def test_a_bad_declaration_is_one_clear_line(tmp_path):
+    r, _ = ldp(tmp_path, f"{HERE}/fs_fixtures/backed.py:Unknown", [tmp_path], "true")
+    assert r.returncode != 0
+    assert "unknown operations ['frobnicate']" in r.stderr
