@@ -191,8 +191,10 @@ def test_a_dead_launchers_name_and_pid_hear_nothing(tmp):
     victim.write_text(VICTIM)
     # the launcher as a script starts it: not the leader of its process group
     leader = subprocess.Popen(["sleep", "120"], process_group=0)
+    # backing=no: a backed loopback serves the file in the victim itself, with no launcher
+    # to ask (docs/backing.md); the attack is on the channel to the launcher
     run = Command(m, LOOPBACK, f"({sys.executable} {victim} {m}/f {log} 25 &); echo ready; sleep 30",
-                  fs_args=[lower], group=leader.pid)
+                  fs_args=[lower], options=["-o", "backing=no"], group=leader.pid)
     try:
         run.until("ready")
         name = socket_of(run)
