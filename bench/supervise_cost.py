@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the supervisor (--supervise, docs/supervisor.md) costs.
+"""What the supervisor (the default; docs/supervisor.md) costs.
 
 1. Per call, in a statically linked C program (the kind the supervisor exists for),
    N calls of each kind, timed inside the program:
@@ -10,7 +10,7 @@
      stat-mount    stat() of a file in the mount: trapped and served (memory.py)
 
    natively (no ldpfuse: the mount's call fails with ENOENT, timed all the same) and under
-   ldpfuse-run --supervise, in interleaved rounds; medians in ns per call.
+   ldpfuse-run (which supervises it), in interleaved rounds; medians in ns per call.
 
 2. A `make` of a small C project outside the mount (a generated one: N .c files, a
    header each, one program), from clean, natively, under ldpfuse-run, and under
@@ -125,10 +125,10 @@ def main():
                 if name == "native":
                     cmd = prog
                 else:
-                    cmd = launcher + ["--supervise", memory, "--", "/bin/busybox", "sh", "-c",
+                    cmd = launcher + [memory, "--", "/bin/busybox", "sh", "-c",
                                       f'echo x > {mnt}/f && exec "$@"', "sh", *prog]
                     if not shutil.which("busybox"):
-                        cmd = launcher + ["--supervise", memory, "--", "sh", "-c",
+                        cmd = launcher + [memory, "--", "sh", "-c",
                                           f'echo x > {mnt}/f && exec "$@"', "sh", *prog]
                 out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
                 if out.returncode != 0:

@@ -23,11 +23,18 @@ MOUNT_FLAGS = "\0mount"   # parse_options' key for FUSE's bare mount flags (-o r
 FLAGS = ("ro",)            # -o flags (no =value) that are the mount's, as FUSE's -o ro
 
 
+UNSUPPORTED_FUSELL = ("fusell (fusepy's low-level API, FUSELL) is not supported: it answers libfuse's "
+                      "inode-numbered requests through ctypes, and ldpfuse serves paths; port the "
+                      "file system to fusepy's Operations (docs/from-fusepy.md)")
+
+
 class _FusepyFinder:
     """Finds ``fuse``/``mfusepy`` as ldpfuse_py.fuse_compat (imported only if asked for)."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
+        if name == "fusell":
+            raise ImportError(UNSUPPORTED_FUSELL, name=name)
         if name not in COMPAT_NAMES:
             return None
         return importlib.machinery.ModuleSpec(name, _FusepyFinder)

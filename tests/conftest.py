@@ -334,7 +334,8 @@ class Workspace:
         """Run cmd natively on $D=native and under ldpfuse on $D=mnt; the
         exit status, stdout and stderr must be the same after normalisation
         and, for loopback, the lower tree must equal the native tree."""
-        native = self.native_run(cmd, env_extra, input=input)
+        native = self.native_run(cmd, env_extra, input=input,   # a slow command is slow natively too
+                                 timeout=max(timeout, NATIVE_TIMEOUT))
         if expect_success:
             assert native.returncode == 0, "native run failed (test bug):\n" + native.describe()
         ldp = self.ldp_run(cmd, fs=fs, options=options, env_extra=env_extra,

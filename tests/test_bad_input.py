@@ -98,6 +98,18 @@ def test_no_file_system_before_double_dash_says_the_file_system_is_missing(ws, b
     assert "FS_ARG" not in r.stderr, r.describe()
 
 
+def test_a_script_of_fusepy_s_low_level_api_is_refused_in_one_line_naming_fusell(ws):
+    """fusepy's fusell (FUSELL, as examples/memoryll.py in fusepy's repository uses it) is not
+    supported: one line that names it (issue 35 item 3), not a ModuleNotFoundError."""
+    cmd = marker_cmd(ws)
+    script = ws.tmp / "memoryll.py"
+    script.write_text("import sys\nfrom fusell import FUSELL\n\n"
+                      "class Memory(FUSELL):\n    pass\n\n"
+                      "if __name__ == '__main__':\n    Memory(sys.argv[1])\n")
+    r = ldpfuse(ws, "--mountpoint", ws.mnt, script, ws.mnt, "--", *cmd)
+    assert_refused(ws, r, "fusell", "not supported", "docs/from-fusepy.md")
+
+
 @pytest.mark.parametrize("command", ["no-such-command-ldpfuse-test", "/nonexistent/bin/prog"])
 def test_nonexistent_command_exits_127(ws, command):
     ws.marker = ws.tmp / "command-ran"

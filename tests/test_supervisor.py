@@ -177,8 +177,8 @@ EMBEDDED_MEMORY = ("--mode embedded: each process has a memory file system of it
 
 
 # the working directory in the mount (issue 31 item 5, issue 35 item 2): busybox's own
-# `cd` (a chdir the supervisor answers and keeps), relative names from there, `cd ..` out of
-# the mount and back, pwd, a preloaded program started from there (ls: it inherits the
+# `cd` (a chdir the supervisor answers and keeps), relative names from there, a child forked
+# there that makes its first call after its parent left, `cd ..` out of the mount and back, pwd, a preloaded program started from there (ls: it inherits the
 # directory), tar -C into and out of the mount, cp -a; $O is outside the mount
 BUSYBOX_CWD_SCRIPT = r"""
 set -e
@@ -191,6 +191,7 @@ cat t/u/y
 busybox pwd | sed "s|^$D|D|"
 /bin/ls -1 . t
 cd sub && cat inner && cd ..
+(sleep 0.3; cat hello > forked) & cd /; wait; cd "$D"; cat forked
 cd .. && ls -1 "$(basename "$D")" && cd "$D"
 busybox tar -cf "$O/from.tar" hello sub t
 busybox tar -tf "$O/from.tar" | sort

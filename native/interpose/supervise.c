@@ -11,8 +11,8 @@
  *
  * LDPFUSE_SUPERVISE=auto supervises statically linked programs and Go programs (whose
  * runtime makes its own system calls), =all every program
- * (to measure what supervision costs: bench/supervise_cost.py); the launcher sets it with
- * --supervise and names the socket in LDPFUSE_SUPERVISOR. A process already under a
+ * (to measure what supervision costs: bench/supervise_cost.py); the launcher sets =auto
+ * unless --no-supervise and names the socket in LDPFUSE_SUPERVISOR. A process already under a
  * listener (an ancestor was supervised: filters are inherited across fork and exec)
  * is covered: the kernel allows one listener per filter chain (EBUSY).
  *

@@ -10,9 +10,10 @@
  *   - a process's own chdir into a mount (busybox sh's `cd`, `tar -C`, Go's exec with
  *     cmd.Dir): answered here, and kept in a table of *virtual cwds*, by thread group,
  *     with the kernel's cwd seen then. It holds while the kernel's cwd is still that one
- *     (a pid used again by another process in another directory is not fooled), and a
- *     child forked before its first call inherits it (its parent's entry, same kernel
- *     cwd). At the process's execve the entry is written to RUN_DIR/supervisor/cwd/PID,
+ *     (a pid used again by another process in another directory is not fooled), and
+ *     goes at the process's exit; a child forked before its first call inherits it
+ *     (its nearest ancestor's entry, same kernel cwd; given to it when its parent's
+ *     changes or goes before it is seen). At the process's execve the entry is written to RUN_DIR/supervisor/cwd/PID,
  *     where a preloaded program it becomes takes it (interpose/supervise.c).
  *
  * A relative name from a virtual cwd or a shadow is served even when it leads outside the
@@ -96,6 +97,31 @@ static void put(pid_t tgid, const char *dir, const char *real)
     table[i].real = strdup(real);
 }
 
+/* Before tgid's entry i changes or goes (its chdir, fchdir or exit): its children forked
+ * since it was set, not seen yet, and still in the same kernel cwd get it as their own
+ * (they were in that directory at their fork). Locked. */
+static void hand_to_children(pid_t tgid, int i)
+{
+    char path[64], list[4096], real[SV_PATH_MAX];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)tgid, (int)tgid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, list, sizeof list - 1);
+    close(fd);
+    list[n > 0 ? n : 0] = '\0';
+    char *dir = strdup(table[i].dir), *was = strdup(table[i].real);
+    for (char *p = list, *end; dir && was && *p; p = end) {
+        pid_t child = (pid_t)strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (find(child) < 0 && kernel_cwd(child, real, sizeof real) == 0 && strcmp(real, was) == 0)
+            put(child, dir, was);
+    }
+    free(dir);
+    free(was);
+}
+
 /* The virtual cwd of tid's process (locked): its own entry, or the nearest ancestor's
  * that has the same kernel cwd (a child forked since), which becomes its own. */
 static int lookup(pid_t tid, char *out, size_t size)
@@ -142,6 +168,9 @@ void cwd_enter(pid_t tid, const char *dir)
     if (tgid <= 0 || kernel_cwd(tgid, real, sizeof real) < 0)
         return;
     pthread_mutex_lock(&lock);
+    int i = find(tgid);
+    if (i >= 0)
+        hand_to_children(tgid, i);
     put(tgid, dir, real);
     pthread_mutex_unlock(&lock);
 }
@@ -150,9 +179,12 @@ void cwd_leave(pid_t tid)
 {
     pthread_mutex_lock(&lock);
     if (used > 0) {
-        int i = find(field(tid, "\nTgid:"));
-        if (i >= 0)
-            drop(i);
+        pid_t tgid = field(tid, "\nTgid:");
+        int i = find(tgid);
+        if (i >= 0) {
+            hand_to_children(tgid, i);
+            drop(find(tgid));
+        }
     }
     pthread_mutex_unlock(&lock);
 }
