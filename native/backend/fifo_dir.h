@@ -54,8 +54,10 @@ static inline int fifo_dir_settle(const char *real, const struct stat *want)
     struct stat ds, rs, fs;
     if (run_dir_lstat(dir, &ds) < 0 || !run_dir_trusted(&ds))
         return -EACCES;
-    if (syscall(SYS_mknodat, AT_FDCWD, real, S_IFIFO | 0600, 0) < 0 && errno != EEXIST)
-        return -errno;
+    /* EEXIST, made before, is the common answer: what is there is what the lstat shows
+     * (errno is read only if that fails too: a clone sharing our TLS may change it) */
+    if (syscall(SYS_mknodat, AT_FDCWD, real, S_IFIFO | 0600, 0) < 0 && run_dir_lstat(real, &rs) < 0)
+        return errno == ENOENT ? -ENXIO : -errno;
     if (run_dir_lstat(real, &rs) < 0)
         return -ENXIO;
     uid_t me = geteuid();
