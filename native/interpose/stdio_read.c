@@ -399,3 +399,43 @@ wint_t __wunderflow(FILE *f)
         return cookie_getwc(f);
     UNLOCKED_READ(f, 0, TO_END, REAL(__wunderflow)(f), WEOF);
 }
+
+/* The wide scanf family on such a stream: glibc's would read a wide buffer the stream
+ * lacks; it fails instead, with ENOTSUP, as a read error (docs/cache.md). */
+int plain_vfwscanf(FILE *f, const wchar_t *fmt, va_list ap) __asm__("vfwscanf");
+int plain_fwscanf(FILE *f, const wchar_t *fmt, ...) __asm__("fwscanf");
+
+static int no_wide_scan(FILE *f)
+{
+    errno = ENOTSUP;
+    f->_flags |= _IO_ERR_SEEN;
+    return EOF;
+}
+
+int plain_vfwscanf(FILE *f, const wchar_t *fmt, va_list ap)
+{
+    return OURS(f) ? no_wide_scan(f) : REAL(vfwscanf)(f, fmt, ap);
+}
+
+int __isoc99_vfwscanf(FILE *f, const wchar_t *fmt, va_list ap)
+{
+    return OURS(f) ? no_wide_scan(f) : REAL(__isoc99_vfwscanf)(f, fmt, ap);
+}
+
+int plain_fwscanf(FILE *f, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = plain_vfwscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int __isoc99_fwscanf(FILE *f, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = __isoc99_vfwscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
+}
