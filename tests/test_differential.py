@@ -13,13 +13,11 @@ Each seed opens the file anew and the mount keeps no idle cache
 (issue 31) was glibc's fseek reading an aligned block from the memfd's holes past every
 wrapper, zeros in place of the data.
 
-One process per family and configuration runs all its seeds. Defaults, a budget of
-about 3 minutes a mode in CI: on the memory example 20 seeds x 10,000 ops for stdio and
-syscalls, fewer for the families whose every op costs a fill check (mmap, copy, aio) or
-two execs (child); a quarter of those ops on the archive and the loopback.
-LDPFUSE_DIFFERENTIAL_SEEDS, LDPFUSE_DIFFERENTIAL_OPS (ops for every family and
-configuration) and LDPFUSE_DIFFERENTIAL_FULL=1 (the memory example's ops everywhere)
-raise them."""
+One process per family and configuration runs all its seeds. Defaults: 20 seeds x
+10,000 ops for stdio and syscalls on every configuration, fewer for the families whose
+every op costs a fill check (mmap, copy, aio) or two execs (child); about 2 minutes a
+mode on 2 cores. LDPFUSE_DIFFERENTIAL_SEEDS and LDPFUSE_DIFFERENTIAL_OPS (ops for every
+family) change them."""
 
 import os
 import random
@@ -35,7 +33,6 @@ SEEDS = int(os.environ.get("LDPFUSE_DIFFERENTIAL_SEEDS", "20"))
 OPS_ALL = os.environ.get("LDPFUSE_DIFFERENTIAL_OPS")
 OPS = {"stdio": 10000, "syscalls": 10000, "mmap": 2000, "copy": 3000, "child": 20, "aio": 1000}
 OPS = {family: int(OPS_ALL) if OPS_ALL else ops for family, ops in OPS.items()}
-SHARE = 1 if OPS_ALL or os.environ.get("LDPFUSE_DIFFERENTIAL_FULL") == "1" else 4   # archive, loopback
 CONFIGS = {  # name: (fs, options)
     "memory": (MEMORY, {}),
     "archive": (ARCHIVE, {}),
@@ -83,7 +80,7 @@ def test_every_read_of_a_served_file_matches_the_same_bytes_natively(ws, differe
     # copy_file_range's destination: in the mount where it can be written (the archive is
     # read-only: there the copy meets another file system, EXDEV as over kernel FUSE)
     scratch = "" if fs == ARCHIVE else ' "$D/scratch"'
-    ops = OPS[family] if fs == MEMORY else max(1, OPS[family] // SHARE)
+    ops = OPS[family]
     script = prepare + f'exec "$PROG" {family} "$D/f" "$NATIVE" 1 {SEEDS} {ops}{scratch}\n'
     r = ws.ldp_run(["sh", "-c", script], fs=fs, fs_args=fs_args, options=options,
                    env_extra={"PROG": differential, "NATIVE": native, "LDPFUSE_CACHE_KEEP_MB": "0"},
