@@ -1,7 +1,8 @@
 /*
  * glibc's second public names of functions wrapped elsewhere: `__open`, `__read`, ...
  * (GLIBC_2.2.5, still imported by some binaries and libraries), `llseek` (the old name of
- * lseek64), and the fortified `__getwd_chk`. Each is the wrapper under its other name;
+ * lseek64), the fortified `__getwd_chk`, and libio's `_IO_fopen`/`_IO_fdopen` (a stream
+ * made under them would be glibc's own over a page cache: stdio.c). Each is the wrapper under its other name;
  * tests/test_symbol_coverage.py keeps this list complete against what libc exports.
  */
 #include "../ldpfuse.h"
@@ -21,6 +22,8 @@ int __dup2(int fd, int fd2);
 int __fcntl(int fd, int cmd, ...);
 int __statfs(const char *path, struct statfs *buf);
 char *__getwd_chk(char *buf, size_t buflen);
+FILE *_IO_fopen(const char *path, const char *mode);
+FILE *_IO_fdopen(int fd, const char *mode);
 void __chk_fail(void) __attribute__((noreturn));
 
 static mode_t mode_arg(int flags, va_list ap)
@@ -106,4 +109,14 @@ char *__getwd_chk(char *buf, size_t buflen)
     if (r == NULL && errno == ERANGE)
         __chk_fail();       /* as glibc's: the buffer is smaller than the program said */
     return r;
+}
+
+FILE *_IO_fopen(const char *path, const char *mode)
+{
+    return fopen(path, mode);
+}
+
+FILE *_IO_fdopen(int fd, const char *mode)
+{
+    return fdopen(fd, mode);
 }

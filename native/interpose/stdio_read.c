@@ -20,6 +20,7 @@
 #include "../ldpfuse.h"
 #include <stdarg.h>
 #include <string.h>
+#include <limits.h>
 #include <wchar.h>
 
 #undef getc
@@ -249,42 +250,192 @@ int __isoc99_fscanf(FILE *f, const char *fmt, ...)
     return r;
 }
 
+/*
+ * A read-only stream of stdio.c is a glibc cookie stream, which glibc makes byte-oriented
+ * with no wide buffer (its wide readers would dereference none): on such a stream the
+ * wide readers are made of byte reads and mbrtowc, one character at a time (the stream's
+ * bytes are read through read(), so nothing needs filling).
+ */
+static wint_t cookie_getwc(FILE *f)
+{
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    char b[MB_LEN_MAX];
+    for (size_t n = 0; n < sizeof b;) {
+        int c = getc_unlocked(f);
+        if (c == EOF) {
+            if (n > 0) {
+                errno = EILSEQ;
+                f->_flags |= _IO_ERR_SEEN;
+            }
+            return WEOF;
+        }
+        b[n++] = (char)c;
+        wchar_t w;
+        mbstate_t s2 = st;
+        size_t r = mbrtowc(&w, b, n, &s2);
+        if (r == (size_t)-2)
+            continue;
+        if (r == (size_t)-1) {
+            errno = EILSEQ;
+            f->_flags |= _IO_ERR_SEEN;
+            return WEOF;
+        }
+        return (wint_t)w;
+    }
+    errno = EILSEQ;
+    f->_flags |= _IO_ERR_SEEN;
+    return WEOF;
+}
+
+static wchar_t *cookie_getws(wchar_t *s, int n, FILE *f)
+{
+    if (n <= 0)
+        return NULL;
+    int i = 0;
+    while (i < n - 1) {
+        wint_t w = cookie_getwc(f);
+        if (w == WEOF)
+            break;
+        s[i++] = (wchar_t)w;
+        if (w == L'\n')
+            break;
+    }
+    if (i == 0)
+        return NULL;
+    s[i] = L'\0';
+    return s;
+}
+
+#define OURS(f) (f != NULL && stdio_reads_through(f))
+
+wint_t ungetwc(wint_t w, FILE *f)
+{
+    if (LIKELY(!OURS(f)))
+        return REAL(ungetwc)(w, f);
+    char b[MB_LEN_MAX];
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    size_t n = w == WEOF ? (size_t)-1 : wcrtomb(b, (wchar_t)w, &st);
+    if (n == (size_t)-1)
+        return WEOF;
+    flockfile(f);
+    while (n > 0)
+        if (ungetc((unsigned char)b[--n], f) == EOF) {
+            funlockfile(f);
+            return WEOF;
+        }
+    funlockfile(f);
+    return w;
+}
+
+int fwide(FILE *f, int mode)
+{
+    if (LIKELY(!OURS(f)))
+        return REAL(fwide)(f, mode);
+    return mode > 0 ? 1 : mode < 0 ? -1 : 0;      /* either, as its readers are ours */
+}
+
 wint_t fgetwc(FILE *f)
 {
+    if (OURS(f)) {
+        flockfile(f);
+        wint_t w = cookie_getwc(f);
+        funlockfile(f);
+        return w;
+    }
     LOCKED_READ(f, 0, TO_END, REAL(fgetwc)(f), WEOF);
 }
 
 wint_t getwc(FILE *f)
 {
+    if (OURS(f))
+        return fgetwc(f);
     LOCKED_READ(f, 0, TO_END, REAL(getwc)(f), WEOF);
 }
 
 wint_t fgetwc_unlocked(FILE *f)
 {
+    if (OURS(f))
+        return cookie_getwc(f);
     UNLOCKED_READ(f, 0, TO_END, REAL(fgetwc_unlocked)(f), WEOF);
 }
 
 wint_t getwc_unlocked(FILE *f)
 {
+    if (OURS(f))
+        return cookie_getwc(f);
     UNLOCKED_READ(f, 0, TO_END, REAL(getwc_unlocked)(f), WEOF);
 }
 
 wchar_t *fgetws(wchar_t *s, int n, FILE *f)
 {
+    if (OURS(f)) {
+        flockfile(f);
+        wchar_t *r = cookie_getws(s, n, f);
+        funlockfile(f);
+        return r;
+    }
     LOCKED_READ(f, 0, TO_END, REAL(fgetws)(s, n, f), NULL);
 }
 
 wchar_t *fgetws_unlocked(wchar_t *s, int n, FILE *f)
 {
+    if (OURS(f))
+        return cookie_getws(s, n, f);
     UNLOCKED_READ(f, 0, TO_END, REAL(fgetws_unlocked)(s, n, f), NULL);
 }
 
 wint_t __wuflow(FILE *f)
 {
+    if (OURS(f))
+        return cookie_getwc(f);
     UNLOCKED_READ(f, 0, TO_END, REAL(__wuflow)(f), WEOF);
 }
 
 wint_t __wunderflow(FILE *f)
 {
+    if (OURS(f))
+        return cookie_getwc(f);
     UNLOCKED_READ(f, 0, TO_END, REAL(__wunderflow)(f), WEOF);
+}
+
+/* The wide scanf family on such a stream: glibc's would read a wide buffer the stream
+ * lacks; it fails instead, with ENOTSUP, as a read error (docs/cache.md). */
+int plain_vfwscanf(FILE *f, const wchar_t *fmt, va_list ap) __asm__("vfwscanf");
+int plain_fwscanf(FILE *f, const wchar_t *fmt, ...) __asm__("fwscanf");
+
+static int no_wide_scan(FILE *f)
+{
+    errno = ENOTSUP;
+    f->_flags |= _IO_ERR_SEEN;
+    return EOF;
+}
+
+int plain_vfwscanf(FILE *f, const wchar_t *fmt, va_list ap)
+{
+    return OURS(f) ? no_wide_scan(f) : REAL(vfwscanf)(f, fmt, ap);
+}
+
+int __isoc99_vfwscanf(FILE *f, const wchar_t *fmt, va_list ap)
+{
+    return OURS(f) ? no_wide_scan(f) : REAL(__isoc99_vfwscanf)(f, fmt, ap);
+}
+
+int plain_fwscanf(FILE *f, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = plain_vfwscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int __isoc99_fwscanf(FILE *f, const wchar_t *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = __isoc99_vfwscanf(f, fmt, ap);
+    va_end(ap);
+    return r;
 }

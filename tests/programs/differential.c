@@ -9,7 +9,8 @@
  * FAMILY: stdio    fseek/fseeko/fsetpos/rewind/fread/fgetc/getc/getc_unlocked/fgets/
  *                  getline/getdelim/ungetc/ftell/fgetpos/fscanf/fflush, streams of several
  *                  buffer sizes, fopen and fdopen, reopened now and then
- *         syscalls read/pread/readv/preadv/preadv2/lseek
+ *         syscalls read/pread/readv/preadv/preadv2/lseek, and pread of a reopen through
+ *                  /proc/self/fd/N
  *         mmap     private and shared mappings of random ranges
  *         copy     sendfile, copy_file_range and splice into a pipe or a native file
  *         child    a forked and exec'd child (with and without LD_PRELOAD) reading the
@@ -375,7 +376,21 @@ static void syscalls_family(const char *served, const char *native, long ops)
         struct iovec va[4], vb[4];
         int cnt;
         errno = 0;
-        switch (pick(7)) {
+        switch (pick(8)) {
+        case 7: {   /* a new open file description of the same file through /proc */
+            char pa[64], pb[64];
+            snprintf(pa, sizeof pa, "/proc/self/fd/%d", a);
+            snprintf(pb, sizeof pb, "/proc/self/fd/%d", b);
+            int ra_fd = open(pa, O_RDONLY), rb_fd = open(pb, O_RDONLY);
+            if (ra_fd < 0 || rb_fd < 0)
+                die("/proc/self/fd");
+            ra = pread(ra_fd, buf_a, n, off); ea = errno;
+            rb = pread(rb_fd, buf_b, n, off); eb = errno;
+            close(ra_fd);
+            close(rb_fd);
+            same_long("pread of /proc/self/fd/N", ra, ea, rb, eb);
+            break;
+        }
         case 0:
             ra = read(a, buf_a, n); ea = errno;
             rb = read(b, buf_b, n); eb = errno;
