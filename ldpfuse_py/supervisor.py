@@ -94,6 +94,12 @@ def start(env):
         env.pop("LDPFUSE_SUPERVISE", None)
         return False
     _started["pid"] = pid
+    from . import _embedded
+
+    try:
+        _embedded.admit_member(pid)     # detached, it is not below us: the server serves it
+    except OSError:
+        pass    # it ended already: nothing is supervised
     try:
         _started["pidfd"] = os.pidfd_open(pid)
     except (OSError, AttributeError):

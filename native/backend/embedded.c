@@ -1572,6 +1572,7 @@ PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args);
 PyObject *ldp_server_stats(PyObject *self, PyObject *args);
 PyObject *ldp_forward_signals(PyObject *self, PyObject *args);     /* signal_forward.c */
 PyObject *ldp_subreaper(PyObject *self, PyObject *args);           /* subreaper.c */
+PyObject *ldp_admit_member(PyObject *self, PyObject *arg);         /* subreaper.c */
 static PyMethodDef methods[] = {
     { "passthrough_open", passthrough_open, METH_VARARGS,
       "passthrough_open(path, flags, mode=0o777) -> fd, opened to be returned in a Passthrough." },
@@ -1593,6 +1594,8 @@ static PyMethodDef methods[] = {
       "forward_signals(pid): SIGTERM, SIGHUP (and SIGINT, SIGQUIT not from the terminal) go to pid." },
     { "subreaper", ldp_subreaper, METH_NOARGS,
       "This process becomes the child subreaper of its descendants (PR_SET_CHILD_SUBREAPER)." },
+    { "admit_member", ldp_admit_member, METH_O,
+      "admit_member(pid): the server serves this process the launcher started (the supervisor) as one of the command." },
     { NULL, NULL, 0, NULL },
 };
 static struct PyModuleDef moddef = { PyModuleDef_HEAD_INIT, "_embedded",

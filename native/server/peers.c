@@ -281,9 +281,27 @@ static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
     return 0;
 }
 
+/* A process the launcher started outside the command's tree, a member as the launcher
+ * is: the supervisor, which detaches from it (ldpfuse_py/supervisor.py). Named by pid and
+ * start time, so that its pid reused by another process is not. */
+static pid_t member_pid;
+static unsigned long long member_start;
+
+int peers_admit_member(pid_t pid)
+{
+    pid_t ppid;
+    unsigned long long start;
+    if (proc_stat(pid, &ppid, &start) < 0)
+        return -1;
+    __atomic_store_n(&member_start, start, __ATOMIC_RELAXED);
+    __atomic_store_n(&member_pid, pid, __ATOMIC_RELEASE);
+    return 0;
+}
+
 static int in_command(pid_t pid, struct lineage *line)
 {
     pid_t self = getpid(), ppid;
+    pid_t member = __atomic_load_n(&member_pid, __ATOMIC_ACQUIRE);
     unsigned long long start, younger = ~0ull;
     line->n = 0;
     for (int depth = 0; depth < 4096; depth++) {
@@ -293,6 +311,8 @@ static int in_command(pid_t pid, struct lineage *line)
             return 0;       /* init (or a pid our namespace does not see) */
         if (proc_stat(pid, &ppid, &start) < 0 || start > younger)
             return 0;
+        if (member && pid == member && start == __atomic_load_n(&member_start, __ATOMIC_RELAXED))
+            return 1;       /* the supervisor (or one of its children) */
         if (line->n < LINEAGE_MAX) {
             line->pid[line->n] = pid;
             line->start[line->n++] = start;
