@@ -13,7 +13,8 @@
  *   stdio writes reaches the FS at fflush-by-close, fsync and exit (vfs/pagecache.c:
  *   pcache_sync_untracked);
  * - a direct_io file's stream is a cookie stream whose reads and writes are the fd's;
- * - freopen's stream is glibc's own (it keeps the FILE), filled whole.
+ * - freopen's stream is glibc's own (it keeps the FILE), filled whole; freopen of a
+ *   read-only cookie stream closes it and returns a new stream (glibc cannot reopen one).
  *
  * stdio_read.c fills by range for FILEs made past these wrappers (stdin on a cached fd is
  * filled whole too). */
@@ -201,10 +202,34 @@ FILE *fopen64(const char *path, const char *mode)
     return vfopen(&vp, mode);
 }
 
+/* glibc's freopen cannot reopen a cookie stream (natively too it crashes: its close
+ * leaves the FILE half a cookie stream). Ours, a read-only stream on a cached file, is
+ * closed and a new stream made: the stream returned is then not the one passed, which a
+ * program that uses freopen's result never sees (stdin, stdout and stderr are glibc's,
+ * never ours). freopen(NULL, mode) reopens the same file, through a dup of its fd. */
+static FILE *reopen_read_stream(const char *path, const char *mode, FILE *stream)
+{
+    int dupfd = -1;
+    if (path == NULL && (dupfd = dup(fileno(stream))) < 0)
+        return NULL;
+    fclose(stream);
+    if (path != NULL)
+        return fopen(path, mode);
+    FILE *f = fdopen(dupfd, mode);
+    if (f == NULL) {
+        int e = errno;
+        close(dupfd);
+        errno = e;
+    }
+    return f;
+}
+
 /* freopen closes the stream's old fd internally: account for it first. */
 static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const char *path,
                       const char *mode, FILE *stream)
 {
+    if (stream && stdio_reads_through(stream) && fileno(stream) >= 0 && vfd(fileno(stream)))
+        return reopen_read_stream(path, mode, stream);
     struct vpath vp;
     int mine = vfs_lookup(AT_FDCWD, &path, &vp);
     int oldfd = stream ? fileno(stream) : -1;
