@@ -103,6 +103,12 @@ class Backing:
                   "create", "statfs", "readdir", "access", "utimens", "getxattr",
                   "setxattr", "listxattr", "removexattr")   # native/ldpfuse.h BK_*, in order
 
+    # what a read-only mount (-o ro) sends to the class, which refuses it with EROFS;
+    # statfs says ST_RDONLY there, access(W_OK) is EROFS
+    CHANGES = ("mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link", "chmod",
+               "chown", "truncate", "open_write", "create", "statfs", "access", "utimens",
+               "setxattr", "removexattr")
+
     __slots__ = ("lower", "see")
 
     def __init__(self, lower: str, see: Any = ()) -> None:
@@ -122,7 +128,12 @@ class Backing:
 
     def mask(self) -> int:
         "The bits of see, as the preload reads them."
-        return sum(1 << i for i, name in enumerate(self.OPERATIONS) if name in self.see)
+        return self.mask_of(self.see)
+
+    @classmethod
+    def mask_of(cls, names: Any) -> int:
+        "The bits of these operations' names, as the preload reads them."
+        return sum(1 << i for i, name in enumerate(cls.OPERATIONS) if name in names)
 
     def __repr__(self) -> str:
         return f"Backing({self.lower!r}, see={sorted(self.see)!r})"

@@ -134,11 +134,13 @@ def build(env):
 def backing_environment(env, objects):
     """The backing trees the objects declare (operations.Backing), for the command's
     preload: LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (native/vfs/backing.c)."""
-    from .operations import backing_trees
+    from .operations import Backing, backing_trees
 
     records = []
     for i, ops in enumerate(objects):
         ops = getattr(ops, "ops", ops)              # under --trace, TracedOps
+        # -o ro (FusepyOps refuses every change with EROFS): the changes go to it
+        read_only = bool(getattr(ops, "ro", False))
         ops = getattr(ops, "operations", ops)       # a fusepy class, FusepyOps
         try:
             trees = backing_trees(ops)
@@ -147,7 +149,8 @@ def backing_environment(env, objects):
         for d, b in trees:
             if any(c in s for s in (d, b.lower) for c in "\x1e\x1f"):
                 raise RuntimeError(f"backing: {d!r} -> {b.lower!r}: a name with a control character")
-            records.append(f"{i}\x1f{b.mask()}\x1f{d}\x1f{b.lower}")
+            mask = b.mask() | (Backing.mask_of(Backing.CHANGES) if read_only else 0)
+            records.append(f"{i}\x1f{mask}\x1f{d}\x1f{b.lower}")
     if records:
         env["LDPFUSE_BACKING"] = "\x1e".join(records)
         env["LDPFUSE_BACKING_OWNER"] = str(os.geteuid())     # as server/peers.c's owner
