@@ -36,13 +36,26 @@ TSAN_FLAGS = ["-fsanitize=thread", "-g", "-O1", "-fPIC", "-fno-optimize-sibling-
               "-D_GNU_SOURCE", "-pthread", "-w"]
 
 
+def extension_sources():
+    """setup.py's EXTENSION_SOURCES: the files of native/backend/ built into the extension
+    module, not into libldpfuse.so (read from setup.py, so the two never disagree)."""
+    import ast
+
+    tree = ast.parse((NATIVE.parent / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EXTENSION_SOURCES"
+                                                for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError("setup.py has no EXTENSION_SOURCES")
+
+
 def preload_sources():
     """What setup.py builds into libldpfuse.so (all of native/ but the extension's files,
     setup.py's EXTENSION_SOURCES)."""
     out = []
     for d in ("", "vfs", "interpose", "backend"):
         for f in sorted((NATIVE / d).glob("*.c")):
-            if f.name not in ("embedded.c", "signal_forward.c"):
+            if f.name not in extension_sources():
                 out.append(f)
     return out
 
@@ -101,7 +114,7 @@ def test_threads_on_cached_files_are_thread_sanitizer_clean(ws, tsan_build, fs, 
 
 # ---- the shared server (native/server/, in the extension module the launcher loads)
 
-SERVER_SOURCES = [NATIVE / "backend" / "embedded.c", NATIVE / "backend" / "signal_forward.c",
+SERVER_SOURCES = [*(NATIVE / "backend" / f for f in extension_sources()),
                   *sorted((NATIVE / "server").glob("*.c"))]
 
 # Many short processes (connections made and gone while the watcher watches them),
