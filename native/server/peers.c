@@ -145,7 +145,7 @@ static struct uid_quota *quota_take(uid_t uid)
         q = NULL;
     else if (q) {
         q->conns++;
-        conns_total++;
+        __atomic_add_fetch(&conns_total, 1, __ATOMIC_RELAXED);     /* read by the accept thread with no lock */
     }
     pthread_mutex_unlock(&quotas_lock);
     return q;
@@ -155,7 +155,7 @@ static void quota_give(struct uid_quota *q)
 {
     pthread_mutex_lock(&quotas_lock);
     q->conns--;
-    conns_total--;
+    __atomic_sub_fetch(&conns_total, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&quotas_lock);
 }
 
@@ -311,12 +311,12 @@ static int in_command(pid_t pid, struct lineage *line)
             return 0;       /* init (or a pid our namespace does not see) */
         if (proc_stat(pid, &ppid, &start) < 0 || start > younger)
             return 0;
-        if (member && pid == member && start == __atomic_load_n(&member_start, __ATOMIC_RELAXED))
-            return 1;       /* the supervisor (or one of its children) */
         if (line->n < LINEAGE_MAX) {
             line->pid[line->n] = pid;
             line->start[line->n++] = start;
         }
+        if (member && pid == member && start == __atomic_load_n(&member_start, __ATOMIC_RELAXED))
+            return 1;       /* the supervisor (or one of its children) */
         younger = start;
         pid = ppid;
     }

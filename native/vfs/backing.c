@@ -183,6 +183,8 @@ static struct tree *tree_for(int mnt, const char *path, unsigned bits, const cha
 
 static long beneath(int dfd, const char *path, int flags, mode_t mode)
 {
+    if (strnlen(path, PATH_MAX) >= PATH_MAX)
+        return ASK_CLASS;   /* past the kernel's limit on a path string: the class walks it */
     struct open_how how = {
         .flags = (uint64_t)(unsigned)flags,
         .mode = (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? (mode & 07777) : 0,
