@@ -74,7 +74,7 @@ def test_the_readme_set_up_is_two_commands_a_venv_install_with_an_example_then_t
     assert first.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install . && ldpfuse-run "), first
     assert "python3 -m pytest" in second, second
     section = set_up_section()
-    assert "10 minutes per mode" in section, section
+    assert re.search(r"\b\d+(-\d+)? minutes per mode\b", section), section    # how long it takes
     quick = re.search(r"`(python3 -m pytest -q (tests/\S+\.py ?)+)`", section)
     assert quick, section
     for name in quick.group(1).split()[4:]:
