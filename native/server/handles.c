@@ -108,7 +108,14 @@ int read_proc(pid_t pid, const char *name, char *buf, size_t size)
 {
     char p[64];
     snprintf(p, sizeof p, "/proc/%d/%s", (int)pid, name);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    /* out of fds for a moment (the reserve is shared by every serving thread, each of
+     * which opens a /proc file or a page cache now and then): a refusal here would be a
+     * wrong answer (EACCES for a process of the command), so wait, 2 s at most, for
+     * another thread to let go of one */
+    int fd;
+    for (int tries = 0; (fd = open(p, O_RDONLY | O_CLOEXEC)) < 0 &&
+         (errno == EMFILE || errno == ENFILE) && tries < 2000; tries++)
+        nanosleep(&(struct timespec){ 0, 1000 * 1000 }, NULL);
     if (fd < 0)
         return 0;
     ssize_t n = read(fd, buf, size - 1);
