@@ -399,6 +399,12 @@ def as_nobody(*cmd, groups=None):
             *([f"--groups={groups}"] if groups else ["--clear-groups"]), *cmd]
 
 
+def launch_argv(mnt, fs, fs_args=(), options=(), mode=LDP_MODE):
+    """ldpfuse-run's argv up to its `--`: the command follows."""
+    return (ldpfuse_run_argv() + ["--mode", mode, *options, "--mountpoint", str(mnt), fs,
+                                  *map(str, fs_args), "--"])
+
+
 @pytest.fixture
 def shared_tmp():
     """A directory every user may reach (pytest's tmp_path is under a 0700 one): the mount

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from conftest import LDP_MODE, LOOPBACK, NOBODY, PROGRAMS, base_env, ldpfuse_run_argv
+from conftest import LDP_MODE, LOOPBACK, NOBODY, PROGRAMS, base_env, launch_argv
 from test_security import attacker, probes, sh_attacker, socket_of
 
 pytestmark = [
@@ -36,11 +36,6 @@ pytestmark = [
 ]
 
 THREAD_SAFE_MEMORY = f"{PROGRAMS / 'thread_safe_memory.py'}:ThreadSafeMemory"
-
-
-def launch_argv(mnt, fs, fs_args=(), options=(), mode=LDP_MODE):
-    return (ldpfuse_run_argv() + ["--mode", mode, *options, "--mountpoint", str(mnt), fs,
-                                  *map(str, fs_args), "--"])
 
 
 class Command:
@@ -85,21 +80,6 @@ class Command:
         self.p.communicate()
 
 
-def lower_dir(tmp):
-    """root's `secret` (0600), `public` (0644), `open/` (0777), in a lower directory every
-    user may reach."""
-    d = tmp / "lower"
-    d.mkdir()
-    os.chmod(d, 0o755)
-    (d / "open").mkdir()
-    os.chmod(d / "open", 0o777)
-    (d / "secret").write_text("root only\n")
-    os.chmod(d / "secret", 0o600)
-    (d / "public").write_text("anyone\n")
-    os.chmod(d / "public", 0o644)
-    return d
-
-
 @pytest.fixture
 def tmp(shared_tmp):
     return shared_tmp
@@ -112,14 +92,14 @@ def threads_of(pid):
 
 # ---- 4. membership in the command is the kernel's word, not the secret's
 
-def test_the_secret_read_from_proc_opens_nothing_outside_the_command(tmp):
+def test_the_secret_read_from_proc_opens_nothing_outside_the_command(tmp, users_lower):
     """With -o allow_other a process of uid 65534 runs in the command. A process of that uid
     started outside it reads the socket and the secret from the insider's
     /proc/PID/environ and asks to read /public and make /open/thief: refused (EACCES), as
     root's own process outside the command asking for root's /secret. The insider is
     served afterwards, nothing was made. (On 2e84571 both were served: `anyone`, OK,
     `root only`.)"""
-    lower = lower_dir(tmp)
+    lower = users_lower
     m = tmp / "mnt"
     script = (f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups sh -c "
               f"'echo insider $$; echo ready; read go; cat {m}/public; ls {m}/open'")
@@ -175,7 +155,7 @@ def at_pid(pid, argv, tries=60):
 
 @pytest.mark.skipif(LDP_MODE != "shared", reason="the embedded mode's processes run the class "
                     "themselves: none of them waits on the launcher's server to die")
-def test_a_dead_launchers_name_and_pid_hear_nothing(tmp):
+def test_a_dead_launchers_name_and_pid_hear_nothing(tmp, users_lower):
     """kill -9 of the launcher while root's process of the command goes on reading a file
     of the mount. uid 65534 binds the launcher's socket name (from /proc/net/unix) in a
     process that holds the launcher's pid: root's process sends it nothing (no connection
@@ -184,7 +164,7 @@ def test_a_dead_launchers_name_and_pid_hear_nothing(tmp):
     secret and its request.)
     The launcher runs as a script starts it, not as the leader of its process group: an
     interactive shell's job would keep its pid from anyone while the group lives."""
-    lower = lower_dir(tmp)
+    lower = users_lower
     (lower / "f").write_text("data\n")
     m = tmp / "mnt"
     victim, log = tmp / "victim.py", tmp / "victim.log"
@@ -229,7 +209,7 @@ def test_a_dead_launchers_name_and_pid_hear_nothing(tmp):
 
 # ---- 5. a connection that says nothing costs nothing that lasts
 
-def test_silent_connections_of_another_user_get_no_region_no_thread_and_are_dropped(tmp):
+def test_silent_connections_of_another_user_get_no_region_no_thread_and_are_dropped(tmp, users_lower):
     """-o allow_other, a thread_safe class (a thread per connection once admitted): uid 65534
     outside the command opens 1000 connections and says nothing for 8 s. None gets a
     region, the launcher grows no thread for them, every one is dropped; meanwhile the
@@ -240,7 +220,7 @@ def test_silent_connections_of_another_user_get_no_region_no_thread_and_are_drop
         fs, fs_args = THREAD_SAFE_MEMORY, ()
         setup = f"echo v > {m}/v && chmod 644 {m}/v"
     else:
-        lower = lower_dir(tmp)
+        lower = users_lower
         (lower / "v").write_text("v\n")
         fs, fs_args, setup = LOOPBACK, (lower,), "true"
     script = f"{setup}; echo ready; read go; i=0; while [ $i -lt 20 ]; do cat {m}/v; i=$((i+1)); done"
@@ -260,13 +240,13 @@ def test_silent_connections_of_another_user_get_no_region_no_thread_and_are_drop
     assert out == "v\n" * 20 and status == 0, err
 
 
-def test_the_launchers_own_user_cannot_take_the_servers_fds(tmp):
+def test_the_launchers_own_user_cannot_take_the_servers_fds(tmp, users_lower):
     """The launcher runs with 1024 fds. Root's own process outside the command opens 3000
     connections and says nothing for 20 s: they get no region, the command's 20 cats are
     all served while they hold (on 2e84571 the server handed out a region to each until
     its fds ran out, and the cats waited behind them)."""
     m = tmp / "mnt"
-    lower = lower_dir(tmp)
+    lower = users_lower
     (lower / "v").write_text("v\n")
     script = f"echo ready; read go; i=0; while [ $i -lt 20 ]; do cat {m}/v; i=$((i+1)); done"
     run = Command(m, LOOPBACK, script, fs_args=[lower], prefix=("prlimit", "--nofile=1024:1024", "--"))
@@ -286,14 +266,14 @@ def test_the_launchers_own_user_cannot_take_the_servers_fds(tmp):
 
 # ---- 7. a handle is its opener's and its descendants', not its token's
 
-def test_a_learned_handle_token_reads_nothing(tmp):
+def test_a_learned_handle_token_reads_nothing(tmp, users_lower):
     """Root's process of the command opens /secret; a child it forks reads through the
     handle (it inherited it). The token, written to a file, is learned by two processes of
     the command that were never given the fd (uid 65534, -o allow_other; and one of root):
     their read and release are EBADF. uid 65534's W_WRITTEN about root's 0600 file is
     EACCES. Root's holder still reads its file at the end. (On 2e84571 the learned token
     read `root only` and released root's handle; W_WRITTEN was OK.)"""
-    lower = lower_dir(tmp)
+    lower = users_lower
     m = tmp / "mnt"
     tok = tmp / "token"
     script = (f"mkfifo {tmp}/hold; ({sh_attacker('hold-handle', '/secret', tok)} < {tmp}/hold &); "

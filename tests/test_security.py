@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, LOOPBACK, MEMORY, NOBODY, PROGRAMS, base_env, ldpfuse_run_argv, need
+from conftest import EXAMPLES, LOOPBACK, MEMORY, NOBODY, PROGRAMS, base_env, launch_argv, need
 
 ATTACKER = PROGRAMS / "wire_attacker.py"
 BY_PATH = f"{PROGRAMS / 'by_path_fs.py'}:ByPath"
@@ -69,14 +69,9 @@ def probes(text):
     return out
 
 
-def launch_argv(mnt, fs, fs_args=(), options=()):
-    return (ldpfuse_run_argv() + ["--mode", "shared", *options, "--mountpoint", str(mnt), fs,
-                                  *map(str, fs_args), "--"])
-
-
 def run_cmd(mnt, fs, script, fs_args=(), options=(), timeout=180, env=None):
     """sh -c script as the command of a shared-mode run; (exit status, stdout, stderr)."""
-    r = subprocess.run(launch_argv(mnt, fs, fs_args, options) + ["sh", "-c", script],
+    r = subprocess.run(launch_argv(mnt, fs, fs_args, options, mode="shared") + ["sh", "-c", script],
                        capture_output=True, text=True, timeout=timeout, env=env or base_env(), cwd="/")
     return r
 
@@ -86,7 +81,7 @@ class Running:
     on its stdin (`read go`), the test acts meanwhile from outside."""
 
     def __init__(self, mnt, fs, script, fs_args=(), options=(), env=None):
-        self.p = subprocess.Popen(launch_argv(mnt, fs, fs_args, options) + ["sh", "-c", script],
+        self.p = subprocess.Popen(launch_argv(mnt, fs, fs_args, options, mode="shared") + ["sh", "-c", script],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=env or base_env(), cwd="/", start_new_session=True)
         self.out = []
