@@ -12,7 +12,10 @@ stats, opens, reads whole and closes each file, timing each step:
 in interleaved rounds; prints medians (us per file) and, with --stats, the request
 counts of one run per ldpfuse-run.
 
-    python3 bench/per_file.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]... [--stats]
+    python3 bench/per_file.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]... [--stats] [--per-dir]
+
+--per-dir reads each directory's files right after its listing (per_file.c -d: within
+attr_timeout of it, as find or ls -l would), not after the whole tree's.
 """
 import argparse
 import importlib.util
@@ -76,6 +79,7 @@ def main():
     ap.add_argument("--files", type=int, default=10000)
     ap.add_argument("--ldpfuse-run", action="append", default=[])
     ap.add_argument("--stats", action="store_true", help="print one --stats table per ldpfuse-run")
+    ap.add_argument("--per-dir", action="store_true", help="each directory's files after its listing")
     args = ap.parse_args()
     ldps = args.ldpfuse_run or [shutil.which("ldpfuse-run")]
     if not all(ldps):
@@ -90,18 +94,19 @@ def main():
             t.extractall(ext)
             names = ["/" + m.name for m in t.getmembers() if m.isfile()]
         exe = build(tmp)
+        flag = ["-d"] if args.per_dir else []
         cols = ["native"] + [f"ldp{i}" for i in range(len(ldps))] + ["class"]
         res = {c: [] for c in cols}
         for rnd in range(args.rounds):
             order = cols[rnd % len(cols):] + cols[:rnd % len(cols)]
             for c in order:
                 if c == "native":
-                    r, _ = run_c([exe, ext])
+                    r, _ = run_c([exe, *flag, ext])
                 elif c == "class":
                     r = {"total": class_loop(tar, names)}
                 else:
                     i = int(c[3:])
-                    r, _ = run_c([ldps[i], "--mountpoint", mnt, examples[i], tar, "--", exe, mnt])
+                    r, _ = run_c([ldps[i], "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt])
                 res[c].append(r)
                 print(f"[round {rnd + 1}] {c:7s} " + " ".join(f"{k}={r[k]:.2f}" for k in KEYS if k in r),
                       flush=True)
@@ -118,7 +123,7 @@ def main():
             print(f"ldp{i} = {ldp} serving {examples[i]}")
         if args.stats:
             for i, ldp in enumerate(ldps):
-                _, err = run_c([ldp, "--stats", "--mountpoint", mnt, examples[i], tar, "--", exe, mnt])
+                _, err = run_c([ldp, "--stats", "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt])
                 print(f"\n--stats of ldp{i}:\n{err}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

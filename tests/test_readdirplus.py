@@ -6,12 +6,14 @@ What they give is what getattr gives, and a change made through the mount, by th
 process or another one (during the listing too), is seen as without them."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import LDP_MODE, base_env, ldpfuse_run_argv
+from conftest import LDP_MODE, as_nobody, base_env, ldpfuse_run_argv
 
 N = 100
 
@@ -26,14 +28,14 @@ class Plus(Operations):
     "/d holds N files; readdir gives each one's attributes: in full, in part or none (-o attrs=)."
     thread_safe = True      # a change may be served while a listing sleeps
 
-    def __init__(self, attrs="full", slow_listing="0"):
-        self.attrs, self.slow = attrs, float(slow_listing)
+    def __init__(self, attrs="full", slow_listing="0", dir_mode="755"):
+        self.attrs, self.slow, self.dir_mode = attrs, float(slow_listing), int(dir_mode, 8)
         self.lock = threading.Lock()
         self.files = {f"/d/f{i:03d}": [bytearray(b"x" * (i + 1)), 0o644, 1700000000 + i] for i in range(N)}
 
     def _stat(self, path):
         if path in ("/", "/d"):
-            return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2, "st_size": 4096,
+            return {"st_mode": stat.S_IFDIR | (self.dir_mode if path == "/d" else 0o755), "st_nlink": 2, "st_size": 4096,
                     "st_mtime": 1600000000, "st_uid": 1234, "st_gid": 5678}
         with self.lock:
             f = self.files.get(path)
@@ -209,3 +211,42 @@ print(os.stat(os.path.join(d, "f003")).st_size, os.stat(os.path.join(d, "f004"))
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=base_env(), cwd="/")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["99", "10", "0o100640"], r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running the lister as another user (setpriv) needs root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_a_listing_lends_no_attributes_to_one_who_may_not_search_the_directory(shared_tmp):
+    """With default_permissions (implied by allow_other) a stat needs search permission on
+    the directory; reading it is enough to list it. /d is r-- for others: uid 65534 lists
+    it, and its stat of an entry still fails as natively, listing or not."""
+    if LDP_MODE != "shared":
+        pytest.skip("default_permissions are the shared server's rules (native/server/permissions.c)")
+    (shared_tmp / "plus.py").write_text(PLUS)
+    prog = shared_tmp / "list_and_stat.py"
+    prog.write_text(r"""
+import os, sys
+d = sys.argv[1]
+print(len(os.listdir(d)))
+try:
+    os.stat(os.path.join(d, "f001"))
+    print("stat ok")
+except OSError as e:
+    print("stat", e.strerror)
+""")
+    os.chmod(shared_tmp / "plus.py", 0o644)
+    os.chmod(prog, 0o644)
+    native = shared_tmp / "native"
+    (native / "d").mkdir(parents=True)
+    (native / "d" / "f001").write_bytes(b"xy")
+    os.chmod(native / "d", 0o754)
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    want = subprocess.run(as_nobody(python, str(prog), str(native / "d")), capture_output=True,
+                          text=True, timeout=60, cwd="/")
+    m = shared_tmp / "mnt"
+    argv = ldpfuse_run_argv() + ["-o", "allow_other", "--mountpoint", str(m), "-o", "dir_mode=754",
+                                 f"{shared_tmp / 'plus.py'}:Plus", "--",
+                                 *as_nobody(python, str(prog), str(m / "d"))]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=base_env(), cwd="/")
+    assert r.returncode == 0, r.stderr
+    assert want.stdout == "1\nstat Permission denied\n", want.stdout + want.stderr
+    assert r.stdout == f"{N}\nstat Permission denied\n", r.stdout + r.stderr
