@@ -351,7 +351,10 @@ class Archive(Operations):
 
     # ---- operations
     def getattr(self, path, fh=None):
-        node = self._lookup(path)
+        return self._attrs(self._lookup(path))
+
+    @staticmethod
+    def _attrs(node):
         return {
             "st_ino": node.ino, "st_mode": node.mode, "st_nlink": node.nlink,
             "st_size": node.size if node.children is None else 4096,
@@ -369,8 +372,10 @@ class Archive(Operations):
         node = self._lookup(path)
         if node.children is None:
             raise FuseOSError(errno.ENOTDIR)
-        return [".", ".."] + [(name, {"st_ino": c.ino, "st_mode": c.mode}, 0)
-                              for name, c in node.children.items()]
+        # each entry's attributes in full, as getattr gives them: ldpfuse keeps them as
+        # FUSE's readdirplus does, so `ls -l`, find and a data loader's stat after the
+        # listing ask nothing more (docs/operations.md)
+        return [".", ".."] + [(name, self._attrs(c), 0) for name, c in node.children.items()]
 
     def readlink(self, path):
         node = self._lookup(path)

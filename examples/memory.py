@@ -175,7 +175,10 @@ class Memory(Operations):
     # Attributes
 
     def getattr(self, path, fh=None):
-        node = self._node(path, fh)
+        return self._attrs(self._node(path, fh))
+
+    @staticmethod
+    def _attrs(node):
         size = node.size()
         return {
             "st_mode": node.mode,
@@ -321,7 +324,9 @@ class Memory(Operations):
             raise FuseOSError(ENOTDIR)
         entries = [".", ".."]
         for name, child in node.entries.items():
-            entries.append((name, {"st_ino": child.ino, "st_mode": child.mode}, 0))
+            # in full, as getattr gives them: kept as FUSE's readdirplus keeps them, so
+            # a stat after the listing (ls -l, find) asks nothing
+            entries.append((name, self._attrs(child), 0))
         return entries
 
     # Names

@@ -37,6 +37,7 @@ struct dirent_rec {
     uint64_t ino;           /* 0 = the FS gave none */
     unsigned char type;     /* DT_* */
     unsigned short namelen;
+    unsigned char plus;     /* dirlist.attrs holds the entry's attributes (readdirplus) */
     size_t name_off;        /* into dirlist.names */
 };
 struct dirlist {
@@ -44,6 +45,11 @@ struct dirlist {
     size_t n, cap;
     char *names;
     size_t names_len, names_cap;
+    /* What the FS's readdir said of each entry (fusepy's (name, attrs, offset) with the
+     * attributes given in full: docs/operations.md), as getattr would; NULL when none did.
+     * The core keeps them as getattr answers, as FUSE's readdirplus does (vfs/dir.c). */
+    struct stat *attrs;
+    size_t attrs_cap;
 };
 /* Filled by a backend, read and freed by the core (one malloc arena: same libc). */
 static inline int dirlist_add(struct dirlist *l, const char *name, size_t len, uint64_t ino,
@@ -73,8 +79,26 @@ static inline int dirlist_add(struct dirlist *l, const char *name, size_t len, u
     e->ino = ino;
     e->type = type;
     e->namelen = (unsigned short)len;
+    e->plus = 0;
     e->name_off = l->names_len;
     l->names_len += len + 1;
+    return 0;
+}
+
+/* The attributes of the entry dirlist_add added last. */
+static inline int dirlist_attr(struct dirlist *l, const struct stat *st)
+{
+    if (l->n == 0)
+        return -1;
+    if (l->attrs_cap < l->cap) {
+        void *p = realloc(l->attrs, l->cap * sizeof *l->attrs);
+        if (!p)
+            return -1;
+        l->attrs = (struct stat *)p;
+        l->attrs_cap = l->cap;
+    }
+    l->attrs[l->n - 1] = *st;
+    l->ents[l->n - 1].plus = 1;
     return 0;
 }
 
@@ -82,6 +106,7 @@ static inline void dirlist_free(struct dirlist *l)
 {
     free(l->ents);
     free(l->names);
+    free(l->attrs);
     memset(l, 0, sizeof *l);
 }
 
@@ -186,6 +211,12 @@ struct backend_ops {
     /* FUSE's flock (mfusepy's flock(path, fh, op)): op LOCK_SH, LOCK_EX or LOCK_UN, with
      * LOCK_NB for the first two (the core waits). -ENOSYS, NULL: as lock. */
     int (*flock)(int mnt, const char *path, uint64_t fh, int op);
+    /* A number that grows at every change any process makes through the mount (the shared
+     * server's count of them, coherence.h), read before and after a call whose answer
+     * speaks of names the caller could not stamp before it asked (readdir's attributes of
+     * each entry): unchanged, nothing changed during the call. NULL: the backend hears of
+     * no other process's changes (the embedded mode: attrcache's own generation says it). */
+    uint64_t (*changes)(void);
 };
 #define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };

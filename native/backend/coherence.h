@@ -28,7 +28,7 @@
 #include <time.h>
 
 #define COH_SLOTS 4096          /* power of two */
-#define COH_MAGIC 0x6c6470636f683033ull
+#define COH_MAGIC 0x6c6470636f683034ull
 
 /*
  * The FS thread's progress, beside the counters because every client maps this table: a
@@ -52,6 +52,7 @@ struct coh_fs_thread {
 struct coherence {
     uint64_t magic;
     uint64_t global;            /* every answer of every process */
+    uint64_t changes;           /* bumped before any counter below is: every change */
     uint64_t self[COH_SLOTS];
     uint64_t below[COH_SLOTS];
     uint64_t written[COH_SLOTS];    /* a passthrough file changed (W_WRITTEN) */

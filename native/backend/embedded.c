@@ -1001,6 +1001,28 @@ static int be_opendir(int mnt, const char *path, uint64_t *fh)
     return ret;
 }
 
+/* readdir's attributes of an entry are what getattr would say (readdirplus) when they are
+ * given in full: a file type, st_size and st_mtime (the d_type alone, {st_ino, st_mode}, or
+ * mfusepy's mode, are not). */
+static int full_attrs(PyObject *attrs, long long mode)
+{
+    if (attrs == NULL || !PyDict_Check(attrs) || (mode & S_IFMT) == 0)
+        return 0;
+    int r = PyDict_Contains(attrs, k_st_size) == 1 && PyDict_Contains(attrs, k_st_mtime) == 1;
+    PyErr_Clear();
+    return r;
+}
+
+static int entry_attrs(int mnt, const char *path, PyObject *attrs, struct dirlist *out)
+{
+    struct stat st;
+    if (dict_to_stat(mnt, path, attrs, &st) < 0) {
+        PyErr_Clear();
+        return 0;       /* not kept: getattr is asked as before */
+    }
+    return dirlist_attr(out, &st) < 0 ? -ENOMEM : 0;
+}
+
 static int add_entry(int mnt, PyObject *op, const char *path, PyObject *item, struct dirlist *out)
 {
     PyObject *name = item, *attrs = NULL;
@@ -1036,9 +1058,10 @@ static int add_entry(int mnt, PyObject *op, const char *path, PyObject *item, st
             get_ll(attrs, k_st_ino, &ino);
             get_ll(attrs, k_st_mode, &mode);
         }
-        (void)mnt;
         if (dirlist_add(out, s, (size_t)len, (uint64_t)ino, mode ? IFTODT(mode) : DT_UNKNOWN) < 0)
             ret = -ENOMEM;
+        else if (ret == 0 && full_attrs(attrs, mode))
+            ret = entry_attrs(mnt, path, attrs, out);
     }
     Py_XDECREF(enc);
     Py_XDECREF(name);

@@ -769,9 +769,20 @@ static int readdir_call(int mnt, const char *path, uint64_t fh, struct dirlist *
     const char *p = c.out_alloc, *end = p ? p + c.out_len : NULL;
     while (r >= 0 && p && p + sizeof(struct wire_dirent) <= end) {
         struct wire_dirent d;
+        struct stat st;
         memcpy(&d, p, sizeof d);
         p += sizeof d;
-        if (p + d.namelen > end || dirlist_add(out, p, d.namelen, d.ino, d.type) < 0) {
+        int plus = d.flags & WIRE_DIRENT_ATTRS;
+        if (plus) {
+            if (p + sizeof st > end) {
+                r = -EIO;
+                break;
+            }
+            memcpy(&st, p, sizeof st);
+            p += sizeof st;
+        }
+        if (p + d.namelen > end || dirlist_add(out, p, d.namelen, d.ino, d.type) < 0 ||
+            (plus && dirlist_attr(out, &st) < 0)) {
             r = -EIO;
             break;
         }
@@ -991,6 +1002,14 @@ static void coh_map(void)
     pthread_mutex_unlock(&coh_lock);
 }
 
+/* The server's count of every change (coherence.h changes); 0 before the table is mapped
+ * (answers are then stamped without it, and never used once it is). */
+static uint64_t sh_changes(void)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    return t ? __atomic_load_n(&t->changes, __ATOMIC_SEQ_CST) : 0;
+}
+
 static uint64_t sh_stamp(int mnt, const char *path)
 {
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
@@ -1116,7 +1135,7 @@ static struct backend_ops shared_ops = {
     .release_cached = sh_release_cached,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
     .written = sh_written, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
-    .lock = sh_lock, .flock = sh_flock,
+    .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,
 };
 
 /* fork: the caches of decisions and listings are taken across it, so that the child never

@@ -161,13 +161,16 @@ struct wire_resp {
     uint64_t fh;
 };
 
-/* readdir data: records of this header followed by the name (no NUL) */
+/* readdir data: records of this header followed, with WIRE_DIRENT_ATTRS, by the entry's
+ * struct stat (what the class's readdir said of it, backend.h dirlist.attrs), then the
+ * name (no NUL) */
 struct wire_dirent {
     uint64_t ino;
     uint8_t type;
-    uint8_t pad;
+    uint8_t flags;
     uint16_t namelen;
 };
+#define WIRE_DIRENT_ATTRS 1
 
 
 /* Read exactly len bytes from a stream socket; -1 on EOF or error. */

@@ -98,8 +98,10 @@ void coh_fs_served(void)
 void coh_written(int mnt, const char *path)
 {
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
-    if (t)
+    if (t) {
+        __atomic_add_fetch(&t->changes, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&t->written[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);
+    }
 }
 
 /* The counters one operation bumps. */
@@ -174,6 +176,9 @@ uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const 
     default:
         return 0;
     }
+    /* first the count of every change: a client that reads a counter moved by this one
+     * and then the count (vfs/dir.c, readdir's attributes) sees the count moved too */
+    __atomic_add_fetch(&t->changes, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < c.nself; i++)
         __atomic_add_fetch(&t->self[c.self[i]], 1, __ATOMIC_RELEASE);
     for (int i = 0; i < c.nbelow; i++)

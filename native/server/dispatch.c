@@ -352,8 +352,13 @@ void do_op(struct client *cl)
     case W_READDIR: {
         struct dirlist l = { 0 };
         r = fs_ops->readdir(mnt, path, hfh, &l);
+        /* the entries' attributes are a lookup of each: with default_permissions only for
+         * a caller who may search the directory (the opendir checked those above it) */
+        int plus = r >= 0 && l.attrs && (!policy.default_permissions || perm_may_search_dir(cl, mnt, path));
         if (r >= 0) {
             out_len = l.n * sizeof(struct wire_dirent) + l.names_len;
+            for (size_t i = 0; plus && i < l.n; i++)
+                out_len += l.ents[i].plus ? sizeof(struct stat) : 0;
             char *p = out = malloc(out_len ? out_len : 1);
             if (p == NULL) {
                 r = -ENOMEM;
@@ -361,8 +366,13 @@ void do_op(struct client *cl)
             }
             for (size_t i = 0; p && i < l.n; i++) {
                 struct wire_dirent d = { .ino = l.ents[i].ino, .type = l.ents[i].type, .namelen = l.ents[i].namelen };
+                d.flags = plus && l.ents[i].plus ? WIRE_DIRENT_ATTRS : 0;
                 memcpy(p, &d, sizeof d);
                 p += sizeof d;
+                if (d.flags & WIRE_DIRENT_ATTRS) {
+                    memcpy(p, &l.attrs[i], sizeof(struct stat));
+                    p += sizeof(struct stat);
+                }
                 memcpy(p, l.names + l.ents[i].name_off, d.namelen);
                 p += d.namelen;
             }

@@ -112,6 +112,20 @@ static int search(const struct client *cl, int mnt, const char *path)
     return 0;
 }
 
+/* May the caller search the directory path itself (readdir's attributes of its entries
+ * stand for lookups of them)? The directories above it were searched by its opendir. */
+int perm_may_search_dir(struct client *cl, int mnt, const char *path)
+{
+    if (capable(cl, CAP_DAC_READ_SEARCH) || capable(cl, CAP_DAC_OVERRIDE))
+        return 1;
+    struct stat st;
+    struct client *was = srv_current;
+    srv_current = cl;       /* the class's getattr may ask fuse_get_context() */
+    int r = attr(mnt, path, &st);
+    srv_current = was;
+    return r == 0 && S_ISDIR(st.st_mode) && may(cl, &st, MAY_EXEC) == 0;
+}
+
 /* path, looked up (search above it): its attributes. */
 static int lookup(const struct client *cl, int mnt, const char *path, struct stat *st)
 {

@@ -208,6 +208,7 @@ void request_identity(struct client *cl, const struct wire_req *rq);
 
 /* permissions.c (-o default_permissions) */
 int perm_check(struct client *cl, int op, int mnt, const char *path, const char *path2, int64_t a, int64_t b);
+int perm_may_search_dir(struct client *cl, int mnt, const char *path);
 
 /* dispatch.c */
 void do_op(struct client *cl);

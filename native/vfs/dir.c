@@ -70,6 +70,57 @@ DIR *vdir_open(const struct vpath *vp)
     return d;
 }
 
+/* Entries whose attributes a listing fills in the attribute cache at most: a quarter of it
+ * (vfs/attrcache.c), so one huge directory does not push out every other answer. */
+#define PLUS_MAX 4096
+
+/* What the FS's readdir said of its entries (backend.h dirlist.attrs) kept as getattr
+ * answers, as FUSE's readdirplus fills the kernel's: a stat after a listing asks nothing.
+ * An entry's answer must be stamped as it was before the FS was asked, but its name was
+ * not known then: the stamps are read after the call, and kept only if no change at all
+ * reached the backend (its count, backend.h changes) nor this process (own) meanwhile:
+ * then each stamp is what it was before the call. */
+static void keep_entry_attrs(struct vdir *d, struct backend_ops *be, uint64_t changes, uint64_t own)
+{
+    const struct dirlist *l = &d->list;
+    size_t n = l->n < PLUS_MAX ? l->n : PLUS_MAX, dlen = strlen(d->v->path);
+    if (dlen == 1)
+        dlen = 0;       /* the root: "/" + name */
+    struct vpath *vp = malloc(sizeof *vp);
+    uint64_t *stamps = malloc(n * sizeof *stamps);
+    if (vp == NULL || stamps == NULL)
+        goto out;
+    vp->mnt = d->v->mnt;
+    vp->trailing_slash = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct dirent_rec *e = &l->ents[i];
+        const char *name = l->names + e->name_off;
+        stamps[i] = 0;
+        if (!e->plus || (name[0] == '.' && (e->namelen == 1 || (e->namelen == 2 && name[1] == '.'))) ||
+            dlen + 1 + e->namelen >= sizeof vp->path)
+            continue;
+        memcpy(vp->path, d->v->path, dlen);
+        vp->path[dlen] = '/';
+        memcpy(vp->path + dlen + 1, name, e->namelen + 1u);
+        stamps[i] = attrcache_stamp(vp->mnt, vp->path);
+    }
+    if ((be->changes ? be->changes() : 0) != changes || attrcache_stamp(vp->mnt, NULL) != own)
+        goto out;       /* something changed during the call: ask getattr as before */
+    for (size_t i = 0; i < n; i++) {
+        const struct dirent_rec *e = &l->ents[i];
+        if (stamps[i] == 0)
+            continue;
+        memcpy(vp->path, d->v->path, dlen);
+        vp->path[dlen] = '/';
+        memcpy(vp->path + dlen + 1, l->names + e->name_off, e->namelen + 1u);
+        struct stat st = l->attrs[i];
+        vfs_keep_attr(vp, &st, stamps[i]);
+    }
+out:
+    free(stamps);
+    free(vp);
+}
+
 static int load(struct vdir *d)
 {
     struct backend_ops *be = backend_get();
@@ -79,6 +130,8 @@ static int load(struct vdir *d)
     }
     dirlist_free(&d->list);
     guard_enter();
+    uint64_t own = attrcache_stamp(d->v->mnt, NULL);
+    uint64_t changes = be->changes ? be->changes() : 0;
     int r = be->readdir(d->v->mnt, d->v->path, d->v->fh, &d->list);
     guard_leave();
     if (r < 0) {
@@ -86,6 +139,8 @@ static int load(struct vdir *d)
         errno = -r;
         return -1;
     }
+    if (d->list.attrs)
+        keep_entry_attrs(d, be, changes, own);
     d->loaded = 1;
     return 0;
 }

@@ -1,0 +1,133 @@
+"""Per small file, where the time goes (issue 34): the data loader's tar (10,000 files of
+1-32 KiB, bench/data_loader.py) read by bench/per_file.c, which lists the tree and then
+stats, opens, reads whole and closes each file, timing each step:
+
+  native   the tar extracted to a directory
+  ldp      examples/archive.py under ldpfuse-run (default mode), one column per
+           --ldpfuse-run given (e.g. a build before a change and one after; PATH,FILE
+           serves FILE's Archive class instead of this tree's example)
+  class    the archive class's own getattr, open, read and release called in a plain
+           Python loop over the same names (no transport, no cache: the floor)
+
+in interleaved rounds; prints medians (us per file) and, with --stats, the request
+counts of one run per ldpfuse-run.
+
+    python3 bench/per_file.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]... [--stats] [--per-dir]
+
+--per-dir reads each directory's files right after its listing (per_file.c -d: within
+attr_timeout of it, as find or ls -l would), not after the whole tree's.
+"""
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import data_loader  # noqa: E402  (make_tar)
+
+ARCHIVE_PY = os.path.join(os.path.dirname(HERE), "examples", "archive.py")
+KEYS = ("stat", "open", "read", "close", "total")
+
+
+def build(out):
+    exe = os.path.join(out, "per_file")
+    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, "per_file.c")], check=True)
+    return exe
+
+
+def parse(text):
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            kv = dict(x.split("=") for x in line.split()[1:])
+            return {k: float(v) for k, v in kv.items()}
+    return None
+
+
+def run_c(argv):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    res = parse(r.stdout)
+    if res is None:
+        raise SystemExit(f"{argv[0]} failed: {r.stderr.strip()[-500:]}")
+    return res, r.stderr
+
+
+def class_loop(tar, names):
+    """us per file of the class's getattr + open + read(size + 1) + release, in this process."""
+    spec = importlib.util.spec_from_file_location("archive_example", ARCHIVE_PY)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fs = mod.Archive(tar)
+    t0 = time.perf_counter()
+    for p in names:
+        st = fs.getattr(p)
+        fh = fs.open(p, os.O_RDONLY)
+        fs.read(p, st["st_size"] + 1, 0, fh)
+        fs.release(p, fh)
+    return (time.perf_counter() - t0) * 1e6 / len(names)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--files", type=int, default=10000)
+    ap.add_argument("--ldpfuse-run", action="append", default=[])
+    ap.add_argument("--stats", action="store_true", help="print one --stats table per ldpfuse-run")
+    ap.add_argument("--per-dir", action="store_true", help="each directory's files after its listing")
+    args = ap.parse_args()
+    ldps = args.ldpfuse_run or [shutil.which("ldpfuse-run")]
+    if not all(ldps):
+        raise SystemExit("ldpfuse-run not found: give --ldpfuse-run PATH")
+    examples = [(x.split(",", 1) + [ARCHIVE_PY])[1] + ":Archive" for x in ldps]
+    ldps = [x.split(",", 1)[0] for x in ldps]
+    tmp = tempfile.mkdtemp(prefix="ldpfuse-perfile-", dir="/var/tmp")
+    try:
+        tar, ext, mnt = (os.path.join(tmp, n) for n in ("data.tar", "extracted", "mnt"))
+        data_loader.make_tar(tar, args.files)
+        with tarfile.open(tar) as t:
+            t.extractall(ext)
+            names = ["/" + m.name for m in t.getmembers() if m.isfile()]
+        exe = build(tmp)
+        flag = ["-d"] if args.per_dir else []
+        cols = ["native"] + [f"ldp{i}" for i in range(len(ldps))] + ["class"]
+        res = {c: [] for c in cols}
+        for rnd in range(args.rounds):
+            order = cols[rnd % len(cols):] + cols[:rnd % len(cols)]
+            for c in order:
+                if c == "native":
+                    r, _ = run_c([exe, *flag, ext])
+                elif c == "class":
+                    r = {"total": class_loop(tar, names)}
+                else:
+                    i = int(c[3:])
+                    r, _ = run_c([ldps[i], "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt])
+                res[c].append(r)
+                print(f"[round {rnd + 1}] {c:7s} " + " ".join(f"{k}={r[k]:.2f}" for k in KEYS if k in r),
+                      flush=True)
+        print(f"\nPer file, us (medians of {args.rounds} interleaved rounds; {args.files} files of 1-32 KiB)")
+        print(f"{'':8s}" + "".join(f"{k:>9s}" for k in KEYS) + f"{'listing':>10s}")
+        for c in cols:
+            row = f"{c:8s}"
+            for k in KEYS + ("list_us",):
+                v = [r[k] for r in res[c] if k in r]
+                cell = f"{statistics.median(v) / (args.files if k == 'list_us' else 1):.2f}" if v else "-"
+                row += f"{cell:>{10 if k == 'list_us' else 9}s}"
+            print(row)
+        for i, ldp in enumerate(ldps):
+            print(f"ldp{i} = {ldp} serving {examples[i]}")
+        if args.stats:
+            for i, ldp in enumerate(ldps):
+                _, err = run_c([ldp, "--stats", "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt])
+                print(f"\n--stats of ldp{i}:\n{err}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
