@@ -190,12 +190,19 @@ static void *loaded(void *handle, int fd, const char *asked)
  * would open the mount path), and dlerror() gives its message as the loader words it,
  * until another dl* call fails or a dlopen is made. */
 static TLS int failed;
-static TLS char failure[VPATH_MAX + 64];
+static TLS char *failure;       /* malloc'd: this library's static TLS must stay small (with
+                                 * an audit library, ld.so sets it up before loading us) */
 
 static void *fail(const char *asked, int e)
 {
     (void)REAL(dlerror)();      /* an older error is over */
-    snprintf(failure, sizeof failure, "%s: cannot open shared object file: %s", asked, strerror(e));
+    size_t size = strlen(asked) + 96;
+    char *message = malloc(size);
+    if (message == NULL)
+        return NULL;
+    snprintf(message, size, "%s: cannot open shared object file: %s", asked, strerror(e));
+    free(failure);
+    failure = message;
     failed = 1;
     return NULL;
 }
