@@ -11,10 +11,12 @@
  * program's ldpfuse (process_init) then closes the fds and takes both variables out of
  * its environment, so its children do not inherit them.
  *
- * Every other candidate ld.so would open inside a mount (along LD_LIBRARY_PATH, RPATH or
- * RUNPATH in a mount: cargo's target/debug/deps, a build tree's absolute RUNPATH) is
- * skipped, with no system call: the exec wrapper found no library there (or none it
- * could open), so the kernel, which does not see the mount, has nothing to answer. A
+ * Every other candidate ld.so would open inside a mount (along an RPATH or RUNPATH that
+ * names a mount, a build tree's absolute RUNPATH; LD_LIBRARY_PATH's directories in a
+ * mount are not given to ld.so at all, exec_libs.c) is skipped, with no system call: the
+ * exec wrapper found no library there (or none it could open), so the kernel, which does
+ * not see the mount, has nothing to answer. A name with a '/' in a mount that is not in
+ * the table (dlopen's are handed over as /proc/self/fd/N) fails the same way. A
  * skipped candidate makes ld.so stat its directory (dl-load.c's open_path, to mark it
  * missing): that name is ld.so's own search buffer, the one la_objsearch is given, and
  * it is emptied first, so the stat is of "" (ENOENT, no lookup) and the directory is
