@@ -1,9 +1,8 @@
 /*
  * What the audit library uses instead of a libc: it is linked with none (-nostdlib), so
- * that ld.so loads nothing for it. A libc of its own would be looked up along
- * LD_LIBRARY_PATH in the audit namespace, where la_objsearch is not asked (so in a mount),
- * and would take static TLS that a program's libraries may need (rustc's
- * librustc_driver: "cannot allocate memory in static TLS block").
+ * that ld.so loads nothing for it. A libc of its own (a second copy, in the audit
+ * namespace) would be looked up along LD_LIBRARY_PATH and the RPATHs there, where
+ * la_objsearch is not asked: in a mount, by ld.so's own system calls.
  * Raw system calls (x86_64, aarch64) and the few string functions it needs (sys.c).
  */
 #ifndef LDPFUSE_AUDIT_SYS_H
