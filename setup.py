@@ -126,10 +126,12 @@ class BuildNative(build_ext):
         program's libraries are in a mount (native/audit/)."""
         sources = sorted(os.path.join(NATIVE, "audit", f)
                          for f in os.listdir(os.path.join(HERE, NATIVE, "audit")) if f.endswith(".c"))
+        # No libc (native/audit/sys.h says why): its own system calls and string functions
         objects = self.compiler.compile(sources, output_dir=os.path.join(tmp, "audit"),
-                                        extra_postargs=CFLAGS)
+                                        extra_postargs=[*CFLAGS, "-ffreestanding", "-fno-stack-protector",
+                                                        "-fno-tree-loop-distribute-patterns"])
         self.compiler.link_shared_object(objects, os.path.join(out_dir, "libldpfuse_audit.so"),
-                                         extra_postargs=["-Wl,-z,noseparate-code"])
+                                         extra_postargs=["-Wl,-z,noseparate-code", "-nostdlib"])
 
 
 setup(

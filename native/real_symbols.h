@@ -268,6 +268,7 @@ REAL_SYM(syscall, long, (long, ...))
 /* the dynamic loader's entry points (native/interpose/dlopen.c); Lmid_t is a long */
 REAL_SYM(dlopen, void *, (const char *, int))
 REAL_SYM(dlmopen, void *, (long, const char *, int))
+REAL_SYM(dlerror, char *, (void))
 /* inotify watches on mount paths (native/interpose/notify.c) */
 REAL_SYM(inotify_add_watch, int, (int, const char *, uint32_t))
 REAL_SYM(inotify_rm_watch, int, (int, int))

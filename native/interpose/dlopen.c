@@ -9,7 +9,10 @@
  * The loader then knows the library by that name; the name the program asked for is put
  * back in the link map (what dladdr, dl_iterate_phdr and /proc/PID/maps-less tools show),
  * best effort. A second dlopen of the same path finds the one already loaded, by that
- * name (RTLD_NOLOAD): the fd, and so the loader's idea of the file, may be another.
+ * name (RTLD_NOLOAD): the fd, and so the loader's idea of the file, may be another. The
+ * loader is asked by that name only when a loaded object has it (dl_iterate_phdr): one
+ * it does not know, it would open, a mount path; RTLD_NOLOAD of a library not loaded by
+ * that name asks it by the fd (the file may be loaded by another name).
  *
  * A name without '/' is searched by the loader along LD_LIBRARY_PATH and the rest; the
  * LD_LIBRARY_PATH directories in a mount are searched here, in their turn. The library's
@@ -128,6 +131,44 @@ static int library_in_mount(const char *file, int *fd, char *asked, size_t size)
     return 1;
 }
 
+/* dl_iterate_phdr's objects named name: an address inside each (up to 8) */
+struct named {
+    const char *name;
+    int n;
+    void *at[8];
+};
+
+static int collect_named(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct named *w = arg;
+    (void)size;
+    if (info->dlpi_name == NULL || strcmp(info->dlpi_name, w->name) != 0 || w->n >= 8)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD) {
+            w->at[w->n++] = (void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+            break;
+        }
+    return 0;
+}
+
+/* Does the namespace (lmid < 0: the base one, dlopen's) hold an object the loader knows by
+ * the name asked (its link map's name, which loaded() put there)? */
+static int loaded_as(long lmid, const char *asked)
+{
+    struct named w = { .name = asked };
+    dl_iterate_phdr(collect_named, &w);
+    for (int i = 0; i < w.n; i++) {
+        Dl_info info;
+        struct link_map *lm = NULL;
+        Lmid_t id;
+        if (dladdr1(w.at[i], &info, (void **)&lm, RTLD_DL_LINKMAP) != 0 && lm != NULL &&
+            dlinfo(lm, RTLD_DI_LMID, &id) == 0 && id == (lmid < 0 ? LM_ID_BASE : lmid))
+            return 1;
+    }
+    return 0;
+}
+
 /* The loader named the library /proc/self/fd/N: give it the name the program asked for. */
 static void *loaded(void *handle, int fd, const char *asked)
 {
@@ -145,9 +186,43 @@ static void *loaded(void *handle, int fd, const char *asked)
     return handle;
 }
 
+/* A library in a mount that could not be opened through it: the loader is not asked (it
+ * would open the mount path), and dlerror() gives its message as the loader words it,
+ * until another dl* call fails or a dlopen is made. */
+static TLS int failed;
+static TLS char *failure;       /* malloc'd: this library's static TLS must stay small (with
+                                 * an audit library, ld.so sets it up before loading us) */
+
+static void *fail(const char *asked, int e)
+{
+    (void)REAL(dlerror)();      /* an older error is over */
+    size_t size = strlen(asked) + 96;
+    char *message = malloc(size);
+    if (message == NULL)
+        return NULL;
+    snprintf(message, size, "%s: cannot open shared object file: %s", asked, strerror(e));
+    free(failure);
+    failure = message;
+    failed = 1;
+    return NULL;
+}
+
+char *dlerror(void)
+{
+    char *real = REAL(dlerror)();
+    if (LIKELY(!failed) || real != NULL) {
+        failed = 0;
+        return real;
+    }
+    failed = 0;
+    return failure;
+}
+
 /* The cheap question, asked in a frame of its own so that the caller's stays empty. */
 static __attribute__((noinline)) int may_be_in_mount(const char *file)
 {
+    if (UNLIKELY(failed))
+        failed = 0;
     if (file == NULL || LIKELY(ldp_nmounts == 0) || ldp_guard)
         return 0;
     if (strchr(file, '/') == NULL)
@@ -184,8 +259,7 @@ static void load_dependencies(long lmid, int fd, const char *asked, int mode)
         return;
     int n = exec_libs_find(l, fd, asked, environ);
     for (int i = n - 1; i >= 0; i--) {
-        if (l->path[i] != NULL && (lmid < 0 ? REAL(dlopen)(l->path[i], RTLD_LAZY | RTLD_NOLOAD)
-                                            : REAL(dlmopen)(lmid, l->path[i], RTLD_LAZY | RTLD_NOLOAD)))
+        if (l->path[i] != NULL && loaded_as(lmid, l->path[i]))
             continue;   /* loaded before */
         char byfd[PATH_MAX];
         name_of_fd(l->fd[i], byfd, sizeof byfd);
@@ -208,17 +282,25 @@ static __attribute__((noinline)) void *open_from_mount(long lmid, const char *fi
 {
     int fd;
     char asked[PATH_MAX], byfd[PATH_MAX];
-    if (!library_in_mount(file, &fd, asked, sizeof asked) || fd < 0)
-        /* the loader fails on the name as the kernel sees it, and says so in dlerror() */
+    if (!library_in_mount(file, &fd, asked, sizeof asked))
         return lmid < 0 ? REAL(dlopen)(file, mode) : REAL(dlmopen)(lmid, file, mode);
-    /* loaded before: the loader knows it by the name put back in its link map */
-    void *again = lmid < 0 ? REAL(dlopen)(asked, mode | RTLD_NOLOAD)
-                           : REAL(dlmopen)(lmid, asked, mode | RTLD_NOLOAD);
+    if (fd < 0)
+        return fail(asked, errno);
+    /* loaded before: the loader knows it by the name put back in its link map. It is asked
+     * only when that name is there: a name it does not know, it opens (a mount path). */
+    void *again = NULL;
+    if (loaded_as(lmid, asked))
+        again = lmid < 0 ? REAL(dlopen)(asked, mode | RTLD_NOLOAD)
+                         : REAL(dlmopen)(lmid, asked, mode | RTLD_NOLOAD);
+    name_of_fd(fd, byfd, sizeof byfd);
+    if (again == NULL && (mode & RTLD_NOLOAD))
+        /* loaded by another name? The loader compares the fd's file with the loaded ones
+         * (device and inode); none: NULL with no error, as for a file natively */
+        again = lmid < 0 ? REAL(dlopen)(byfd, mode) : REAL(dlmopen)(lmid, byfd, mode);
     if (again != NULL || (mode & RTLD_NOLOAD)) {
         close(fd);
         return again;
     }
-    name_of_fd(fd, byfd, sizeof byfd);
     if (!(mode & RTLD_NOLOAD))
         load_dependencies(lmid, fd, asked, mode);
     void *handle = lmid < 0 ? REAL(dlopen)(byfd, mode) : REAL(dlmopen)(lmid, byfd, mode);

@@ -8,6 +8,18 @@
  * only a library found in a mount is ours (its own DT_NEEDED are looked for in turn).
  * Each one is opened through the mount and passed across the exec as an fd, with the
  * audit library (audit/library_fds.c) that makes ld.so open that fd for the name.
+ * ld.so's own search must not reach a mount either (the kernel would answer ENOENT by
+ * luck, or a real directory under the mount point):
+ *   - LD_LIBRARY_PATH: ld.so is given it without its directories in a mount, and the new
+ *     image's ldpfuse puts the caller's back (exec_libs_adopt). What ld.so would have
+ *     found there is in the table above, and the rest was not there (cargo's
+ *     target/debug/deps, searched for libc.so.6 by every rustc);
+ *   - an RPATH or RUNPATH that names a mount (a build tree's absolute RUNPATH; $ORIGIN
+ *     is taken by ld.so from the file the kernel ran, never a mount path): the audit
+ *     library is used even with no library found, and skips every candidate there.
+ * The audit library is not used otherwise: with one, ld.so sets up TLS before it loads
+ * the program's libraries, so all of theirs must fit its static surplus (rustc's does
+ * not: "cannot allocate memory in static TLS block").
  * The new program's ldpfuse closes the fds and takes the variables out (exec_libs_adopt).
  */
 #include "../ldpfuse.h"
@@ -139,9 +151,36 @@ static const char *env_get(char *const envp[], const char *key)
 int exec_libs_path_in_mount(char *const envp[])
 {
     const char *lp = env_get(envp, "LD_LIBRARY_PATH");
-    for (int i = 0; lp && *lp && i < ldp_nmounts; i++)
+    if (lp == NULL || *lp == '\0')
+        return 0;
+    for (int i = 0; i < ldp_nmounts; i++)
         if (strstr(lp, ldp_mounts[i].point) != NULL)
             return 1;
+    if (ldp_cwd_virtual)
+        for (const char *p = lp; p; p = strpbrk(p, ":;") ? strpbrk(p, ":;") + 1 : NULL)
+            if (*p != '/')
+                return 1;   /* relative (or empty: the working directory) */
+    return 0;
+}
+
+/* Does a directory of dirs (':'-separated) lie in a mount? $ORIGIN ones are left out: ld.so
+ * takes the origin from the file the kernel ran, never a mount path. */
+static int dirs_in_mount(const char *dirs)
+{
+    for (const char *p = dirs; p && *p; ) {
+        const char *end = strpbrk(p, ":;");
+        size_t dl = end ? (size_t)(end - p) : strlen(p);
+        char dir[PATH_MAX];
+        if (dl < sizeof dir && memchr(p, '$', dl) == NULL) {
+            memcpy(dir, p, dl);
+            dir[dl] = '\0';
+            struct vpath vp;
+            const char *q = dl ? dir : ".";
+            if (vfs_lookup(AT_FDCWD, &q, &vp))
+                return 1;
+        }
+        p = end ? end + 1 : NULL;
+    }
     return 0;
 }
 
@@ -162,6 +201,8 @@ static void add_deps(struct exec_libs *l, int fd, const char *path, const char *
         free(d);
         return;
     }
+    if (!l->rpath_in_mount && (dirs_in_mount(d->runpath[0] ? "" : d->rpath) || dirs_in_mount(d->runpath)))
+        l->rpath_in_mount = 1;
     char origin[PATH_MAX];
     snprintf(origin, sizeof origin, "%s", path);
     char *slash = strrchr(origin, '/');
@@ -208,6 +249,8 @@ static void add_deps(struct exec_libs *l, int fd, const char *path, const char *
 int exec_libs_find(struct exec_libs *l, int fd, const char *path, char *const envp[])
 {
     l->n = 0;
+    l->rpath_in_mount = l->path_in_mount = 0;
+    l->library_path = NULL;
     struct deps *exe = malloc(sizeof *exe);
     if (exe == NULL)
         return 0;
@@ -215,6 +258,7 @@ int exec_libs_find(struct exec_libs *l, int fd, const char *path, char *const en
     if (elf_deps(fd, exe) == 0 && exe->runpath[0] == '\0')
         exe_rpath = exe->rpath;
     const char *library_path = env_get(envp, "LD_LIBRARY_PATH");
+    l->path_in_mount = library_path && dirs_in_mount(library_path);
     add_deps(l, fd, path, exe_rpath, library_path ? library_path : "", 0);
     free(exe);
     return l->n;
@@ -232,36 +276,108 @@ static int audit_path(char *out, size_t size)
     return n < 0 || (size_t)n >= size || REAL(access)(out, R_OK) != 0 ? -1 : 0;
 }
 
+#define STRIP_ROOM(lp) (2 * strlen(lp) + 48)
+
+/* "LD_LIBRARY_PATH=" lp without its directories in a mount, then "LDPFUSE_LIBRARY_PATH=" lp,
+ * into buf (STRIP_ROOM(lp)); the second string's start. No allocation. */
+static char *strip_into(const char *lp, char *buf)
+{
+    memcpy(buf, "LD_LIBRARY_PATH=", 16);
+    size_t k = 16;
+    for (const char *p = lp; p; ) {
+        const char *end = strpbrk(p, ":;");
+        size_t dl = end ? (size_t)(end - p) : strlen(p);
+        char dir[PATH_MAX];
+        int drop = 0;
+        if (dl < sizeof dir && memchr(p, '$', dl) == NULL) {
+            memcpy(dir, p, dl);
+            dir[dl] = '\0';
+            struct vpath vp;
+            const char *q = dl ? dir : ".";
+            drop = vfs_lookup(AT_FDCWD, &q, &vp);
+        }
+        if (!drop) {
+            if (k > 16)
+                buf[k++] = ':';
+            memcpy(buf + k, p, dl);
+            k += dl;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    buf[k++] = '\0';
+    memcpy(buf + k, "LDPFUSE_LIBRARY_PATH=", 21);
+    memcpy(buf + k + 21, lp, strlen(lp) + 1);
+    return buf + k;
+}
+
+size_t exec_libs_strip_room(char *const env[])
+{
+    const char *lp = env_get(env, "LD_LIBRARY_PATH");
+    return STRIP_ROOM(lp ? lp : "");
+}
+
+char **exec_libs_strip(char *const env[], char **out, char *buf)
+{
+    const char *lp = env_get(env, "LD_LIBRARY_PATH");
+    if (lp == NULL)
+        return (char **)env;
+    char *keep = strip_into(lp, buf);
+    size_t j = 0;
+    for (char *const *e = env; e && *e; e++)
+        if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 && strncmp(*e, "LDPFUSE_LIBRARY_PATH=", 21) != 0)
+            out[j++] = *e;
+    out[j++] = buf;
+    out[j++] = keep;
+    out[j] = NULL;
+    return out;
+}
+
 char **exec_libs_env(struct exec_libs *l, char *const env[])
 {
+    int audit = l->n > 0 || l->rpath_in_mount;
+    const char *lp = env_get(env, "LD_LIBRARY_PATH");
+    int strip = l->path_in_mount && lp != NULL &&
+                (l->library_path = malloc(STRIP_ROOM(lp))) != NULL;
     char lib[PATH_MAX];
-    if (audit_path(lib, sizeof lib) < 0)
+    if (audit && audit_path(lib, sizeof lib) < 0)
+        audit = 0;
+    if (!audit && !strip)
         return NULL;
-    size_t k = (size_t)snprintf(l->table, sizeof l->table, "LDPFUSE_LIBRARY_FDS=");
-    for (int i = 0; i < l->n; i++) {
-        struct stat st;
-        if (REAL(fstat)(l->fd[i], &st) != 0 || REAL(fcntl)(l->fd[i], F_SETFD, 0) != 0)
-            continue;   /* left to ld.so's own search */
-        int n = snprintf(l->table + k, sizeof l->table - k, "%s%s\x1f%d\x1f%llu:%llu", k > 20 ? "\x1e" : "",
-                     l->name[i], l->fd[i], (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
-        if (n < 0 || (size_t)n >= sizeof l->table - k)
-            break;
-        k += (size_t)n;
+    if (audit) {
+        size_t k = (size_t)snprintf(l->table, sizeof l->table, "LDPFUSE_LIBRARY_FDS=");
+        for (int i = 0; i < l->n; i++) {
+            struct stat st;
+            if (REAL(fstat)(l->fd[i], &st) != 0 || REAL(fcntl)(l->fd[i], F_SETFD, 0) != 0)
+                continue;   /* left to ld.so's own search */
+            int n = snprintf(l->table + k, sizeof l->table - k, "%s%s\x1f%d\x1f%llu:%llu", k > 20 ? "\x1e" : "",
+                         l->name[i], l->fd[i], (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+            if (n < 0 || (size_t)n >= sizeof l->table - k)
+                break;
+            k += (size_t)n;
+        }
+        const char *other = env_get(env, "LD_AUDIT");
+        snprintf(l->audit, sizeof l->audit, "LD_AUDIT=%s%s%s", lib, other && *other ? ":" : "", other ? other : "");
     }
-    const char *other = env_get(env, "LD_AUDIT");
-    snprintf(l->audit, sizeof l->audit, "LD_AUDIT=%s%s%s", lib, other && *other ? ":" : "", other ? other : "");
     size_t count = 0;
     while (env && env[count])
         count++;
-    char **out = malloc(sizeof *out * (count + 3));
+    char **out = malloc(sizeof *out * (count + 5));
     if (out == NULL)
         return NULL;
     size_t j = 0;
     for (size_t i = 0; i < count; i++)
-        if (strncmp(env[i], "LD_AUDIT=", 9) != 0 && strncmp(env[i], "LDPFUSE_LIBRARY_FDS=", 20) != 0)
+        if (!(audit && (strncmp(env[i], "LD_AUDIT=", 9) == 0 || strncmp(env[i], "LDPFUSE_LIBRARY_FDS=", 20) == 0)) &&
+            !(strip && (strncmp(env[i], "LD_LIBRARY_PATH=", 16) == 0 ||
+                        strncmp(env[i], "LDPFUSE_LIBRARY_PATH=", 21) == 0)))
             out[j++] = env[i];
-    out[j++] = l->audit;
-    out[j++] = l->table;
+    if (audit) {
+        out[j++] = l->audit;
+        out[j++] = l->table;
+    }
+    if (strip) {
+        out[j++] = l->library_path;
+        out[j++] = strip_into(lp, l->library_path);
+    }
     out[j] = NULL;
     return out;
 }
@@ -274,11 +390,48 @@ void exec_libs_done(struct exec_libs *l)
         free(l->path[i]);
     }
     l->n = 0;
+    free(l->library_path);
+    l->library_path = NULL;
     errno = e;
+}
+
+/* environ changed in place, not with setenv/unsetenv: a program may define its own (bash
+ * does, and binds shell variables with them, which it then sets from main's envp: the
+ * array environ still is at this point). */
+static void env_drop(const char *key)
+{
+    extern char **environ;
+    size_t kl = strlen(key);
+    char **w = environ;
+    for (char **e = environ; e && *e; e++)
+        if (!(strncmp(*e, key, kl) == 0 && (*e)[kl] == '='))
+            *w++ = *e;
+    if (w)
+        *w = NULL;
+}
+
+static void env_replace(const char *key, const char *value)
+{
+    extern char **environ;
+    size_t kl = strlen(key);
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, key, kl) == 0 && (*e)[kl] == '=') {
+            char *entry = malloc(kl + strlen(value) + 2);
+            if (entry == NULL)
+                return;
+            sprintf(entry, "%s=%s", key, value);
+            *e = entry;     /* the old one is the exec's (the stack's) */
+            return;
+        }
 }
 
 void exec_libs_adopt(void)
 {
+    const char *lp = getenv("LDPFUSE_LIBRARY_PATH");
+    if (lp != NULL) {
+        env_replace("LD_LIBRARY_PATH", lp);
+        env_drop("LDPFUSE_LIBRARY_PATH");
+    }
     const char *table = getenv("LDPFUSE_LIBRARY_FDS");
     if (table == NULL)
         return;
@@ -292,7 +445,7 @@ void exec_libs_adopt(void)
             break;
         p = end + 1;
     }
-    unsetenv("LDPFUSE_LIBRARY_FDS");
+    env_drop("LDPFUSE_LIBRARY_FDS");
     char lib[PATH_MAX];
     const char *audit = getenv("LD_AUDIT");
     if (audit == NULL || audit_path(lib, sizeof lib) < 0)
@@ -300,8 +453,8 @@ void exec_libs_adopt(void)
     size_t ll = strlen(lib);
     if (strncmp(audit, lib, ll) == 0 && (audit[ll] == '\0' || audit[ll] == ':')) {
         if (audit[ll] == '\0')
-            unsetenv("LD_AUDIT");
+            env_drop("LD_AUDIT");
         else
-            setenv("LD_AUDIT", audit + ll + 1, 1);
+            env_replace("LD_AUDIT", audit + ll + 1);
     }
 }

@@ -257,8 +257,9 @@ static int exec_copy(int fd, char *const argv[], char *const envp[])
 }
 
 /* The libraries in a mount the program (fd, its path) needs at its start, passed across
- * the exec (exec_libs.c): env with what the new image needs to load them, or NULL when
- * there are none. */
+ * the exec (exec_libs.c): env with what the new image needs to load them (and to skip
+ * the mount directories ld.so would search), or NULL when there are none and ld.so
+ * searches no mount. */
 static TLS struct exec_libs *pending_libs;   /* this thread's exec, until it returns */
 static char **libraries_env(int fd, const char *program, char **env)
 {
@@ -266,8 +267,8 @@ static char **libraries_env(int fd, const char *program, char **env)
     if (l == NULL)
         return NULL;
     char **out = NULL;
-    if (exec_libs_find(l, fd, program, env) > 0)
-        out = exec_libs_env(l, env);
+    exec_libs_find(l, fd, program, env);
+    out = exec_libs_env(l, env);
     if (out == NULL) {
         exec_libs_done(l);
         free(l);
@@ -327,7 +328,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
     } else if (UNLIKELY(exec_libs_path_in_mount(env))) {
         /* LD_LIBRARY_PATH into a mount: the program's libraries may be there */
         int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
-        char **with_libs = fd >= 0 ? libraries_env(fd, path, env) : NULL;
+        char **with_libs = libraries_env(fd, path, env);    /* fd -1: LD_LIBRARY_PATH only */
         if (fd >= 0)
             REAL(close)(fd);
         r = REAL(execve)(path, argv, with_libs ? with_libs : env);
@@ -565,9 +566,21 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
     }
     char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
+    /* the libraries the program needs from a mount, and ld.so kept out of the mounts, as
+     * for execve (their fds are inheritable until the spawn returns) */
+    char **with_libs = NULL;
+    if (plan.fd >= 0) {
+        with_libs = libraries_env(plan.fd, plan.program, env);
+    } else if (UNLIKELY(exec_libs_path_in_mount(env))) {
+        int fd = path && strchr(path, '/') ? REAL(open)(path, O_RDONLY | O_CLOEXEC) : -1;
+        with_libs = libraries_env(fd, path, env);   /* fd -1: LD_LIBRARY_PATH only */
+        if (fd >= 0)
+            REAL(close)(fd);
+    }
+    char **lib_env = with_libs ? with_libs : env;
     ldp_before_exec(fa != NULL);
     const posix_spawn_file_actions_t *use_fa = planned ? &fplan.fa : fa;
-    char **use_env = planned ? spawn_plan_env(&fplan, env) : env;
+    char **use_env = planned ? spawn_plan_env(&fplan, lib_env) : lib_env;
     char byfd[64];
     int r;
     if (plan.fd >= 0) {
@@ -586,6 +599,7 @@ static int spawn_common(const char *name, spawn_fn *slot, pid_t *pid, const char
     }
     if (planned)
         spawn_plan_done(&fplan);
+    libraries_done(with_libs);
     if (env != envp)
         free(env);
     if (planned_exec)

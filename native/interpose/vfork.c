@@ -318,5 +318,10 @@ int ldp_vfork_child_execve(const char *path, char *const argv[], char *const env
     for (int i = 1; i < argc; i++)
         sargv[k++] = argv[i];
     sargv[k] = NULL;
+    if (libraries) {
+        /* the shell's own ld.so is not to search LD_LIBRARY_PATH's directories in a mount */
+        char **stripped = alloca(sizeof *stripped * (exec_env_room(envp) + 3));
+        env = exec_libs_strip(env, stripped, alloca(exec_libs_strip_room(env)));
+    }
     return REAL(execve)(_PATH_BSHELL, sargv, env);
 }
