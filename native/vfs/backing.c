@@ -253,8 +253,12 @@ static int get_parent(struct tree *t, const char *rel, int no_empty, int *dfd, c
     dir[dl] = '\0';
     long fd = -ELOOP;
     char mdir[256];         /* its mount path, by which it is kept */
-    if (snprintf(mdir, sizeof mdir, "%s/%s", t->dirlen ? t->dir : "", dir) < (int)sizeof mdir)
+    if (t->dirlen + 1 + dl < sizeof mdir) {
+        memcpy(mdir, t->dir, t->dirlen);
+        mdir[t->dirlen] = '/';
+        memcpy(mdir + t->dirlen + 1, dir, dl + 1);
         fd = backing_dir_get(t->mnt, mdir, tfd, dir, slot);
+    }
     if (fd != -ENOENT && fd != -ENOTDIR && fd != -EACCES && fd < 0) {
         /* a symlink on the way (or a path too long to keep): walked beneath the tree
          * for this call alone, as it always was */

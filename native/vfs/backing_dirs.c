@@ -57,11 +57,37 @@ static TLS int holding;         /* a signal handler's call on this thread walks 
 static unsigned walks, hand;
 static struct backend_ops *be;
 
+/* fork: the table is taken across it (no entry half-replaced in the child); the child has
+ * none of the calls that were using kept fds, so none is in use there. */
+static int fork_took;
+
+static void fork_prepare(void)
+{
+    fork_took = !holding;       /* not when a signal handler forks on the thread that holds it */
+    if (fork_took)
+        pthread_mutex_lock(&lock);
+}
+
+static void fork_parent(void)
+{
+    if (fork_took)
+        pthread_mutex_unlock(&lock);
+}
+
+static void fork_child(void)
+{
+    for (int i = 0; i < DIRS; i++)
+        kept[i].users = 0;
+    if (fork_took)
+        pthread_mutex_unlock(&lock);
+}
+
 void backing_dirs_over(struct backend_ops *backend)
 {
     be = backend;
     for (int i = 0; i < DIRS; i++)
         kept[i].fd = -1;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static int later(const struct timespec *a, const struct timespec *b)
