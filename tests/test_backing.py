@@ -291,6 +291,42 @@ def test_a_symlink_swapped_in_for_a_kept_directory_does_not_lead_out(tmp_path):
     assert os.readlink(lower / "sub/d") == str(outside)
 
 
+B_CHMODS = """
+chmod 000 a && chmod 700 x/b
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_a_directory_another_process_closes_is_not_searched_through_what_was_kept(shared_tmp):
+    """Run as a user without root's rights: A keeps a/b and x/b open, B of the same command
+    takes the search right off a (chmod 000) and gives x/b to its owner alone (still
+    itself). A's next stat of a/b/f is EACCES and x/b/f is still read, as natively: the
+    kept a/b is not a way around a."""
+    def tree(root):
+        for d in ("a/b", "x/b"):
+            os.makedirs(root / d)
+        (root / "a/b/f").write_text("old f\n")
+        (root / "x/b/f").write_text("old x\n")
+        for dirpath, dirs, files in os.walk(root):
+            for n in dirs + files:
+                os.chown(os.path.join(dirpath, n), NOBODY, NOBODY)
+        os.chown(root, NOBODY, NOBODY)
+    native = shared_tmp / "native"
+    tree(native)
+    prog = [sys.executable, "-c", KEPT_DIRS]
+    want = subprocess.run(as_nobody(*prog, str(native), B_CHMODS), capture_output=True, text=True,
+                          env=base_env())
+    assert want.returncode == 0, want.stderr
+    assert "a/b/f Permission denied" in want.stdout, want.stdout
+    lower = shared_tmp / "lower"
+    tree(lower)
+    cmd = " ".join(map(shlex.quote, as_nobody(*prog, str(shared_tmp / "mnt"), B_CHMODS)))
+    r, _ = ldp(shared_tmp, LOOPBACK, [lower], cmd, "-o", "allow_other")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want.stdout
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
 def test_another_user_is_refused_without_allow_other_and_has_its_own_rights_with_it(shared_tmp):

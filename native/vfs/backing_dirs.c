@@ -127,7 +127,12 @@ static int keep(int mnt, const char *dir, size_t len, uint64_t hash, uint64_t st
     pthread_mutex_lock(&lock);
     unsigned set = (unsigned)hash & (DIRS - WAYS);
     struct kept *k = NULL;
-    for (unsigned i = 0; i < WAYS && k == NULL; i++) {
+    for (unsigned i = 0; i < WAYS && k == NULL; i++) {     /* its own old entry, or an empty one */
+        struct kept *c = &kept[set + i];
+        if (c->users == 0 && (c->stamp == 0 || (c->hash == hash && c->mnt == mnt)))
+            k = c;
+    }
+    for (unsigned i = 0; i < WAYS && k == NULL; i++) {     /* else in turn */
         struct kept *c = &kept[set + (hand++ % WAYS)];
         if (c->users == 0)
             k = c;
