@@ -327,6 +327,46 @@ def test_a_directory_another_process_closes_is_not_searched_through_what_was_kep
     assert r.stdout == want.stdout
 
 
+DROPS = """
+import os, sys
+os.chdir(sys.argv[1])
+def look(p):
+    try:
+        return "%s %d" % (p, os.stat(p).st_size)
+    except OSError as e:
+        return "%s %s" % (p, os.strerror(e.errno))
+for _ in range(20):
+    before = look("a/b/f")
+print(before)
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)
+print(look("a/b/f"))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_a_process_that_drops_its_rights_walks_again(shared_tmp):
+    """Root keeps a/b open (a is 0700, root's), then setuid()s to nobody: its next stat
+    of a/b/f is EACCES, as natively (-o allow_other, so the tree still serves it): the
+    directory root walked to is not nobody's way past a."""
+    def tree(root):
+        os.makedirs(root / "a/b")
+        (root / "a/b/f").write_text("f\n")
+        os.chmod(root / "a", 0o700)
+    native = shared_tmp / "native"
+    tree(native)
+    want = subprocess.run([sys.executable, "-c", DROPS, str(native)], capture_output=True, text=True,
+                          env=base_env())
+    assert want.stdout == "a/b/f 2\na/b/f Permission denied\n", want.stdout + want.stderr
+    lower = shared_tmp / "lower"
+    tree(lower)
+    r, _ = ldp(shared_tmp, LOOPBACK, [lower],
+               " ".join(map(shlex.quote, [sys.executable, "-c", DROPS, str(shared_tmp / "mnt")])),
+               "-o", "allow_other")
+    assert r.stdout == want.stdout, r.stderr
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
 def test_another_user_is_refused_without_allow_other_and_has_its_own_rights_with_it(shared_tmp):

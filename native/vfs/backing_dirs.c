@@ -44,7 +44,7 @@
 
 struct kept {
     int fd;                     /* ours, high; kept across replacements (dup3); -1 none */
-    int users;                  /* calls using fd now */
+    int users;                  /* calls using fd now: taken under the lock, given back without */
     int mnt;
     unsigned creds;
     uint64_t hash, stamp;       /* stamp 0: empty */
@@ -129,12 +129,13 @@ static int keep(int mnt, const char *dir, size_t len, uint64_t hash, uint64_t st
     struct kept *k = NULL;
     for (unsigned i = 0; i < WAYS && k == NULL; i++) {     /* its own old entry, or an empty one */
         struct kept *c = &kept[set + i];
-        if (c->users == 0 && (c->stamp == 0 || (c->hash == hash && c->mnt == mnt)))
+        if (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) == 0 &&
+            (c->stamp == 0 || (c->hash == hash && c->mnt == mnt)))
             k = c;
     }
     for (unsigned i = 0; i < WAYS && k == NULL; i++) {     /* else in turn */
         struct kept *c = &kept[set + (hand++ % WAYS)];
-        if (c->users == 0)
+        if (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) == 0)
             k = c;
     }
     int r = -1;
@@ -166,7 +167,7 @@ static int keep(int mnt, const char *dir, size_t len, uint64_t hash, uint64_t st
                 k->expires.tv_nsec -= 1000000000L;
             }
             k->stamp = stamp;
-            k->users = 1;
+            __atomic_store_n(&k->users, 1, __ATOMIC_RELAXED);
             *slot = (int)(k - kept);
             r = kfd;
         }
@@ -199,7 +200,7 @@ long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *sl
             int kfd = __atomic_load_n(&k->fd, __ATOMIC_ACQUIRE);
             if (k->stamp == stamp && k->hash == hash && k->mnt == mnt && k->creds == creds && kfd >= 0 &&
                 later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
-                k->users++;
+                __atomic_add_fetch(&k->users, 1, __ATOMIC_ACQ_REL);
                 fd = kfd;
                 *slot = (int)(k - kept);
                 break;
@@ -227,11 +228,7 @@ void backing_dir_put(int slot, int fd)
         REAL(close)(fd);
         return;
     }
-    holding = 1;
-    pthread_mutex_lock(&lock);
-    kept[slot].users--;
-    pthread_mutex_unlock(&lock);
-    holding = 0;
+    __atomic_sub_fetch(&kept[slot].users, 1, __ATOMIC_RELEASE);  /* only taken under the lock */
 }
 
 /* The program closed or replaced fds first..last: kept fds among them are forgotten (the
