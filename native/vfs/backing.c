@@ -18,6 +18,9 @@
  * Coherence: names under a backed mount are never kept in the attribute cache (attrcache.c
  * asks backing_uncached), their stamps are 0 (notify.c then polls them) and a passthrough
  * writer of one needs no entry: the kernel's own caches are the only ones, as natively.
+ * What a process keeps is the directories it walked to (vfs/backing_dirs.c): a rmdir, the
+ * rename of a directory and a directory's permission change made here tell the server
+ * (dir_changed: W_MOVED) before they return, so that no process uses one from before.
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (SEE: the BK_* bits, decimal).
@@ -305,7 +308,6 @@ static int is_dir(int dfd, const char *last)
     struct stat st;
     return REAL(fstatat)(dfd, last, &st, AT_SYMLINK_NOFOLLOW | EMPTY(last)) == 0 && S_ISDIR(st.st_mode);
 }
-
 
 /* One *at call on rel's parent and last component: `call` sees dfd and last, and its
  * result (libc convention) becomes the method's; ASK_CLASS goes below. */
