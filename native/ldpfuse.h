@@ -215,6 +215,7 @@ void vfs_renamed(int mnt, const char *from, const char *to);
 void vfs_unlinked(int mnt, const char *path);
 ssize_t be_errno(ssize_t r);    /* backend result -> libc convention */
 int fs_fd(int fd);      /* an fd the FS opened for itself: moved out of the program's way */
+int fs_fd_base(void);   /* where such fds live: from this number up */
 int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 int path_last_is_dot(const char *path);      /* last component "." (1), ".." (2), else 0 */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
@@ -332,6 +333,7 @@ static inline uint64_t fnv1a(uint64_t h, const char *s, const char **end)
 int attrcache_get(int mnt, const char *path, struct stat *st);
 /* stamp: attrcache_stamp() of the path before the FS was asked; st NULL: missing */
 void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t stamp);
+int attrcache_timeout(struct timespec *t);     /* attr_timeout in *t; 0: the caches are off */
 /* What a cached answer about path depends on (path NULL: this process's own changes only);
  * shared.c stamps its open decisions and listings with it too. */
 uint64_t attrcache_stamp(int mnt, const char *path);
@@ -370,6 +372,14 @@ struct backend_ops *backing_over(struct backend_ops *be);
 int backing_uncached(int mnt);
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
+/* vfs/backing_dirs.c: the trees' directories, kept open */
+void backing_dirs_over(struct backend_ops *be);
+long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *slot);
+void backing_dir_put(int slot, int fd);
+int backing_dirs_lost(unsigned first, unsigned last);
+/* interpose/creds.c: bumped when this process changes its uids, gids or groups */
+extern unsigned ldp_creds_gen;
+void ldp_creds_changed(void);
 
 /* ---- inotify watches on mount paths (vfs/notify.c) */
 void notify_fork_child(void);

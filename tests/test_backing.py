@@ -188,6 +188,185 @@ print(sorted(os.listdir("mnt")))
     assert (lower / "after").read_text() == "x"
 
 
+# A program that looks at names in subdirectories often enough for its process to keep
+# their directories open (vfs/backing_dirs.c keeps them from its 8th walk), then lets
+# another process of the command (B, a child) change them, and looks again.
+KEPT_DIRS = """
+import os, subprocess, sys
+root, b_script = sys.argv[1], sys.argv[2]
+os.chdir(root)
+def look(p):
+    try:
+        st = os.stat(p)
+        with open(p) as f:
+            return "%s %d %r" % (p, st.st_size, f.read())
+    except OSError as e:
+        return "%s %s" % (p, os.strerror(e.errno))
+for _ in range(20):
+    before = [look(p) for p in ("a/b/f", "x/b/f")]
+print(*before, sep="\\n")
+subprocess.run(["sh", "-c", b_script], check=True)
+print(*[look(p) for p in ("a/b/f", "x/b/f", "c/b/f", "old")], sep="\\n")
+"""
+
+B_RENAMES = """
+mv a c && mkdir -p a/b && printf 'the new f, longer\\n' > a/b/f
+mv x/b/f old && rmdir x/b && mkdir x/b && printf 'x again\\n' > x/b/f
+"""
+
+
+def test_a_directory_another_process_renames_or_removes_is_not_used_from_before(tmp_path):
+    """Process A looks at a/b/f and x/b/f many times (its process keeps a/b and x/b open);
+    process B of the same command renames a to c and makes a new a/b/f, removes x/b and
+    makes it again with another x/b/f. A's next stat and open see the new files, as
+    natively (the same program on a native directory), not the ones its kept directories
+    hold."""
+    def tree(root):
+        for d in ("a/b", "x/b"):
+            os.makedirs(root / d)
+        (root / "a/b/f").write_text("old f\n")
+        (root / "x/b/f").write_text("old x\n")
+    native = tmp_path / "native"
+    tree(native)
+    want = subprocess.run([sys.executable, "-c", KEPT_DIRS, str(native), B_RENAMES], capture_output=True,
+                          text=True, env=base_env())
+    assert want.returncode == 0, want.stderr
+    lower = tmp_path / "lower"
+    tree(lower)
+    r, log = ldp(tmp_path, LOOPBACK, [lower],
+                 " ".join(map(shlex.quote, [sys.executable, "-c", KEPT_DIRS, str(tmp_path / "mnt"), B_RENAMES])))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want.stdout
+    assert "a/b/f 18 'the new f, longer\\n'" in r.stdout and "c/b/f 6 'old f\\n'" in r.stdout
+    assert class_calls(log) == [], log
+
+
+SWAP = """
+import os, subprocess, sys
+root, b_script = sys.argv[1], sys.argv[2]
+os.chdir(root)
+def look(p):
+    try:
+        with open(p) as f:
+            return "%s %d %r" % (p, os.stat(p).st_size, f.read())
+    except OSError as e:
+        return "%s %s" % (p, os.strerror(e.errno))
+for _ in range(20):
+    before = [look(p) for p in ("sub/d/f", "sub/e/f")]
+print(*before, sep="\\n")
+subprocess.run(["sh", "-c", b_script], check=True)
+print(*[look(p) for p in ("sub/d/f", "sub/e/f")], sep="\\n")
+for p in ("sub/d/new", "sub/e/new"):
+    try:
+        open(p, "w").write("x")
+        print("wrote", p)
+    except OSError as e:
+        print(p, os.strerror(e.errno))
+"""
+
+
+def test_a_symlink_swapped_in_for_a_kept_directory_does_not_lead_out(tmp_path):
+    """A keeps sub/d and sub/e open; B (the same command) moves them aside and puts
+    symlinks out of the lower tree in their place (absolute and relative). A's next
+    lookups through them are not the preload's: the class (no methods: ENOENT) answers,
+    and the directory outside is neither read nor written."""
+    lower = tmp_path / "lower"
+    outside = tmp_path / "outside"
+    for d in ("sub/d", "sub/e"):
+        os.makedirs(lower / d)
+        (lower / d / "f").write_text("inside\n")
+    outside.mkdir()
+    (outside / "f").write_text("outside, secret\n")
+    b = f"mv sub/d sub/d.old && ln -s {shlex.quote(str(outside))} sub/d && mv sub/e sub/e.old && ln -s ../../outside sub/e"
+    r, _ = ldp(tmp_path, f"{HERE}/fs_fixtures/backed.py:Bare", [lower],
+               " ".join(map(shlex.quote, [sys.executable, "-c", SWAP, str(tmp_path / "mnt"), b])))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:4] == [
+        "sub/d/f 7 'inside\\n'", "sub/e/f 7 'inside\\n'",
+        "sub/d/f No such file or directory", "sub/e/f No such file or directory"], r.stdout + r.stderr
+    # the class's create (Operations' default) refuses
+    assert [line.split(" ", 1)[0] for line in lines[4:]] == ["sub/d/new", "sub/e/new"], r.stdout
+    assert sorted(os.listdir(outside)) == ["f"]
+    assert os.readlink(lower / "sub/d") == str(outside)
+
+
+B_CHMODS = """
+chmod 000 a && chmod 700 x/b
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_a_directory_another_process_closes_is_not_searched_through_what_was_kept(shared_tmp):
+    """Run as a user without root's rights: A keeps a/b and x/b open, B of the same command
+    takes the search right off a (chmod 000) and gives x/b to its owner alone (still
+    itself). A's next stat of a/b/f is EACCES and x/b/f is still read, as natively: the
+    kept a/b is not a way around a."""
+    def tree(root):
+        for d in ("a/b", "x/b"):
+            os.makedirs(root / d)
+        (root / "a/b/f").write_text("old f\n")
+        (root / "x/b/f").write_text("old x\n")
+        for dirpath, dirs, files in os.walk(root):
+            for n in dirs + files:
+                os.chown(os.path.join(dirpath, n), NOBODY, NOBODY)
+        os.chown(root, NOBODY, NOBODY)
+    native = shared_tmp / "native"
+    tree(native)
+    prog = [sys.executable, "-c", KEPT_DIRS]
+    want = subprocess.run(as_nobody(*prog, str(native), B_CHMODS), capture_output=True, text=True,
+                          env=base_env())
+    assert want.returncode == 0, want.stderr
+    assert "a/b/f Permission denied" in want.stdout, want.stdout
+    lower = shared_tmp / "lower"
+    tree(lower)
+    cmd = " ".join(map(shlex.quote, as_nobody(*prog, str(shared_tmp / "mnt"), B_CHMODS)))
+    r, _ = ldp(shared_tmp, LOOPBACK, [lower], cmd, "-o", "allow_other")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want.stdout
+
+
+DROPS = """
+import os, sys
+os.chdir(sys.argv[1])
+def look(p):
+    try:
+        return "%s %d" % (p, os.stat(p).st_size)
+    except OSError as e:
+        return "%s %s" % (p, os.strerror(e.errno))
+for _ in range(20):
+    before = look("a/b/f")
+print(before)
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)
+print(look("a/b/f"))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_a_process_that_drops_its_rights_walks_again(shared_tmp):
+    """Root keeps a/b open (a is 0700, root's), then setuid()s to nobody: its next stat
+    of a/b/f is EACCES, as natively (-o allow_other, so the tree still serves it): the
+    directory root walked to is not nobody's way past a."""
+    def tree(root):
+        os.makedirs(root / "a/b")
+        (root / "a/b/f").write_text("f\n")
+        os.chmod(root / "a", 0o700)
+    native = shared_tmp / "native"
+    tree(native)
+    want = subprocess.run([sys.executable, "-c", DROPS, str(native)], capture_output=True, text=True,
+                          env=base_env())
+    assert want.stdout == "a/b/f 2\na/b/f Permission denied\n", want.stdout + want.stderr
+    lower = shared_tmp / "lower"
+    tree(lower)
+    r, _ = ldp(shared_tmp, LOOPBACK, [lower],
+               " ".join(map(shlex.quote, [sys.executable, "-c", DROPS, str(shared_tmp / "mnt")])),
+               "-o", "allow_other")
+    assert r.stdout == want.stdout, r.stderr
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="starting a command as another user needs root")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
 def test_another_user_is_refused_without_allow_other_and_has_its_own_rights_with_it(shared_tmp):

@@ -217,6 +217,14 @@ struct backend_ops {
      * each entry): unchanged, nothing changed during the call. NULL: the backend hears of
      * no other process's changes (the embedded mode: attrcache's own generation says it). */
     uint64_t (*changes)(void);
+    /* coherence_stamp_below of a directory's path (coherence.h: which directory it leads to
+     * and who may reach it), for vfs/backing_dirs.c; connect: map the table even if that
+     * makes this process's first connection. 0: cannot tell. NULL: the same. */
+    uint64_t (*below_stamp)(int mnt, const char *path, int connect);
+    /* A directory of a backing tree was removed, renamed (path to path2) or had its
+     * permissions changed by this process past the backend (vfs/backing.c): every
+     * process's kept directories there are forgotten before this returns. NULL: none kept. */
+    int (*moved)(int mnt, const char *path, const char *path2);
 };
 #define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };

@@ -114,6 +114,28 @@ static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const
     return coherence_stamp_of(t, mnt, path, 1);
 }
 
+/* The stamp of which directory path (an FS path) leads to and who may reach it: what lies
+ * below it and below each directory above it (bumped when one of them is removed,
+ * renamed, or its permissions change), not its listing. vfs/backing_dirs.c keeps open
+ * directories of backing trees by it. */
+static inline uint64_t coherence_stamp_below(const struct coherence *t, int mnt, const char *path)
+{
+    uint64_t h = coh_seed(mnt), s = coh_get(&t->global);
+    const char *p = path;
+    if (*p == '/') {
+        h = coh_step(h, '/');
+        p++;
+        if (*p)
+            s += coh_get(&t->below[h & (COH_SLOTS - 1)]);
+    }
+    for (; *p; p++) {
+        if (*p == '/')
+            s += coh_get(&t->below[h & (COH_SLOTS - 1)]);
+        h = coh_step(h, (unsigned char)*p);
+    }
+    return s + coh_get(&t->below[h & (COH_SLOTS - 1)]);
+}
+
 /* The slot of the first len bytes of path. */
 static inline unsigned coh_slot(int mnt, const char *path, size_t len)
 {

@@ -1025,6 +1025,21 @@ static uint64_t sh_stamp(int mnt, const char *path)
     return coherence_stamp(t, mnt, path);
 }
 
+static uint64_t sh_below_stamp(int mnt, const char *path, int connect)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (UNLIKELY(t == NULL)) {
+        if (coh_refused || (!connect && !__atomic_load_n(&coh_offered, __ATOMIC_ACQUIRE)))
+            return 0;
+        guard_enter();
+        coh_map();
+        guard_leave();
+        if ((t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE)) == NULL)
+            return 0;
+    }
+    return coherence_stamp_below(t, mnt, path);
+}
+
 /* A request whose answer the caller does not need (backend/channel.c, channel_post): its
  * answer is taken before the thread's next request, so requests stay in order. 0: it could
  * not be sent. */
@@ -1059,6 +1074,14 @@ static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh
 static int sh_written(int mnt, const char *path)
 {
     return simple(W_WRITTEN, mnt, path, NULL, 0, 0, NULL) == 0;
+}
+
+/* A directory of a backing tree changed past the server (vfs/backing.c): a round trip, as
+ * sh_written, so that no process uses a directory it kept from before once the call that
+ * changed it has returned. */
+static int sh_moved(int mnt, const char *path, const char *path2)
+{
+    return simple(W_MOVED, mnt, path, path2, 0, 0, NULL) == 0;
 }
 
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
@@ -1134,7 +1157,7 @@ static struct backend_ops shared_ops = {
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .release_cached = sh_release_cached,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,
 };
 

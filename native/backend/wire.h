@@ -58,8 +58,12 @@ enum wire_op {
                        from SEEK_SET, and so is the answer's for F_GETLK; the server puts
                        the caller's pid in l_pid) or flock (b = 1: a = LOCK_SH, LOCK_EX with
                        LOCK_NB, or LOCK_UN), on the open file fh */
+    W_MOVED,        /* a directory under a backing tree (vfs/backing.c) was removed, renamed
+                       from path to path2, or had its permissions changed by this process,
+                       past the server: the server bumps what lies below both names in the
+                       table (coherence.h) before it answers (path2 = path but for a rename) */
 };
-#define W_OP_MAX W_LOCK
+#define W_OP_MAX W_MOVED
 
 /* The method a request calls, for the log and --stats (the user's method names, as fusepy's). */
 static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
@@ -74,7 +78,7 @@ static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
     [W_APPEND] = "write (append)", [W_CACHE_OPEN] = "open (page cache)",
     [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
     [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
-    [W_WRITTEN] = "(written)", [W_LOCK] = "lock",
+    [W_WRITTEN] = "(written)", [W_LOCK] = "lock", [W_MOVED] = "(moved)",
 };
 
 static inline const char *wire_op_name(unsigned op)

@@ -158,6 +158,12 @@ long syscall(long nr, ...)
     ROW(SYS_sendfile, sendfile(I(0), I(1), V(2), (size_t)a3))
     ROW(SYS_copy_file_range, copy_file_range(I(0), V(1), I(2), V(3), (size_t)a4, (unsigned)a5))
     ROW(SYS_mmap, mmap(V(0), (size_t)a1, I(2), I(3), I(4), (off_t)a5))
+    case SYS_setuid: case SYS_setreuid: case SYS_setresuid: case SYS_setfsuid:
+    case SYS_setgid: case SYS_setregid: case SYS_setresgid: case SYS_setfsgid: case SYS_setgroups: {
+        long r = REAL(syscall)(nr, a0, a1, a2, a3, a4, a5);
+        ldp_creds_changed();    /* interpose/creds.c (this thread's alone, but all forget) */
+        return r;
+    }
     default:
         return REAL(syscall)(nr, a0, a1, a2, a3, a4, a5);
     }

@@ -104,6 +104,19 @@ void coh_written(int mnt, const char *path)
     }
 }
 
+/* A process removed or renamed a directory of a backing tree, or changed its permissions,
+ * itself (vfs/backing.c): what lies below path and path2 is forgotten (the directories the
+ * processes keep open, coherence_stamp_below). */
+void coh_moved(int mnt, const char *path, const char *path2)
+{
+    struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+    if (t == NULL)
+        return;
+    __atomic_add_fetch(&t->below[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);
+    if (strcmp(path, path2) != 0)
+        __atomic_add_fetch(&t->below[coh_slot(mnt, path2, strlen(path2))], 1, __ATOMIC_RELEASE);
+}
+
 /* The counters one operation bumps. */
 struct coh_change {
     unsigned self[4], below[2];

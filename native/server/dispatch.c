@@ -309,6 +309,12 @@ void do_op(struct client *cl)
         if (r == 0)
             coh_written(mnt, path);
         break;
+    case W_MOVED:
+        /* a notice that only makes caches forget (every process's kept directories of a
+         * backing tree, vfs/backing_dirs.c): never stale, so anyone the door let in */
+        coh_moved(mnt, path, path2);
+        r = 0;
+        break;
     case W_APPEND: {
         /* one lock for every client's appends, whatever the class's threading */
         static pthread_mutex_t append_lock = PTHREAD_MUTEX_INITIALIZER;

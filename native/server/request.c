@@ -107,6 +107,7 @@ static const struct op_rule rules[W_OP_MAX + 1] = {
     [W_CREATE_OPEN] = { 0 },
     [W_WRITTEN] = { 0 },
     [W_LOCK] = { .data = 1, .fh = FH_MUST, .kind = W_OPEN },
+    [W_MOVED] = { .path2 = 1 },
 };
 
 static int valid_id(int64_t id)

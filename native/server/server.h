@@ -238,6 +238,7 @@ void *shared_memfd(const char *name, size_t size, int *fd);
 void coh_fs_begin(void);
 void coh_fs_served(void);
 void coh_written(int mnt, const char *path);
+void coh_moved(int mnt, const char *path, const char *path2);
 uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const char *path2, int64_t r,
                      uint64_t before);
 

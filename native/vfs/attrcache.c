@@ -71,6 +71,14 @@ static int cache_on(void)
     return enabled;
 }
 
+int attrcache_timeout(struct timespec *t)
+{
+    if (!cache_on())
+        return 0;
+    *t = timeout;
+    return 1;
+}
+
 static uint64_t hash_path(int mnt, const char *p, size_t *len)
 {
     const char *end;

@@ -18,6 +18,9 @@
  * Coherence: names under a backed mount are never kept in the attribute cache (attrcache.c
  * asks backing_uncached), their stamps are 0 (notify.c then polls them) and a passthrough
  * writer of one needs no entry: the kernel's own caches are the only ones, as natively.
+ * What a process keeps is the directories it walked to (vfs/backing_dirs.c): a rmdir, the
+ * rename of a directory and a directory's permission change made here tell the server
+ * (dir_changed: W_MOVED) before they return, so that no process uses one from before.
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (SEE: the BK_* bits, decimal).
@@ -103,12 +106,22 @@ static void trees_init(void)
     allow_root = a && strcmp(a, "1") == 0;
 }
 
+/* Asked again only when this process changes its credentials (interpose/creds.c): a
+ * geteuid() per call was a quarter of a backed stat's system calls. */
+static TLS unsigned served_gen;
+static TLS int served;
+
 static int caller_served(void)
 {
     if (allow_other)
         return 1;
+    unsigned gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    if (LIKELY(served_gen == gen))
+        return served;
     uid_t uid = geteuid();
-    return uid == owner || (uid == 0 && allow_root);
+    served = uid == owner || (uid == 0 && allow_root);
+    served_gen = gen;
+    return served;
 }
 
 int backing_uncached(int mnt)
@@ -128,7 +141,8 @@ void backing_fds_lost(unsigned first, unsigned last)
         else if (fd >= 0 && fd < low)
             low = fd;
     }
-    ldp_backing_low_fd = low;
+    int kept = backing_dirs_lost(first, last);
+    ldp_backing_low_fd = kept < low ? kept : low;
 }
 
 static int tree_fd(struct tree *t)
@@ -204,20 +218,20 @@ static long beneath(int dfd, const char *path, int flags, mode_t mode)
     }
 }
 
-/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. */
-static long open_in(struct tree *t, const char *rel, int flags, mode_t mode)
+#define EMPTY(last) ((last)[0] ? 0 : AT_EMPTY_PATH)
+
+static int neg(long r)
 {
-    int dfd = tree_fd(t);
-    if (dfd < 0)
-        return dfd;
-    return beneath(dfd, rel, flags, mode);
+    return r < 0 ? -errno : (int)r;
 }
 
 /* The directory that holds rel's last component, and that component: *dfd is the tree's
- * own fd or one opened for the call (put_parent closes it). rel "." (the tree's directory):
- * *last "" for calls that take AT_EMPTY_PATH, or ASK_CLASS when no_empty. */
-static int get_parent(struct tree *t, const char *rel, int no_empty, int *dfd, const char **last)
+ * own fd, a kept directory (vfs/backing_dirs.c) or one opened for the call: put_parent
+ * gives it back. rel "." (the tree's directory): *last "" for calls that take
+ * AT_EMPTY_PATH, or ASK_CLASS when no_empty. */
+static int get_parent(struct tree *t, const char *rel, int no_empty, int *dfd, const char **last, int *slot)
 {
+    *slot = -1;
     int tfd = tree_fd(t);
     if (tfd < 0)
         return tfd;
@@ -240,7 +254,20 @@ static int get_parent(struct tree *t, const char *rel, int no_empty, int *dfd, c
         return ASK_CLASS;
     memcpy(dir, rel, dl);
     dir[dl] = '\0';
-    long fd = beneath(tfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+    long fd = -ELOOP;
+    char mdir[256];         /* its mount path, by which it is kept */
+    if (t->dirlen + 1 + dl < sizeof mdir) {
+        memcpy(mdir, t->dir, t->dirlen);
+        mdir[t->dirlen] = '/';
+        memcpy(mdir + t->dirlen + 1, dir, dl + 1);
+        fd = backing_dir_get(t->mnt, mdir, tfd, dir, slot);
+    }
+    if (fd != -ENOENT && fd != -ENOTDIR && fd != -EACCES && fd < 0) {
+        /* a symlink on the way (or a path too long to keep): walked beneath the tree
+         * for this call alone, as it always was */
+        *slot = -1;
+        fd = beneath(tfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+    }
     if (fd < 0)
         return (int)fd;
     *dfd = (int)fd;
@@ -248,32 +275,53 @@ static int get_parent(struct tree *t, const char *rel, int no_empty, int *dfd, c
     return 0;
 }
 
-static void put_parent(struct tree *t, int dfd)
+static void put_parent(struct tree *t, int dfd, int slot)
 {
-    if (dfd != __atomic_load_n(&t->fd, __ATOMIC_RELAXED))
-        REAL(close)(dfd);
+    if (dfd != __atomic_load_n(&t->fd, __ATOMIC_RELAXED) || slot >= 0)
+        backing_dir_put(slot, dfd);
 }
 
-static int neg(long r)
+/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. */
+static long open_in(struct tree *t, const char *rel, int flags, mode_t mode)
 {
-    return r < 0 ? -errno : (int)r;
+    int dfd, slot;
+    const char *last;
+    int r = get_parent(t, rel, 0, &dfd, &last, &slot);
+    if (r != 0)
+        return r;
+    long fd = beneath(dfd, last[0] ? last : ".", flags, mode);
+    put_parent(t, dfd, slot);
+    return fd;
+}
+
+/* A directory changed here that processes may keep (vfs/backing_dirs.c): all of them
+ * forget it before the call returns. */
+static void dir_changed(int mnt, const char *path, const char *path2)
+{
+    struct timespec ttl;
+    if (inner->moved && attrcache_timeout(&ttl))
+        inner->moved(mnt, path, path2);
+}
+
+static int is_dir(int dfd, const char *last)
+{
+    struct stat st;
+    return REAL(fstatat)(dfd, last, &st, AT_SYMLINK_NOFOLLOW | EMPTY(last)) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* One *at call on rel's parent and last component: `call` sees dfd and last, and its
  * result (libc convention) becomes the method's; ASK_CLASS goes below. */
 #define AT_PARENT(t, rel, no_empty, call) ({ \
-    int dfd_; \
+    int dfd_, slot_; \
     const char *last_; \
-    int pr_ = get_parent(t, rel, no_empty, &dfd_, &last_); \
+    int pr_ = get_parent(t, rel, no_empty, &dfd_, &last_, &slot_); \
     if (pr_ == 0) { \
         const int dfd = dfd_; \
         const char *last = last_; \
         pr_ = neg(call); \
-        put_parent(t, dfd_); \
+        put_parent(t, dfd_, slot_); \
     } \
     pr_; })
-
-#define EMPTY(last) ((last)[0] ? 0 : AT_EMPTY_PATH)
 
 /* ---- the methods */
 
@@ -323,6 +371,8 @@ static int b_rmdir(int mnt, const char *path)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_RMDIR, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, AT_REMOVEDIR)) : ASK_CLASS;
+    if (r == 0)
+        dir_changed(mnt, path, path);
     return r != ASK_CLASS ? r : inner->rmdir(mnt, path);
 }
 
@@ -341,17 +391,19 @@ static int two_names(int mnt, const char *a, const char *b, unsigned bit, int fl
     struct tree *t = tree_for(mnt, a, bit, &ra);
     if (t == NULL || tree_for(mnt, b, bit, &rb) != t)
         return ASK_CLASS;
-    int da, db;
+    int da, db, sa, sb;
     const char *la, *lb;
-    int r = get_parent(t, ra, 1, &da, &la);
+    int r = get_parent(t, ra, 1, &da, &la, &sa);
     if (r != 0)
         return r;
-    r = get_parent(t, rb, 1, &db, &lb);
+    r = get_parent(t, rb, 1, &db, &lb, &sb);
     if (r == 0) {
         r = neg(rename ? REAL(renameat)(da, la, db, lb) : REAL(linkat)(da, la, db, lb, flags));
-        put_parent(t, db);
+        if (r == 0 && rename && is_dir(db, lb))
+            dir_changed(mnt, a, b);     /* a file's rename moves no directory */
+        put_parent(t, db, sb);
     }
-    put_parent(t, da);
+    put_parent(t, da, sa);
     return r;
 }
 
@@ -381,13 +433,15 @@ static int b_chmod(int mnt, const char *path, mode_t mode)
     struct tree *t = tree_for(mnt, path, BK_CHMOD, &rel);
     int r = ASK_CLASS;
     if (t) {
-        int dfd;
+        int dfd, slot;
         const char *last;
-        r = get_parent(t, rel, 0, &dfd, &last);
+        r = get_parent(t, rel, 0, &dfd, &last, &slot);
         if (r == 0) {
             long c = fchmodat2(dfd, last, mode & 07777);
             r = c == ASK_CLASS ? ASK_CLASS : neg(c);
-            put_parent(t, dfd);
+            if (r == 0 && (S_ISDIR(mode) || ((mode & S_IFMT) == 0 && is_dir(dfd, last))))
+                dir_changed(mnt, path, path);   /* who may search it */
+            put_parent(t, dfd, slot);
         }
     }
     return r != ASK_CLASS ? r : inner->chmod(mnt, path, mode);
@@ -397,8 +451,13 @@ static int b_chown(int mnt, const char *path, uid_t uid, gid_t gid)
 {
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_CHOWN, &rel);
-    int r = t ? AT_PARENT(t, rel, 0, REAL(fchownat)(dfd, last, uid, gid, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
+    int r = t ? AT_PARENT(t, rel, 0, REAL(fchownat)(dfd, last, uid, gid, AT_SYMLINK_NOFOLLOW | EMPTY(last)) ?:
+                                     (is_dir(dfd, last) ? 1 : 0))
               : ASK_CLASS;
+    if (r == 1) {
+        dir_changed(mnt, path, path);       /* who may search it */
+        r = 0;
+    }
     return r != ASK_CLASS ? r : inner->chown(mnt, path, uid, gid);
 }
 
@@ -480,50 +539,42 @@ static int b_open_special(int mnt, const char *path, const struct stat *st, int 
  * class if it sees such opens) or CO_ASK (anything else, for the core to open as it opens
  * such things); CO_MISSING; CO_EXISTS for O_CREAT|O_EXCL. Its type is looked at first:
  * opening a FIFO or a device to find out what it is would be seen (a FIFO's writer let
- * through by a reader that goes away at once). That look is one fstatat of the whole
- * path, not resolved beneath the tree: it decides only whether to try the open, which is
- * (a name that leads out is refused there and goes to the class), and what it says is
- * never an answer (the core keeps no attributes of a backed mount); a name it finds
- * missing among directories is looked for beneath the tree before ENOENT is the answer. */
+ * through by a reader that goes away at once). That look and the open are made on the
+ * name's directory, found beneath the tree (kept: vfs/backing_dirs.c); what the look says
+ * is never an answer (the core keeps no attributes of a backed mount). */
 static int open_existing(int mnt, const char *path, struct tree *t, const char *rel, int flags,
                          struct open_result *res, struct stat *st, int *outcome)
 {
-    int tfd = tree_fd(t);
-    if (tfd < 0)
-        return tfd;
-    if (REAL(fstatat)(tfd, rel, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT) < 0) {
-        int e = errno;
-        if (e == ENOENT && strchr(rel, '/')) {
-            long pfd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
-            if (pfd >= 0)
-                REAL(close)((int)pfd);
-            if (pfd == ASK_CLASS)
-                return ASK_CLASS;   /* a symlink on the way leads out: the class's */
-            e = pfd >= 0 ? EAGAIN : (int)-pfd;
-        }
-        *outcome = e == ENOENT ? CO_MISSING : CO_ASK;
-        return e == ENOENT ? -ENOENT : 0;
+    int dfd, slot;
+    const char *last;
+    int r = get_parent(t, rel, 0, &dfd, &last, &slot);
+    if (r == ASK_CLASS)
+        return ASK_CLASS;       /* a symlink on the way leads out: the class's */
+    if (r < 0) {
+        *outcome = r == -ENOENT ? CO_MISSING : CO_ASK;
+        return r == -ENOENT ? r : 0;
     }
-    if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+    if (REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | EMPTY(last)) < 0) {
+        r = errno == ENOENT ? -ENOENT : 0;
+        *outcome = r ? CO_MISSING : CO_ASK;
+    } else if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
         *outcome = CO_EXISTS;   /* the core answers EEXIST */
-        return 0;
-    }
-    if (!S_ISREG(st->st_mode)) {
+    } else if (!S_ISREG(st->st_mode)) {
         *outcome = CO_ASK;      /* a symlink, a directory, a FIFO...: the core's */
-        return 0;
-    }
-    int oflags = flags & ~(O_CREAT | O_EXCL);
-    if (t->see & open_bits(flags)) {
+    } else if (t->see & open_bits(flags)) {
         *outcome = CO_OPENED;
-        return inner->open(mnt, path, oflags, res);
+        r = inner->open(mnt, path, flags & ~(O_CREAT | O_EXCL), res);
+    } else {
+        long fd = beneath(dfd, last[0] ? last : ".", (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW, 0);
+        if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP) {
+            *outcome = CO_ASK;  /* changed since: the core looks again */
+        } else {
+            *outcome = CO_OPENED;
+            r = open_result_fd(fd, res);
+        }
     }
-    long fd = open_in(t, rel, oflags | O_NOFOLLOW, 0);
-    if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP) {
-        *outcome = CO_ASK;      /* changed since: the core looks again */
-        return 0;
-    }
-    *outcome = CO_OPENED;
-    return open_result_fd(fd, res);
+    put_parent(t, dfd, slot);
+    return r;
 }
 
 /* open() under a tree in one call: a create here (O_CREAT|O_EXCL added, so that a name
@@ -674,8 +725,8 @@ static int b_utimens(int mnt, const char *path, const struct timespec ts[2])
 
 /* xattrs have no *at form: the name is opened O_PATH beneath the tree and reached as
  * /proc/self/fd/N (a symlink itself, or no /proc: the class). */
-static long xattr_here(struct tree *t, const char *rel, int which, const char *name, void *val, size_t size,
-                       int flags)
+static long xattr_here(struct tree *t, const char *path, const char *rel, int which, const char *name, void *val,
+                       size_t size, int flags)
 {
     long fd = open_in(t, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0)
@@ -692,6 +743,8 @@ static long xattr_here(struct tree *t, const char *rel, int which, const char *n
         default: r = REAL(removexattr)(proc, name); break;
         }
         r = r < 0 ? (errno == ENOENT ? ASK_CLASS : -errno) : r;
+        if (r >= 0 && (which & 1) && S_ISDIR(st.st_mode))
+            dir_changed(t->mnt, path, path);    /* an ACL: who may search it */
     }
     REAL(close)((int)fd);
     return r;
@@ -701,7 +754,7 @@ static ssize_t b_getxattr(int mnt, const char *path, const char *name, void *val
 {
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_GETXATTR, &rel);
-    long r = t ? xattr_here(t, rel, 0, name, value, size, 0) : ASK_CLASS;
+    long r = t ? xattr_here(t, path, rel, 0, name, value, size, 0) : ASK_CLASS;
     return r != ASK_CLASS ? r : inner->getxattr(mnt, path, name, value, size);
 }
 
@@ -709,7 +762,7 @@ static int b_setxattr(int mnt, const char *path, const char *name, const void *v
 {
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_SETXATTR, &rel);
-    long r = t ? xattr_here(t, rel, 1, name, (void *)value, size, flags) : ASK_CLASS;
+    long r = t ? xattr_here(t, path, rel, 1, name, (void *)value, size, flags) : ASK_CLASS;
     return r != ASK_CLASS ? (int)r : inner->setxattr(mnt, path, name, value, size, flags);
 }
 
@@ -717,7 +770,7 @@ static ssize_t b_listxattr(int mnt, const char *path, char *list, size_t size)
 {
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_LISTXATTR, &rel);
-    long r = t ? xattr_here(t, rel, 2, NULL, list, size, 0) : ASK_CLASS;
+    long r = t ? xattr_here(t, path, rel, 2, NULL, list, size, 0) : ASK_CLASS;
     return r != ASK_CLASS ? r : inner->listxattr(mnt, path, list, size);
 }
 
@@ -725,7 +778,7 @@ static int b_removexattr(int mnt, const char *path, const char *name)
 {
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_REMOVEXATTR, &rel);
-    long r = t ? xattr_here(t, rel, 3, name, NULL, 0, 0) : ASK_CLASS;
+    long r = t ? xattr_here(t, path, rel, 3, name, NULL, 0, 0) : ASK_CLASS;
     return r != ASK_CLASS ? (int)r : inner->removexattr(mnt, path, name);
 }
 
@@ -757,6 +810,7 @@ struct backend_ops *backing_over(struct backend_ops *be)
     if (be == &over)
         return be;
     inner = be;
+    backing_dirs_over(be);
     over = *be;
     over.getattr = b_getattr;
     over.readlink = b_readlink;

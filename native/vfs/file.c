@@ -225,7 +225,7 @@ void vfs_patch_open_size(const struct vpath *vp, struct stat *st)
  */
 static int fs_fd_base_value;
 
-static int fs_fd_base(void)
+int fs_fd_base(void)
 {
     if (fs_fd_base_value == 0) {
         struct rlimit rl;
