@@ -125,6 +125,50 @@ def test_root_with_every_capability_dropped_is_served_as_any_user_on_the_loopbac
     assert (st.st_uid, st.st_mode & 0o7777, (lower / "theirs").read_text()) == (NOBODY, 0o600, "nobody's\n")
 
 
+# Root that reads nobody's file, then empties its effective capabilities (capset, as a
+# daemon does before it handles untrusted input), then tries again.
+DROP_AFTER_CONNECT = r"""
+import ctypes, os, struct, sys
+path = sys.argv[1]
+def attempt(what):
+    try:
+        with open(path) as f:
+            print(what, f.read().strip())
+    except PermissionError:
+        print(what, "refused")
+    try:
+        os.chmod(path, 0o644)
+        print(what, "chmod done")
+    except PermissionError:
+        print(what, "chmod refused")
+    os.chmod(path, 0o600) if os.stat(path).st_mode & 0o777 != 0o600 else None
+attempt("with caps:")
+libc = ctypes.CDLL(None, use_errno=True)
+head = ctypes.create_string_buffer(struct.pack("<Ii", 0x20080522, 0))
+data = ctypes.create_string_buffer(8 * 3)
+assert libc.syscall(125, head, data) == 0           # capget: this thread's sets
+eff0, prm0, inh0, eff1, prm1, inh1 = struct.unpack("<6I", data.raw)
+data = ctypes.create_string_buffer(struct.pack("<6I", 0, prm0, inh0, 0, prm1, inh1))
+assert libc.syscall(126, head, data) == 0           # capset: no effective capability
+attempt("without:")
+"""
+
+
+@pytest.mark.parametrize("options", [(), ("-o", "backing=no")], ids=["backed", "through-the-class"])
+def test_root_that_drops_its_capabilities_after_it_was_served_is_served_without_them(shared_tmp, lower, options):
+    """A root process served once (connected with every capability) that then empties its
+    effective set (a raw capset: this thread) reads and chmods nobody's 0600 file no more
+    through the mount, as natively; with its capabilities it did both."""
+    m = shared_tmp / "mnt"
+    prog = shared_tmp / "drop.py"
+    prog.write_text(DROP_AFTER_CONNECT)
+    native = subprocess.run([PYTHON, str(prog), str(lower / "theirs")], capture_output=True, text=True)
+    r = ldp(shared_tmp, LOOPBACK, [lower], f"{PYTHON} {prog} {m}/theirs", options=options)
+    assert native.stdout == ("with caps: nobody's\nwith caps: chmod done\n"
+                             "without: refused\nwithout: chmod refused\n"), native.stderr
+    assert r.stdout == native.stdout, r.stderr
+
+
 @pytest.mark.skipif(LDP_MODE != "shared", reason="the embedded mode runs a memory file system in each process: "
                     "nothing of another process's to reach")
 def test_root_with_every_capability_dropped_is_checked_as_any_user_by_default_permissions(shared_tmp):

@@ -207,6 +207,20 @@ int proc_groups(pid_t pid, gid_t **out)
     return v ? k : 0;
 }
 
+/* The effective capabilities the process pid has now (capget of its main thread, the
+ * one glibc's capset changes with every other), within those it connected with: a
+ * process may drop them while connected (a daemon before it reads untrusted input) and
+ * must then be served without them; one that raises them again from its permitted set
+ * is served with what it had at connect only. */
+static uint64_t caps_now(pid_t pid, uint64_t at_connect, uint64_t before)
+{
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, pid };
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return before;      /* it has ended: what it last had releases what it held */
+    return (d[0].effective | (uint64_t)d[1].effective << 32) & at_connect;
+}
+
 /* Who this request runs as: the kernel's word for the connection; a root client (who may
  * become anyone anyway) is taken at its word for the identity it has now. */
 void request_identity(struct client *cl, const struct wire_req *rq)
@@ -222,7 +236,9 @@ void request_identity(struct client *cl, const struct wire_req *rq)
         cl->as_gid = cl->gid;
         cl->as_ngroups = cl->ngroups;
         cl->as_groups = cl->groups;
-        cl->as_caps = cl->caps;
+        /* its capabilities may have gone since (a system call a request, for clients
+         * that had any) */
+        cl->as_caps = cl->caps ? caps_now(cl->pid, cl->caps, cl->as_caps) : 0;
     } else {
         cl->as_groups = NULL;
         cl->as_ngroups = proc_groups(cl->pid, &cl->as_groups);
