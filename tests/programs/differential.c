@@ -426,7 +426,11 @@ static void syscalls_family(const char *served, const char *native, long ops)
             for (int i = 0; i < cnt; i++)
                 vb[i].iov_base = buf_b + ((char *)va[i].iov_base - buf_a);
             off_t at = pick(3) ? off : -1;      /* preadv2 at -1: the fd's offset */
-            if (pick(2) || at < 0) {
+            if (pick(8) == 0) {     /* by number: syscall() reaches the kernel's preadv2 */
+                ra = syscall(SYS_preadv2, a, va, cnt, (long)at, 0L, 0); ea = errno;
+                rb = syscall(SYS_preadv2, b, vb, cnt, (long)at, 0L, 0); eb = errno;
+                same_long("syscall(SYS_preadv2)", ra, ea, rb, eb);
+            } else if (pick(2) || at < 0) {
                 ra = preadv2(a, va, cnt, at, 0); ea = errno;
                 rb = preadv2(b, vb, cnt, at, 0); eb = errno;
                 same_long("preadv2", ra, ea, rb, eb);
