@@ -201,6 +201,7 @@ REAL_SYM(bsd_signal, __sighandler_t, (int, __sighandler_t))
 /* memory maps */
 REAL_SYM(mmap, void *, (void *, size_t, int, int, int, off_t))
 REAL_SYM(mremap, void *, (void *, size_t, size_t, int, ...))
+REAL_SYM(munmap, int, (void *, size_t))
 /* fds sent over Unix sockets */
 REAL_SYM(sendmsg, ssize_t, (int, const struct msghdr *, int))
 REAL_SYM(sendmmsg, int, (int, struct mmsghdr *, unsigned, int))

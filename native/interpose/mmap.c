@@ -5,7 +5,9 @@
  * range it will map is filled first, found through /proc/self/maps (the mapping's offset
  * and memfd) and an open fd of that memfd; with none open (the program closed its fds
  * after mapping) nothing can fill it, and the growth fails with ENOMEM as when the kernel
- * cannot grow a mapping: never a hole. Only processes that mapped a cached file look. */
+ * cannot grow a mapping: never a hole. The mappings of cached files are kept in a small
+ * table (munmap takes them out), so that a growth of other memory (glibc's realloc of a
+ * large block) is looked at in /proc/self/maps only when it starts inside one. */
 #include "../ldpfuse.h"
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,7 +15,52 @@
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
 
-static int mapped_cache;    /* this process mapped a cached file: its mremaps are looked at */
+#define MAPS 64
+/* no lock (a fork in another thread must leave none held): a slot is taken by moving its
+ * hi from 0 to 1, then filled; hi 0 is a free slot */
+static struct { uintptr_t lo, hi; } maps[MAPS];
+static int nmaps;               /* slots in use */
+static int overflowed;          /* more than MAPS at once: every growth is looked at */
+
+static void maps_add(void *at, size_t len)
+{
+    for (int i = 0; i < MAPS; i++) {
+        uintptr_t free_ = 0;
+        if (__atomic_compare_exchange_n(&maps[i].hi, &free_, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&maps[i].lo, (uintptr_t)at, __ATOMIC_RELAXED);
+            __atomic_store_n(&maps[i].hi, (uintptr_t)at + len, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&nmaps, 1, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+    __atomic_store_n(&overflowed, 1, __ATOMIC_RELAXED);
+}
+
+/* [at, at+len) unmapped (or moved away): the entries it covers whole go; one it only cuts
+ * stays (looked at again for nothing, never missed) */
+static void maps_drop(void *at, size_t len)
+{
+    uintptr_t lo = (uintptr_t)at, hi = lo + len;
+    for (int i = 0; i < MAPS; i++) {
+        uintptr_t h = __atomic_load_n(&maps[i].hi, __ATOMIC_ACQUIRE);
+        if (h > 1 && __atomic_load_n(&maps[i].lo, __ATOMIC_RELAXED) >= lo && h <= hi &&
+            __atomic_compare_exchange_n(&maps[i].hi, &h, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            __atomic_sub_fetch(&nmaps, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static int maps_has(void *at)
+{
+    uintptr_t a = (uintptr_t)at;
+    if (__atomic_load_n(&overflowed, __ATOMIC_RELAXED))
+        return 1;
+    for (int i = 0; i < MAPS; i++) {
+        uintptr_t h = __atomic_load_n(&maps[i].hi, __ATOMIC_ACQUIRE);
+        if (h > 1 && a >= __atomic_load_n(&maps[i].lo, __ATOMIC_RELAXED) && a < h)
+            return 1;
+    }
+    return 0;
+}
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
@@ -24,10 +71,21 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
                 return MAP_FAILED;
             if ((prot & PROT_WRITE) && (flags & MAP_SHARED))
                 pcache_set_mapped(v->pc);
-            __atomic_store_n(&mapped_cache, 1, __ATOMIC_RELAXED);
+            void *m = REAL(mmap)(addr, len, prot, flags, fd, off);
+            if (m != MAP_FAILED)
+                maps_add(m, len);
+            return m;
         }
     }
     return REAL(mmap)(addr, len, prot, flags, fd, off);
+}
+
+int munmap(void *addr, size_t len)
+{
+    int r = REAL(munmap)(addr, len);
+    if (UNLIKELY(__atomic_load_n(&nmaps, __ATOMIC_RELAXED) != 0) && r == 0)
+        maps_drop(addr, len);
+    return r;
 }
 
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
@@ -117,8 +175,14 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
         to = va_arg(ap, void *);
         va_end(ap);
     }
-    if (UNLIKELY(__atomic_load_n(&mapped_cache, __ATOMIC_RELAXED)) && new_len > old_len && !ldp_guard &&
-        before_growth(old, new_len) < 0)
+    int ours = UNLIKELY(__atomic_load_n(&nmaps, __ATOMIC_RELAXED) != 0 ||
+                        __atomic_load_n(&overflowed, __ATOMIC_RELAXED)) && !ldp_guard && maps_has(old);
+    if (ours && new_len > old_len && before_growth(old, new_len) < 0)
         return MAP_FAILED;
-    return REAL(mremap)(old, old_len, new_len, flags, to);
+    void *m = REAL(mremap)(old, old_len, new_len, flags, to);
+    if (ours && m != MAP_FAILED) {
+        maps_drop(old, old_len);
+        maps_add(m, new_len);
+    }
+    return m;
 }
