@@ -249,6 +249,9 @@ off_t pcache_size_of(int mnt, const char *path, uint64_t ino);    /* -1: not cac
 void pcache_set_mapped(struct pcache *pc);
 /* make [off, off+len) readable from the fd (to_end: the whole file) */
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end);
+/* Is [off, off+len) in the cache, nothing to ask the FS? 1 yes, 0 a hole in it, -1 it
+ * reaches the cache's end (preadv2's RWF_NOWAIT: a hole is data not in memory) */
+int pcache_filled(const struct vfile *v, off_t off, size_t len);
 /* Is v's cache known filled whole, and unchanged since (no hole anywhere: a read at any
  * offset is served from it)? Only where every process hears of every change (the shared
  * mode); a read at the end still asks pcache_fill whether the file grew. */
@@ -401,6 +404,14 @@ CORE size_t exec_env_room(char *const envp[]);
 CORE char **exec_env_into(char *const envp[], char **out, char *cwdbuf, char *realbuf);
 /* "NAME=value" added to that environment from now on (once per process) */
 CORE void exec_env_keep(const char *entry);
+
+/* io_uring's system calls (interpose/uring.c), from syscall() and the safety net: each
+ * returns the kernel's answer or -1 with errno, and fills every cached fd the ring could
+ * read first (SQPOLL rings and, under --strict, every ring refused) */
+CORE long uring_setup(unsigned entries, void *params);
+CORE long uring_enter(int ring, unsigned to_submit, unsigned min_complete, unsigned flags, const void *arg,
+                      size_t argsz);
+CORE long uring_register(int ring, unsigned op, void *arg, unsigned n);
 
 /* umask, tracked so that create/mkdir apply it as the kernel would */
 extern mode_t ldp_umask;

@@ -200,6 +200,11 @@ REAL_SYM(sysv_signal, __sighandler_t, (int, __sighandler_t))
 REAL_SYM(bsd_signal, __sighandler_t, (int, __sighandler_t))
 /* memory maps */
 REAL_SYM(mmap, void *, (void *, size_t, int, int, int, off_t))
+REAL_SYM(mremap, void *, (void *, size_t, size_t, int, ...))
+REAL_SYM(munmap, int, (void *, size_t))
+/* fds sent over Unix sockets */
+REAL_SYM(sendmsg, ssize_t, (int, const struct msghdr *, int))
+REAL_SYM(sendmmsg, int, (int, struct mmsghdr *, unsigned, int))
 /* processes */
 REAL_SYM(waitpid, pid_t, (pid_t, int *, int))
 REAL_SYM(wait4, pid_t, (pid_t, int *, int, struct rusage *))

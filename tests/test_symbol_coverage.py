@@ -54,7 +54,6 @@ NOT_NEEDED = {
     "syncfs": "flushes the kernel's file systems; the FS's data is written at write()",
     "msync": "stores through a shared mapping are in the memfd every process sees; they "
              "reach the FS at the fd's flush, fsync, close, exec or exit (docs/cache.md)",
-    "munmap": "as msync: nothing to pass on at unmap",
     "isatty": "asks the kernel: a memfd or a lower file is not a terminal, as natively",
     "ttyname": "as isatty", "ttyname_r": "as isatty", "__ttyname_r_chk": "as isatty",
     "tee": "pipes only", "vmsplice": "pipes only",

@@ -732,8 +732,14 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
             return -ENOSYS;
         }
         report_once(nr, "io_uring_setup", "a ring", "served: but what it submits is not seen "
-                    "(opens of mount paths through it fail)");
-        break;
+                    "(opens of mount paths through it fail; cached files are filled whole "
+                    "before each submission)");
+        return result(uring_setup((unsigned)a[0], (void *)a[1]));
+    case SYS_io_uring_enter:    /* a cached fd the ring reads is filled whole first */
+        return result(uring_enter((int)a[0], (unsigned)a[1], (unsigned)a[2], (unsigned)a[3], (const void *)a[4],
+                                  (size_t)a[5]));
+    case SYS_io_uring_register:
+        return result(uring_register((int)a[0], (unsigned)a[1], (void *)a[2], (unsigned)a[3]));
     case SYS_prctl:
         if (a[0] == PR_SET_SYSCALL_USER_DISPATCH) {
             report_once(nr, "prctl", "PR_SET_SYSCALL_USER_DISPATCH",

@@ -175,11 +175,35 @@ ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off64_t off)
     return -1;
 }
 
+/* preadv2 with RWF_NOWAIT: data not in memory is EAGAIN, as on a disk file whose pages
+ * are not cached (the caller reads again without the flag, which fills). A memfd refuses
+ * the flag (EOPNOTSUPP, as kernel FUSE does): the kernel reads without it, from pages
+ * that are there. */
+static ssize_t nowait_readv(int fd, struct vfile *v, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+    flags &= ~RWF_NOWAIT;
+    if ((v->flags & O_ACCMODE) == O_WRONLY)
+        return REAL(preadv2)(fd, iov, cnt, off, flags);     /* the kernel says EBADF */
+    off_t at = off;
+    if (at < 0 && (at = REAL(lseek)(fd, 0, SEEK_CUR)) < 0)
+        return REAL(preadv2)(fd, iov, cnt, off, flags);
+    int in = pcache_filled(v, at, iov_len(iov, cnt));
+    if (in == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (in < 0 && before_read(fd, v, off, iov_len(iov, cnt)) < 0)
+        return -1;      /* at the end: whether the file grew is asked, as a read does */
+    return REAL(preadv2)(fd, iov, cnt, off, flags);
+}
+
 ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     struct vfile *v = cached(fd);
     if (UNLIKELY(v != NULL && v->direct_io) && off >= -1)
         return direct_readv(v, fd, iov, cnt, off);
+    if (UNLIKELY(v != NULL) && (flags & RWF_NOWAIT))
+        return nowait_readv(fd, v, iov, cnt, off, flags);
     if (LIKELY(v == NULL) || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
         return REAL(preadv2)(fd, iov, cnt, off, flags);
     return -1;
@@ -190,6 +214,8 @@ ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int fl
     struct vfile *v = cached(fd);
     if (UNLIKELY(v != NULL && v->direct_io) && off >= -1)
         return direct_readv(v, fd, iov, cnt, off);
+    if (UNLIKELY(v != NULL) && (flags & RWF_NOWAIT))
+        return nowait_readv(fd, v, iov, cnt, off, flags);
     if (LIKELY(v == NULL) || before_read(fd, v, off, iov_len(iov, cnt)) == 0)
         return REAL(preadv64v2)(fd, iov, cnt, off, flags);
     return -1;

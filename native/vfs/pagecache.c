@@ -631,6 +631,25 @@ int pcache_whole(const struct vfile *v)
            attrcache_stamp(v->mnt, v->path) == s;
 }
 
+/* Is [off, off+len) in the memfd already, with nothing to ask the FS? 1 yes; 0 a part is a
+ * hole; -1 the range reaches the cache's end (whether the file grew is the FS's to say). */
+int pcache_filled(const struct vfile *v, off_t off, size_t len)
+{
+    struct pcache *pc = v->pc;
+    struct stat st;
+    int e = errno;
+    if (REAL(fstat)(pc->mfd, &st) < 0 || off >= st.st_size || pc->size_unknown) {
+        errno = e;
+        return -1;
+    }
+    if (pcache_whole(v))
+        return 1;
+    off_t end = len < (size_t)(st.st_size - off) ? off + (off_t)len : st.st_size;
+    off_t h = REAL(lseek)(pc->mfd, off, SEEK_HOLE);
+    errno = e;
+    return h >= end;
+}
+
 /* Make [off, off+len) of the file readable from the memfd (len 0 with to_end: all of it). */
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
 {

@@ -16,6 +16,13 @@
  *         child    a forked and exec'd child (with and without LD_PRELOAD) reading the
  *                  inherited fd from its offset; the parent reads and seeks between
  *         aio      aio_read and lio_listio (glibc's helper threads pread past the wrappers)
+ *         hints    readahead, posix_fadvise (every advice) and preadv2 with RWF flags
+ *                  between reads
+ *         pass     the fd sent over a Unix socket (SCM_RIGHTS, sendmsg and sendmmsg) to a
+ *                  preloaded and a bare process, and to this one under a new number
+ *         mremap   mappings grown by mremap, in place or moved, read over their new length
+ *         uring    IORING_OP_READ through a ring made with syscall(), of the fd and of a
+ *                  registered file; exits 3 where the kernel refuses rings
  * Each seed opens both files anew (a fresh page cache when the mount keeps none).
  * SCRATCH_SERVED: where copy_file_range of the served file writes (default: beside the
  * native file, another file system, where it fails with EXDEV as over kernel FUSE).
@@ -31,7 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/io_uring.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -416,7 +426,11 @@ static void syscalls_family(const char *served, const char *native, long ops)
             for (int i = 0; i < cnt; i++)
                 vb[i].iov_base = buf_b + ((char *)va[i].iov_base - buf_a);
             off_t at = pick(3) ? off : -1;      /* preadv2 at -1: the fd's offset */
-            if (pick(2) || at < 0) {
+            if (pick(8) == 0) {     /* by number: syscall() reaches the kernel's preadv2 */
+                ra = syscall(SYS_preadv2, a, va, cnt, (long)at, 0L, 0); ea = errno;
+                rb = syscall(SYS_preadv2, b, vb, cnt, (long)at, 0L, 0); eb = errno;
+                same_long("syscall(SYS_preadv2)", ra, ea, rb, eb);
+            } else if (pick(2) || at < 0) {
                 ra = preadv2(a, va, cnt, at, 0); ea = errno;
                 rb = preadv2(b, vb, cnt, at, 0); eb = errno;
                 same_long("preadv2", ra, ea, rb, eb);
@@ -497,7 +511,10 @@ static void copy_family(const char *served, const char *native, const char *scra
         pipe_size = 65536;
     const char *sa = scratch_a, *sb = scratch_b;
     int oa = open(sa, O_RDWR | O_CREAT | O_TRUNC, 0600), ob = open(sb, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (oa < 0 || ob < 0)
+    char native_dest[4300];
+    snprintf(native_dest, sizeof native_dest, "%s.native-dest", sb);
+    int on = open(native_dest, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (oa < 0 || ob < 0 || on < 0)
         die("scratch file");
     for (op_now = 0; op_now < ops; op_now++) {
         long ra, rb;
@@ -524,6 +541,26 @@ static void copy_family(const char *served, const char *native, const char *scra
         case 2:
             what = "copy_file_range";
             to_pipe = 0;
+            if (pick(3) == 0) {
+                /* to a native file: another file system, EXDEV as over kernel FUSE */
+                what = "copy_file_range to a native file";
+                ra = copy_file_range(a, positional ? &offa : NULL, on, NULL, n, 0); ea = errno;
+                rb = copy_file_range(b, positional ? &offb : NULL, ob, NULL, n, 0); eb = errno;
+                if (ra < 0 && ea == EXDEV)
+                    break;
+                same_long(what, ra, ea, rb, eb);    /* a kernel that copies across: the bytes */
+                if (ra > 0) {
+                    off_t at = lseek(on, 0, SEEK_CUR) - ra;
+                    if (pread(on, buf_a, (size_t)ra, at) != ra)
+                        die("native destination");
+                    lseek(ob, -rb, SEEK_CUR);
+                    if (read(ob, buf_b, (size_t)rb) != rb)
+                        die("native destination");
+                    same_bytes(what, buf_a, buf_b, (size_t)rb, positional ? (long)off : -1);
+                }
+                same_offset(a, b);
+                continue;
+            }
             ra = copy_file_range(a, positional ? &offa : NULL, oa, NULL, n, 0); ea = errno;
             rb = copy_file_range(b, positional ? &offb : NULL, ob, NULL, n, 0); eb = errno;
             break;
@@ -577,8 +614,10 @@ static void copy_family(const char *served, const char *native, const char *scra
     close(b);
     close(oa);
     close(ob);
+    close(on);
     unlink(sa);
     unlink(sb);
+    unlink(native_dest);
     close(pa[0]); close(pa[1]); close(pb[0]); close(pb[1]);
 }
 
@@ -743,6 +782,488 @@ static void child_family(const char *served, const char *native, long ops)
     close(b);
 }
 
+/* ------------------------------------------------------------------ hints */
+
+/* readahead, posix_fadvise (every advice, DONTNEED included) and preadv2 with RWF flags,
+ * between plain reads: hints return no data, but must not leave the cache unfilled or
+ * change what the next read gives */
+static void hints_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    static const int advice[] = { POSIX_FADV_NORMAL, POSIX_FADV_SEQUENTIAL, POSIX_FADV_RANDOM,
+                                  POSIX_FADV_NOREUSE, POSIX_FADV_WILLNEED, POSIX_FADV_DONTNEED };
+    static const int rwf[] = { 0, RWF_HIPRI, RWF_NOWAIT, RWF_DSYNC, RWF_SYNC, RWF_HIPRI | RWF_NOWAIT };
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        size_t n = some_size();
+        if (n > BUF)
+            n = BUF;
+        off_t off = some_offset();
+        errno = 0;
+        switch (pick(6)) {
+        case 0:
+            ra = readahead(a, off, n); ea = errno;
+            rb = readahead(b, off, n); eb = errno;
+            same_long("readahead", ra, ea, rb, eb);
+            break;
+        case 1: {
+            int adv = advice[pick(6)];
+            off_t len = pick(3) ? (off_t)n : 0;     /* 0: to the end */
+            ra = posix_fadvise(a, off, len, adv);
+            rb = posix_fadvise(b, off, len, adv);
+            same_long("posix_fadvise", ra, ra, rb, rb);
+            break;
+        }
+        case 2: case 3: {
+            int flags = rwf[pick(6)];
+            off_t at = pick(3) ? off : -1;
+            struct iovec va = { buf_a, n }, vb = { buf_b, n };
+            ra = preadv2(a, &va, 1, at, flags); ea = errno;
+            rb = preadv2(b, &vb, 1, at, flags); eb = errno;
+            if ((flags & RWF_NOWAIT) && ((ra < 0 && ea == EAGAIN) || (rb < 0 && eb == EAGAIN) ||
+                                         (ra >= 0 && rb >= 0 && ra != rb))) {
+                /* not in memory yet on one side (a native page not read yet, a memfd
+                 * page the fill just made): NOWAIT may answer EAGAIN or read less there;
+                 * the caller reads again without it, as the man page says */
+                if (at < 0) {
+                    if (ra > 0) lseek(a, -ra, SEEK_CUR);
+                    if (rb > 0) lseek(b, -rb, SEEK_CUR);
+                }
+                ra = preadv2(a, &va, 1, at, flags & ~RWF_NOWAIT); ea = errno;
+                rb = preadv2(b, &vb, 1, at, flags & ~RWF_NOWAIT); eb = errno;
+            }
+            same_long("preadv2 flags", ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes("preadv2 flags", buf_a, buf_b, (size_t)rb, (long)at);
+            break;
+        }
+        case 4:
+            ra = lseek(a, off, SEEK_SET); ea = errno;
+            rb = lseek(b, off, SEEK_SET); eb = errno;
+            same_long("lseek", ra, ea, rb, eb);
+            break;
+        default:
+            n %= 70000;
+            ra = read(a, buf_a, n); ea = errno;
+            rb = read(b, buf_b, n); eb = errno;
+            same_long("read", ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes("read", buf_a, buf_b, (size_t)rb, -1);
+            break;
+        }
+        same_offset(a, b);
+    }
+    close(a);
+    close(b);
+}
+
+/* ------------------------------------------------------------------- pass */
+
+/* fd over a Unix socket (SCM_RIGHTS): by sendmsg or sendmmsg */
+static int send_fd(int sock, int fd, long off, long len, int many)
+{
+    long body[2] = { off, len };
+    struct iovec iov = { body, sizeof body };
+    union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    if (many) {
+        struct mmsghdr mm = { .msg_hdr = m };
+        return sendmmsg(sock, &mm, 1, 0) == 1 ? 0 : -1;
+    }
+    return sendmsg(sock, &m, 0) == (ssize_t)sizeof body ? 0 : -1;
+}
+
+static int recv_fd(int sock, long *off, long *len)
+{
+    long body[2];
+    struct iovec iov = { body, sizeof body };
+    union { char b[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b };
+    if (recvmsg(sock, &m, 0) != (ssize_t)sizeof body)
+        return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (c == NULL || c->cmsg_type != SCM_RIGHTS)
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    *off = body[0];
+    *len = body[1];
+    return fd;
+}
+
+/* differential recv-read: receives fds on fd 3 until it closes; for each, pread LEN bytes
+ * at OFF (OFF < 0: read from the fd's offset) and writes them to fd 3 after their count */
+static int recv_read(void)
+{
+    char *b = malloc(BUF);
+    for (;;) {
+        long off, len;
+        int fd = recv_fd(3, &off, &len);
+        if (fd < 0)
+            return 0;
+        long r = off < 0 ? read(fd, b, (size_t)len) : pread(fd, b, (size_t)len, off);
+        close(fd);
+        if (write(3, &r, sizeof r) != sizeof r || (r > 0 && write(3, b, (size_t)r) != r))
+            return 4;
+    }
+}
+
+/* a receiver in another process, preloaded or not, on a socket of ours */
+struct receiver { int sock; pid_t pid; };
+
+static void start_receiver(struct receiver *rc, int preloaded)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        die("socketpair");
+    rc->pid = fork();
+    if (rc->pid < 0)
+        die("fork");
+    if (rc->pid == 0) {
+        dup2(sv[1], 3);
+        static char *bare[] = { "PATH=/usr/bin:/bin", NULL };
+        char *argv[] = { self, "recv-read", NULL };
+        execve(self, argv, preloaded ? environ : bare);
+        _exit(127);
+    }
+    close(sv[1]);
+    rc->sock = sv[0];
+}
+
+static void stop_receiver(struct receiver *rc)
+{
+    close(rc->sock);
+    waitpid(rc->pid, NULL, 0);
+}
+
+static long full_read(int fd, char *to, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, to + got, n - got);
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return (long)got;
+}
+
+/* what the receiver read of fd at off (-1: its offset), len bytes at most, into `into` */
+static long pass_to(struct receiver *rc, int fd, long off, long len, int many, char *into)
+{
+    if (send_fd(rc->sock, fd, off, len, many) < 0)
+        return -1000 - errno;
+    long r;
+    if (full_read(rc->sock, (char *)&r, sizeof r) < 0)
+        die("receiver");
+    if (r > 0 && full_read(rc->sock, into, (size_t)r) < 0)
+        die("receiver");
+    return r;
+}
+
+/* to this process itself: the fd comes back under a new number that no wrapper knows */
+static long pass_to_self(int fd, long off, long len, int many, char *into)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
+        die("socketpair");
+    long r = -1000;
+    if (send_fd(sv[0], fd, off, len, many) == 0) {
+        long o, l;
+        int got = recv_fd(sv[1], &o, &l);
+        if (got < 0)
+            die("recvmsg");
+        r = off < 0 ? read(got, into, (size_t)len) : pread(got, into, (size_t)len, off);
+        close(got);
+    } else {
+        r = -1000 - errno;
+    }
+    close(sv[0]);
+    close(sv[1]);
+    return r;
+}
+
+/* a cached fd sent over a Unix socket: read by a preloaded and a bare process and by this
+ * one under a new number; the file is opened anew now and then (a fresh cache of holes) */
+static void pass_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    struct receiver ra_bare, rb_bare, ra_pre, rb_pre;
+    start_receiver(&ra_bare, 0);
+    start_receiver(&rb_bare, 0);
+    start_receiver(&ra_pre, 1);
+    start_receiver(&rb_pre, 1);
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        size_t n = some_size();
+        if (n > BUF)
+            n = BUF;
+        off_t off = some_offset();
+        long at = pick(3) ? (long)off : -1;
+        int many = (int)pick(2);
+        switch (pick(6)) {
+        case 0:
+            ra = pass_to_self(a, at, (long)n, many, buf_a);
+            rb = pass_to_self(b, at, (long)n, many, buf_b);
+            same_long("passed to itself", ra, 0, rb, 0);
+            if (rb > 0)
+                same_bytes("passed to itself", buf_a, buf_b, (size_t)rb, at);
+            break;
+        case 1: case 2: {
+            int pre = (int)pick(2);
+            ra = pass_to(pre ? &ra_pre : &ra_bare, a, at, (long)n, many, buf_a);
+            rb = pass_to(pre ? &rb_pre : &rb_bare, b, at, (long)n, many, buf_b);
+            same_long(pre ? "passed to a preloaded process" : "passed to a bare process", ra, 0, rb, 0);
+            if (rb > 0)
+                same_bytes("passed", buf_a, buf_b, (size_t)rb, at);
+            break;
+        }
+        case 3: {       /* anew: the cache starts again from holes (the mount keeps none) */
+            off_t keep = lseek(b, 0, SEEK_CUR);
+            close(a);
+            a = open_or_die(served);
+            lseek(a, keep, SEEK_SET);
+            break;
+        }
+        case 4:
+            ra = lseek(a, off, SEEK_SET); ea = errno;
+            rb = lseek(b, off, SEEK_SET); eb = errno;
+            same_long("lseek", ra, ea, rb, eb);
+            break;
+        default:
+            n %= 20000;
+            ra = read(a, buf_a, n); ea = errno;
+            rb = read(b, buf_b, n); eb = errno;
+            same_long("read", ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes("read", buf_a, buf_b, (size_t)rb, -1);
+            break;
+        }
+        same_offset(a, b);
+    }
+    stop_receiver(&ra_bare);
+    stop_receiver(&rb_bare);
+    stop_receiver(&ra_pre);
+    stop_receiver(&rb_pre);
+    close(a);
+    close(b);
+}
+
+/* ----------------------------------------------------------------- mremap */
+
+/* a mapping of a range, grown by mremap (in place or moved), read over its new length;
+ * now and then with the fd closed before the growth (then nothing can fill the growth:
+ * the served side may refuse it with ENOMEM, never show a hole) */
+static void mremap_family(const char *served, const char *native, long ops)
+{
+    int a = open_or_die(served), b = open_or_die(native);
+    long page = sysconf(_SC_PAGESIZE);
+    for (op_now = 0; op_now < ops; op_now++) {
+        off_t off = (off_t)pick(file_size / page + 1) * page;
+        size_t len = 1 + pick(pick(4) ? 70000 : 1 << 20);
+        size_t grown = len + 1 + pick(pick(2) ? 300000 : 2 << 20);
+        int flags = pick(2) ? MAP_PRIVATE : MAP_SHARED;
+        char *ma = mmap(NULL, len, PROT_READ, flags, a, off);
+        int ea = errno;
+        char *mb = mmap(NULL, len, PROT_READ, flags, b, off);
+        int eb = errno;
+        same_long("mmap", ma == MAP_FAILED ? -1 : 0, ea, mb == MAP_FAILED ? -1 : 0, eb);
+        if (mb == MAP_FAILED)
+            continue;
+        int closed = pick(8) == 0;
+        if (closed) {
+            close(a);
+            close(b);
+        }
+        int how = (int)pick(2) ? MREMAP_MAYMOVE : 0;
+        char *ga = mremap(ma, len, grown, how);
+        ea = errno;
+        char *gb = mremap(mb, len, grown, how);
+        eb = errno;
+        if (closed && ga == MAP_FAILED && ea == ENOMEM) {
+            /* refused, not a hole: what the served side promises with no fd to fill from */
+        } else {
+            if (how == 0 && (ga == MAP_FAILED) != (gb == MAP_FAILED)) {
+                /* in place: whether the next pages are free is the address space's */
+            } else {
+                same_long("mremap", ga == MAP_FAILED ? -1 : 0, ea, gb == MAP_FAILED ? -1 : 0, eb);
+            }
+            if (ga != MAP_FAILED && gb != MAP_FAILED) {
+                size_t n = off + (off_t)grown <= file_size ? grown
+                           : off < file_size ? (size_t)(file_size - off) : 0;
+                same_bytes(flags == MAP_PRIVATE ? "mremap private" : "mremap shared", ga, gb, n, (long)off);
+            }
+        }
+        munmap(ga != MAP_FAILED ? ga : ma, ga != MAP_FAILED ? grown : len);
+        munmap(gb != MAP_FAILED ? gb : mb, gb != MAP_FAILED ? grown : len);
+        if (closed) {
+            a = open_or_die(served);
+            b = open_or_die(native);
+        }
+    }
+    close(a);
+    close(b);
+}
+
+/* ------------------------------------------------------------------ uring */
+
+/* a ring made with libc's syscall() (as libuv and the io-uring crate make theirs), or with
+ * inline system calls as liburing makes them (DIFFERENTIAL_INLINE: seen only by the safety
+ * net): one IORING_OP_READ at a time, of an fd or of a registered file */
+static int inline_calls;
+
+static long ring_call(long nr, long a, long b, long c, long d, long e, long f)
+{
+    if (!inline_calls)
+        return syscall(nr, a, b, c, d, e, f);
+#if defined(__x86_64__)
+    long r;
+    register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    if (r < 0 && r > -4096) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+#else
+    return syscall(nr, a, b, c, d, e, f);
+#endif
+}
+
+struct ring {
+    int fd;
+    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_sqe *sqes;
+    struct io_uring_cqe *cqes;
+};
+
+static int ring_setup(struct ring *r)
+{
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    r->fd = (int)ring_call(SYS_io_uring_setup, 4, (long)&p, 0, 0, 0, 0);
+    if (r->fd < 0)
+        return -1;
+    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
+    char *cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
+    r->sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+    if (sq == MAP_FAILED || cq == MAP_FAILED || r->sqes == MAP_FAILED)
+        die("io_uring mmap");
+    r->sq_tail = (unsigned *)(sq + p.sq_off.tail);
+    r->sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
+    r->sq_array = (unsigned *)(sq + p.sq_off.array);
+    r->cq_head = (unsigned *)(cq + p.cq_off.head);
+    r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
+    r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+    r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    return 0;
+}
+
+/* read n bytes at off (-1: the fd's offset) of fd (fixed: registered file 0): the cqe's res */
+static long ring_read(struct ring *r, int fd, int fixed, off_t off, size_t n, char *to)
+{
+    unsigned tail = *r->sq_tail, i = tail & *r->sq_mask;
+    struct io_uring_sqe *e = &r->sqes[i];
+    memset(e, 0, sizeof *e);
+    e->opcode = IORING_OP_READ;
+    e->fd = fixed ? 0 : fd;
+    e->flags = fixed ? IOSQE_FIXED_FILE : 0;
+    e->off = (uint64_t)off;
+    e->addr = (uint64_t)(uintptr_t)to;
+    e->len = (unsigned)n;
+    r->sq_array[i] = i;
+    __atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
+    if (ring_call(SYS_io_uring_enter, r->fd, 1, 1, IORING_ENTER_GETEVENTS, 0, 0) < 0)
+        return -1000 - errno;
+    unsigned head = *r->cq_head;
+    if (head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE))
+        return -3000;
+    long res = r->cqes[head & *r->cq_mask].res;
+    __atomic_store_n(r->cq_head, head + 1, __ATOMIC_RELEASE);
+    return res;
+}
+
+static void uring_family(const char *served, const char *native, long ops)
+{
+    struct ring r;
+    if (ring_setup(&r) < 0) {
+        printf("differential: io_uring_setup: %s: the family cannot run here\n", strerrorname_np(errno));
+        exit(3);
+    }
+    int a = open_or_die(served), b = open_or_die(native);
+    for (op_now = 0; op_now < ops; op_now++) {
+        long ra, rb;
+        int ea, eb;
+        size_t n = some_size();
+        if (n > BUF)
+            n = BUF;
+        off_t off = some_offset();
+        switch (pick(6)) {
+        case 0: case 1: {
+            off_t at = pick(3) ? off : -1;
+            ra = ring_read(&r, a, 0, at, n, buf_a);
+            rb = ring_read(&r, b, 0, at, n, buf_b);
+            same_long("io_uring read", ra, 0, rb, 0);
+            if (rb > 0)
+                same_bytes("io_uring read", buf_a, buf_b, (size_t)rb, (long)at);
+            break;
+        }
+        case 2: {       /* a registered file, closed before the read: the ring keeps it */
+            int fa = open_or_die(served), fb = open_or_die(native);
+            ra = ring_call(SYS_io_uring_register, r.fd, IORING_REGISTER_FILES, (long)&fa, 1, 0, 0); ea = errno;
+            close(fa);
+            if (ra == 0)
+                ra = ring_read(&r, -1, 1, off, n, buf_a);
+            ring_call(SYS_io_uring_register, r.fd, IORING_UNREGISTER_FILES, 0, 0, 0, 0);
+            rb = ring_call(SYS_io_uring_register, r.fd, IORING_REGISTER_FILES, (long)&fb, 1, 0, 0); eb = errno;
+            close(fb);
+            if (rb == 0)
+                rb = ring_read(&r, -1, 1, off, n, buf_b);
+            ring_call(SYS_io_uring_register, r.fd, IORING_UNREGISTER_FILES, 0, 0, 0, 0);
+            same_long("io_uring read of a registered file", ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes("io_uring read of a registered file", buf_a, buf_b, (size_t)rb, (long)off);
+            break;
+        }
+        case 3: {       /* anew: a fresh cache of holes */
+            off_t keep = lseek(b, 0, SEEK_CUR);
+            close(a);
+            a = open_or_die(served);
+            lseek(a, keep, SEEK_SET);
+            break;
+        }
+        case 4:
+            ra = lseek(a, off, SEEK_SET); ea = errno;
+            rb = lseek(b, off, SEEK_SET); eb = errno;
+            same_long("lseek", ra, ea, rb, eb);
+            break;
+        default:
+            n %= 20000;
+            ra = read(a, buf_a, n); ea = errno;
+            rb = read(b, buf_b, n); eb = errno;
+            same_long("read", ra, ea, rb, eb);
+            if (rb > 0)
+                same_bytes("read", buf_a, buf_b, (size_t)rb, -1);
+            break;
+        }
+        same_offset(a, b);
+    }
+    close(a);
+    close(b);
+    close(r.fd);
+}
+
 /* DIFFERENTIAL_CREATE: the served file is written first, by this process (a memory file
  * system of the embedded mode lives in the process) */
 static void copy_into(const char *served, const char *native)
@@ -764,13 +1285,16 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "child-read") == 0)
         return child_read(atol(argv[2]));
+    if (argc == 2 && strcmp(argv[1], "recv-read") == 0)
+        return recv_read();
     if (argc != 7 && argc != 8) {
-        fprintf(stderr, "usage: differential stdio|syscalls|mmap|copy|child|aio SERVED NATIVE FIRST_SEED SEEDS OPS "
+        fprintf(stderr, "usage: differential stdio|syscalls|mmap|copy|child|aio|hints|pass|mremap|uring SERVED NATIVE FIRST_SEED SEEDS OPS "
                 "[SCRATCH_SERVED]\n");
         return 2;
     }
     self = realpath("/proc/self/exe", NULL);
     trace = getenv("DIFFERENTIAL_TRACE") != NULL;
+    inline_calls = getenv("DIFFERENTIAL_INLINE") != NULL;
     family = argv[1];
     const char *served = argv[2], *native = argv[3];
     long first = atol(argv[4]), seeds = atol(argv[5]), ops = atol(argv[6]);
@@ -810,6 +1334,14 @@ int main(int argc, char **argv)
             child_family(served, native, ops);
         else if (strcmp(family, "aio") == 0)
             aio_family(served, native, ops);
+        else if (strcmp(family, "hints") == 0)
+            hints_family(served, native, ops);
+        else if (strcmp(family, "pass") == 0)
+            pass_family(served, native, ops);
+        else if (strcmp(family, "mremap") == 0)
+            mremap_family(served, native, ops);
+        else if (strcmp(family, "uring") == 0)
+            uring_family(served, native, ops);
         else {
             fprintf(stderr, "differential: unknown family %s\n", family);
             return 2;
