@@ -42,7 +42,7 @@
 
 import os
 from errno import (
-    EACCES, EEXIST, EINVAL, EISDIR, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY, ENOTSUP, EOPNOTSUPP,
+    EACCES, EEXIST, EINVAL, EISDIR, ENAMETOOLONG, ENODATA, ENOENT, ENOTDIR, ENOTEMPTY, ENOTSUP, EOPNOTSUPP,
     EPERM, EXDEV,
 )
 from stat import S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, S_IMODE, S_ISCHR, S_ISDIR, S_ISLNK, S_ISREG
@@ -143,6 +143,23 @@ class Overlay(Operations):
             return True
         except FileNotFoundError:
             return False
+        except OSError as e:
+            if e.errno == ENAMETOOLONG:  # .wh.NAME of a name of NAME_MAX - 3 bytes or more
+                return False
+            raise
+
+    def _remove_whiteout_file(self, path):
+        "Remove the .wh. file that hides path (fuse-overlayfs' whiteout): whether there was one."
+        with self._at(UPPER, _whiteout_file(path)) as (d, p):
+            try:
+                os.unlink(p, dir_fd=d)
+                return True
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                if e.errno == ENAMETOOLONG:
+                    return False
+                raise
 
     # Lookup
 
@@ -377,13 +394,7 @@ class Overlay(Operations):
                 hidden = True
         except FileNotFoundError:
             pass
-        with self._at(UPPER, _whiteout_file(path)) as (d, p):
-            try:
-                os.unlink(p, dir_fd=d)
-                hidden = True
-            except FileNotFoundError:
-                pass
-        return hidden
+        return self._remove_whiteout_file(path) or hidden
 
     # Metadata
 
@@ -683,11 +694,7 @@ class Overlay(Operations):
                         os.unlink(p, dir_fd=d)
             except FileNotFoundError:
                 pass
-        with self._at(UPPER, _whiteout_file(new)) as (d, p):
-            try:
-                os.unlink(p, dir_fd=d)
-            except FileNotFoundError:
-                pass
+        self._remove_whiteout_file(new)
         with self._at(UPPER, old) as (d, p), self._at(UPPER, new) as (d2, p2):
             os.rename(p, p2, src_dir_fd=d, dst_dir_fd=d2)
         if is_dir and len(npstack) > 1 and not self._is_opaque(UPPER, new):
