@@ -371,7 +371,7 @@ class Overlay(Operations):
         finally:
             os.close(fd)
 
-    def _new_name(self, path):
+    def _new_name(self, path, check_only=False):
         """Make room for a new name: EEXIST if it shows, its parent copied up, a whiteout
         of it removed. Whether there was one (a directory made there is opaque)."""
         try:
@@ -384,6 +384,8 @@ class Overlay(Operations):
         pstack = self._stack(parent)
         if not S_ISDIR(pstack[0][1].st_mode):
             raise FuseOSError(ENOTDIR)
+        if check_only:
+            return False
         self._copy_up(parent)
         hidden = False
         try:
@@ -576,7 +578,9 @@ class Overlay(Operations):
 
     def mknod(self, path, mode, dev):
         if S_ISCHR(mode) and dev == 0:
-            raise FuseOSError(EPERM)  # a whiteout is the overlay's (the kernel says EPERM)
+            # a whiteout is the overlay's: EPERM (as the kernel, after EEXIST)
+            self._new_name(path, check_only=True)
+            raise FuseOSError(EPERM)
         self._new_name(path)
         with self._at(UPPER, path) as (d, p):
             os.mknod(p, mode, dev, dir_fd=d)

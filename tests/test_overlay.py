@@ -112,6 +112,7 @@ step("link count", lambda: os.stat("data/keep-link.txt").st_nlink)
 step("hard link to a directory", os.link, "data", "data-link")
 step("mkfifo", os.mkfifo, "fifo", 0o640)
 step("mknod a whiteout", os.mknod, "wh", 0o20000, 0)
+step("mknod a whiteout over a lower file", os.mknod, "data/keep.txt", 0o20000, 0)
 # errors
 step("mkdir an existing lower directory", os.mkdir, "data")
 step("create over a lower file exclusively", write, "data/keep.txt", b"x",
