@@ -207,7 +207,8 @@ def need_root():
 
 
 def kernel_overlay_run(base, script):
-    """The script in a kernel overlayfs mount of base's layout: (steps, merged tree)."""
+    """The script in a kernel overlayfs mount of base's layout: (its output, merged tree,
+    upper tree)."""
     dirs = layout(base)
     opts = f"lowerdir={dirs['lower']},upperdir={dirs['upper']},workdir={dirs['work']}"
     mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, dirs["merged"]],
@@ -215,48 +216,92 @@ def kernel_overlay_run(base, script):
     if mounted.returncode != 0:
         pytest.skip(f"mount -t overlay failed (no overlayfs here?): {mounted.stderr.strip()}")
     try:
-        r = run_native([sys.executable, script, dirs["merged"]], env=base_env())
+        r = run_native([*command(script), dirs["merged"]], env=base_env())
         assert r.returncode == 0, r.describe()
         merged = describe(dirs["merged"])
     finally:
         subprocess.run(["umount", dirs["merged"]], check=True)
-    return json.loads(r.stdout), merged, describe(dirs["upper"])
+    return r.stdout, merged, describe(dirs["upper"])
 
 
 def ldpfuse_overlay_run(base, script):
-    """The script in examples/overlay.py's merged directory: (steps, merged tree, upper tree)."""
+    """The script in examples/overlay.py's merged directory: (its output, merged tree,
+    upper tree)."""
     dirs = layout(base)
     log = base / "fs.log"
     r = run_ldp(OVERLAY, [dirs["lower"], dirs["upper"]],
-                [sys.executable, script, dirs["merged"]], dirs["merged"], log_file=log,
+                [*command(script), dirs["merged"]], dirs["merged"], log_file=log,
                 timeout=TIMEOUT)
     assert r.returncode == 0, r.describe() + (log.read_text() if log.exists() else "")
-    steps = json.loads(r.stdout)
     d = run_ldp(OVERLAY, [dirs["lower"], dirs["upper"]],
                 [sys.executable, "-c", DESCRIBE, dirs["merged"]], dirs["merged"], timeout=TIMEOUT)
     assert d.returncode == 0, d.describe()
-    return steps, json.loads(d.stdout), describe(dirs["upper"])
+    return r.stdout, json.loads(d.stdout), describe(dirs["upper"])
+
+
+def command(script):
+    "How to run a script file: a Python one with the test's Python, a shell one with sh."
+    return [sys.executable, script] if script.suffix == ".py" else ["sh", script]
+
+
+def assert_same_trees(k_merged, o_merged, k_upper, o_upper):
+    assert sorted(o_merged) == sorted(k_merged), "different names in the merged trees"
+    diffs = {p: (k_merged[p], o_merged[p]) for p in o_merged if o_merged[p] != k_merged[p]}
+    assert diffs == {}, f"merged entries differ (kernel, example): {diffs}"
+    assert sorted(o_upper) == sorted(k_upper), "different names in the upper directories"
+    diffs = {p: (k_upper[p], o_upper[p]) for p in o_upper if o_upper[p] != k_upper[p]}
+    assert diffs == {}, f"upper entries differ (kernel, example): {diffs}"
 
 
 def test_overlay_example_does_what_kernel_overlayfs_does(tmp_path):
     need_root()
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    k_steps, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
-    o_steps, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    k_out, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
+    o_out, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    k_steps, o_steps = json.loads(k_out), json.loads(o_out)
     # step by step: the first that differs is the one to look at
     for k, o in zip(k_steps, o_steps):
         assert o == k, f"step {k[0]!r}: kernel overlayfs {k[1]!r}, the example {o[1]!r}"
     assert len(o_steps) == len(k_steps)
-    assert sorted(o_merged) == sorted(k_merged), "different names in the merged trees"
-    assert {p: o_merged[p] for p in o_merged if o_merged[p] != k_merged[p]} == {}, \
-        {p: (k_merged[p], o_merged[p]) for p in o_merged if o_merged[p] != k_merged[p]}
-    assert sorted(o_upper) == sorted(k_upper), "different names in the upper directories"
-    diffs = {p: (k_upper[p], o_upper[p]) for p in o_upper if o_upper[p] != k_upper[p]}
-    assert diffs == {}, f"upper entries differ (kernel, example): {diffs}"
+    assert_same_trees(k_merged, o_merged, k_upper, o_upper)
     # the comparison saw whiteouts and opaque directories, not only files
     assert any(e.get("rdev") == [0, 0] for e in k_upper.values())
     assert any(e["xattrs"].get("trusted.overlay.opaque") == "y" for e in k_upper.values())
+
+
+# Real programs on the same lower tree: sed -i (a temporary file renamed over a lower
+# one), mv of a lower directory (EXDEV: mv copies it, then removes the lower one), rm -r
+# of a merged directory, chmod -R over lower directories, cp -a, tar.
+PROGRAMS = r"""
+set -e
+cd "$1"
+sed -i 's/read/READ/' docs/readme.txt
+touch data/keep.txt
+mv docs/deep deep2
+rm -r olddir
+mkdir olddir
+echo x > olddir/x
+cp -a bin bin2
+ln -s ../data/keep.txt bin/keep
+chmod -R go-rx data
+mkdir newtar
+tar -C data -cf - . | tar -C newtar -xf -
+rm -f data/link newtar/link2
+echo appended >> data/tagged.txt
+find . | LC_ALL=C sort
+"""
+
+
+def test_programs_in_the_overlay_example_do_what_they_do_in_kernel_overlayfs(tmp_path):
+    need_root()
+    script = tmp_path / "programs.sh"
+    script.write_text(PROGRAMS)
+    k_out, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
+    o_out, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    assert o_out == k_out
+    assert_same_trees(k_merged, o_merged, k_upper, o_upper)
+    assert k_upper["docs/deep"]["rdev"] == [0, 0]   # mv left a whiteout where the directory was
 
 
 def test_overlay_reads_fuse_overlayfs_whiteout_files(tmp_path):
