@@ -701,9 +701,10 @@ class Overlay(Operations):
         self._remove_whiteout_file(new)
         with self._at(UPPER, old) as (d, p), self._at(UPPER, new) as (d2, p2):
             os.rename(p, p2, src_dir_fd=d, dst_dir_fd=d2)
-        if is_dir and len(npstack) > 1 and not self._is_opaque(UPPER, new):
-            # a directory of the upper layer moved into a merged one hides what the
-            # lower layers hold under its new name (the kernel sets it opaque)
+        if is_dir and any(layer != UPPER for layer, _ in npstack) and not self._is_opaque(UPPER, new):
+            # a directory of the upper layer moved into a merged one (or a lower one, merged
+            # by its copy-up) hides what the lower layers hold under its new name (the
+            # kernel sets it opaque)
             self._make_opaque(new)
         if old_below:
             self._whiteout(old)

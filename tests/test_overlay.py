@@ -80,6 +80,9 @@ step("create in it", write, "newdir/inner.txt", b"inner\n")
 step("rename an upper directory", os.rename, "newdir", "newdir2")
 step("rename an upper directory into a lower one", os.rename, "newdir2", "docs/newdir3")
 step("rename an upper directory over a removed lower one", os.rename, "docs/newdir3", "gonedir")
+step("mkdir another", os.mkdir, "newdir4", 0o755)
+step("rename it over an empty directory of a lower-only one", os.rename, "newdir4", "lowonly/x")
+step("the lower-only one's listing", names, "lowonly")
 step("listing after renames", names, ".")
 # removals
 step("unlink a lower file", os.unlink, "data/gone.txt")
@@ -159,7 +162,8 @@ print(json.dumps(tree, sort_keys=True))
 
 def make_lower(root):
     """The lower tree the script changes (the same bytes for both runs)."""
-    for d in ("docs/deep/er", "data", "bin", "emptydir", "emptydir2", "olddir/sub", "dir2"):
+    for d in ("docs/deep/er", "data", "bin", "emptydir", "emptydir2", "olddir/sub", "dir2",
+              "lowonly/x"):
         (root / d).mkdir(parents=True, exist_ok=True)
     (root / "docs" / "readme.txt").write_text("read me\n" * 50)
     (root / "docs" / "old.txt").write_text("old name\n")
@@ -178,6 +182,7 @@ def make_lower(root):
     (root / "bin" / "tool.sh").write_text("#!/bin/sh\necho tool\n")
     os.chmod(root / "bin" / "tool.sh", 0o755)
     (root / "olddir" / "one.txt").write_text("one\n")
+    (root / "lowonly" / "y.txt").write_text("y\n")
     (root / "olddir" / "sub" / "two.txt").write_text("two\n")
     os.chmod(root / "docs" / "deep", 0o750)
     os.chmod(root / "olddir", 0o775)
