@@ -13,13 +13,12 @@ the opaque xattr on opaque directories).
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import EXAMPLES, NOBODY, as_nobody, base_env, run, run_ldp, run_native
+from conftest import EXAMPLES, NOBODY, as_nobody, base_env, run_ldp, run_native
 
 OVERLAY = f"{EXAMPLES / 'overlay.py'}:Overlay"
 TIMEOUT = 120
