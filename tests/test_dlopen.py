@@ -6,6 +6,7 @@ file with the library's bytes (the lower file, the filled page cache, or a
 copy).  The library is built by gcc into the mount, then loaded; everything
 is compared with the same commands on a native directory."""
 
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -119,3 +120,24 @@ def test_ctypes_cdll_of_a_library_whose_dependencies_are_in_the_mount(ws, fs, op
         gcc -shared -fPIC -o plugin/libother.so other.c
         "$PY" "{script}"
     """, fs=fs, options=options, mode=mode_for(fs), env_extra={"PY": sys.executable})
+
+
+# A symbol that is nowhere, looked up before this process made any other dl* call that
+# could fail: dlerror() must still say why (ctypes hands its answer to PyErr_SetString).
+MISSING_SYMBOL = """
+import ctypes
+try:
+    ctypes.CDLL(None).ldpfuse_no_such_symbol_anywhere
+except AttributeError as e:
+    print("AttributeError", "ldpfuse_no_such_symbol_anywhere" in str(e))
+"""
+
+
+def test_dlerror_of_the_first_failed_lookup_says_why_as_natively(ws):
+    """The preload's dlerror wrapper found libc's own lazily, with a dlsym that succeeded
+    and so cleared the error: the first failed lookup of a process read NULL from dlerror()
+    and ctypes crashed (ratarmount, which probes libfuse's symbols, died with SIGSEGV)."""
+    native = subprocess.run([sys.executable, "-c", MISSING_SYMBOL], capture_output=True, text=True)
+    r = ws.ldp_run([sys.executable, "-c", MISSING_SYMBOL], fs=MEMORY)
+    assert native.stdout == "AttributeError True\n"
+    assert (r.returncode, r.stdout) == (0, native.stdout), r.stderr

@@ -207,6 +207,14 @@ static void *fail(const char *asked, int e)
     return NULL;
 }
 
+/* The real dlerror is found before any program's dl* call can fail: found lazily, by
+ * dlsym, it would be found by a successful dl* call, which clears the error the program
+ * is about to ask for (ctypes passes dlerror()'s NULL to PyErr_SetString: a crash). */
+__attribute__((constructor)) static void dlerror_resolve(void)
+{
+    (void)REAL(dlerror);
+}
+
 char *dlerror(void)
 {
     char *real = REAL(dlerror)();
