@@ -22,10 +22,18 @@ import tempfile
 _made = []
 
 
+# Unix sockets are bound in the run's directory (the supervisor's `supervisor.sock`, the
+# stand-ins `s-<16 hex>` of sockets bound in a mount: native/interpose/socket.c), and a
+# socket's name has 108 bytes: "/ldpfuse-XXXXXXXX/<32 hex>/s-<16 hex>" takes 69 of them.
+_SUN_PATH = 108
+_RUN_DIR_NAMES = 69
+
+
 def _private_base():
-    """$XDG_RUNTIME_DIR if it is this user's own 0700 directory, else /tmp."""
+    """$XDG_RUNTIME_DIR if it is this user's own 0700 directory whose path leaves room for
+    the run's socket names, else /tmp."""
     runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    if runtime.startswith("/"):
+    if runtime.startswith("/") and len(os.fsencode(runtime)) + _RUN_DIR_NAMES < _SUN_PATH:
         try:
             st = os.lstat(runtime)
             if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077:

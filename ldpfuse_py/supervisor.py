@@ -75,7 +75,14 @@ def start(env):
         return False
     path = os.path.join(run_dir, "supervisor.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    sock.bind(path)
+    try:
+        sock.bind(path)
+    except OSError as e:
+        sock.close()
+        os.write(2, f"ldpfuse-run: the supervisor's socket cannot be made ({path}: {e.strerror}): "
+                    "statically linked and Go programs run unsupervised\n".encode())
+        env.pop("LDPFUSE_SUPERVISE", None)
+        return False
     sock.listen(64)
     child_env = dict(env)
     # the supervisor serves; it is never supervised itself

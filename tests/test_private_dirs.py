@@ -14,7 +14,9 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,15 +27,27 @@ def launch(mnt, fs, *fs_args, cmd):
     return ldpfuse_run_argv() + ["--mode", LDP_MODE, "--mountpoint", str(mnt), fs, *fs_args, "--", *cmd]
 
 
-def test_the_run_directory_of_a_killed_launcher_is_removed_by_the_next_one(tmp_path):
+@pytest.fixture
+def runtime_dir():
+    """A private XDG_RUNTIME_DIR with a short path (a run directory's socket names must fit
+    below it): run directories of the test's own, which no other launcher on the machine
+    (the other mode's run of the suite) sweeps."""
+    d = Path(tempfile.mkdtemp(prefix="ldp-"))
+    os.chmod(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_the_run_directory_of_a_killed_launcher_is_removed_by_the_next_one(tmp_path, runtime_dir):
+    env = base_env(XDG_RUNTIME_DIR=str(runtime_dir))
     p = subprocess.Popen(launch(tmp_path / "mnt", MEMORY, cmd=["sh", "-c", 'echo "$LDPFUSE_RUN_DIR"; exec sleep 120']),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          start_new_session=True)
     try:
         ready, _, _ = select.select([p.stdout], [], [], 60)
         assert ready, "the command never said where its run directory is"
         run_dir = p.stdout.readline().strip()
-        assert run_dir.startswith("/"), run_dir
+        assert run_dir.startswith(f"{runtime_dir}/"), (run_dir, p.poll() is not None and p.stderr.read())
         top = os.path.dirname(run_dir)
         os.kill(p.pid, signal.SIGKILL)      # the launcher: it removes nothing
         p.wait(timeout=30)
@@ -45,9 +59,21 @@ def test_the_run_directory_of_a_killed_launcher_is_removed_by_the_next_one(tmp_p
         except ProcessLookupError:
             pass
     r = subprocess.run(launch(tmp_path / "mnt", MEMORY, cmd=["true"]), capture_output=True, text=True,
-                       env=base_env(), timeout=90)
+                       env=env, timeout=90)
     assert r.returncode == 0, r.stderr
     assert not os.path.exists(top), f"{top} is left after its launcher died and another ran"
+
+
+def test_a_runtime_directory_too_deep_for_socket_names_is_passed_over(tmp_path):
+    """A private XDG_RUNTIME_DIR whose path leaves no room for the run's socket names (a
+    unix socket's name has 108 bytes) is passed over for /tmp: the supervisor's socket
+    could not be bound there (2e84571..224ad69: a traceback, and no command)."""
+    deep = tmp_path / ("d" * (110 - len(str(tmp_path))))
+    deep.mkdir(mode=0o700)
+    r = subprocess.run(launch(tmp_path / "mnt", MEMORY, cmd=["sh", "-c", 'echo "$LDPFUSE_RUN_DIR"']),
+                       capture_output=True, text=True, env=base_env(XDG_RUNTIME_DIR=str(deep)), timeout=90)
+    assert r.returncode == 0 and r.stdout.startswith("/tmp/ldpfuse-"), (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the name is taken first by another user (setpriv): needs root")
