@@ -20,7 +20,9 @@
  *
  * dlopen looks at its caller (RUNPATH of the calling object, its link-map namespace), so
  * the call that is not ours must leave with a jump, not a call: these two functions are
- * built with sibling calls on, whatever the rest of the library is built with.
+ * built with sibling calls on, whatever the rest of the library is built with. So nothing
+ * runs here after the loader: a library that brings liburing (its name, or a DT_NEEDED of
+ * the file named) puts the safety net up before it is loaded (escape_before_dlopen).
  */
 #include "../ldpfuse.h"
 #include <dlfcn.h>
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "exec_libs.h"
+#include "escape.h"
 
 /* A real fd that holds the bytes of the mount file at vp, or -1 (errno set). */
 int loadable_fd(const struct vpath *vp)
@@ -225,6 +228,7 @@ static __attribute__((noinline)) int may_be_in_mount(const char *file)
         failed = 0;
     if (file == NULL || LIKELY(ldp_nmounts == 0) || ldp_guard)
         return 0;
+    escape_before_dlopen(file);     /* liburing: its inline ring calls need the net */
     if (strchr(file, '/') == NULL)
         return library_path_in_mount();
     struct vpath vp;
