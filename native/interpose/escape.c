@@ -185,10 +185,28 @@ void escape_init(void)
  * DT_NEEDED of the file it names)? Then the net is put up first (escape_arm_for_rings). */
 void escape_before_dlopen(const char *name)
 {
+    /* files whose DT_NEEDED were read and name no liburing, by a hash of their name: a
+     * dlopen of a loaded library again (ctypes, plugins) is not made to read it again */
+    static unsigned long long checked[64];
     if (LIKELY(ldp_escapes != ESCAPES_OFF) || name == NULL)
         return;
-    if (is_liburing(name) || (strchr(name, '/') != NULL && exec_libs_needs(name, "liburing")))
+    if (is_liburing(name)) {
         escape_arm_for_rings();
+        return;
+    }
+    if (strchr(name, '/') == NULL)
+        return;     /* found by the loader's search: only its name tells */
+    unsigned long long h = 14695981039346656037ULL;     /* FNV-1a */
+    for (const char *c = name; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    h |= 1;
+    unsigned slot = (unsigned)(h % 64);
+    if (__atomic_load_n(&checked[slot], __ATOMIC_RELAXED) == h)
+        return;
+    if (exec_libs_needs(name, "liburing"))
+        escape_arm_for_rings();
+    else
+        __atomic_store_n(&checked[slot], h, __ATOMIC_RELAXED);
 }
 
 void escape_after_fork(void)
