@@ -133,14 +133,15 @@ def differential_liburing(tmp_path_factory):
             "dlopen": build_program(tmp_path_factory, "differential", "-DDIFFERENTIAL_LIBURING")}
 
 
-@pytest.mark.parametrize("how", ["linked", "dlopen"])
+@pytest.mark.parametrize("how", ["linked", "dlopen", "dlopen-in-a-thread"])
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_a_liburing_ring_reads_no_hole_with_the_net_off(ws, differential_liburing, config, how):
     """liburing (Debian 12's 2.3) makes io_uring_setup/enter/register inline: no wrapper
     sees them, and the safety net is off by default. A process that maps liburing, at its
-    start or through a dlopen made while a served file is open, gets the net for the ring's
-    calls only (interpose/escape.c, ESCAPES_RING): each submission fills every cached fd
-    whole first. Before, the ring read the memfd's holes: zeros."""
+    start or through a dlopen made while a served file is open (by the ring's thread, or by
+    another one: the running threads are armed too), gets the net for the ring's calls only
+    (interpose/escape.c, ESCAPES_RING): each submission fills every cached fd whole first.
+    Before, the ring read the memfd's holes: zeros."""
     fs, options = CONFIGS[config]
     data = file_bytes()
     native = ws.tmp / "native-f"
@@ -159,8 +160,9 @@ def test_a_liburing_ring_reads_no_hole_with_the_net_off(ws, differential_liburin
     seeds, ops = min(SEEDS, 5), min(OPS["uring"], 1000)
     script = prepare + f'exec "$PROG" uring "$D/f" "$NATIVE" 1 {seeds} {ops}\n'
     r = ws.ldp_run(["sh", "-c", script], fs=fs, fs_args=fs_args, options=options,
-                   env_extra={"PROG": differential_liburing[how], "NATIVE": native,
-                              "LDPFUSE_CACHE_KEEP_MB": "0"},
+                   env_extra={"PROG": differential_liburing[how.split("-")[0]], "NATIVE": native,
+                              "LDPFUSE_CACHE_KEEP_MB": "0",
+                              **({"DIFFERENTIAL_DLOPEN_THREAD": "1"} if how == "dlopen-in-a-thread" else {})},
                    timeout=120 + seeds * ops // 100)
     if r.returncode == 3 and "the family cannot run here" in r.stdout:
         pytest.skip(f"the kernel refuses io_uring here: {r.stdout.strip()}")

@@ -41,6 +41,8 @@
 #include <sys/xattr.h>
 #include <ucontext.h>
 #include <elf.h>
+#include <dirent.h>
+#include <time.h>
 
 #ifndef PR_SET_SYSCALL_USER_DISPATCH
 #define PR_SET_SYSCALL_USER_DISPATCH 59
@@ -169,6 +171,51 @@ void escape_arm_for_rings(void)
     install(ESCAPES_RING, "liburing");
 }
 
+/* A SIGSYS this library sends its own threads: arm the net in the thread that takes it. */
+#define ARM_PLEASE 0x6c647066
+static int arms_pending;
+
+static int arm_request(const siginfo_t *si)
+{
+    return si->si_code == SI_QUEUE && si->si_pid == getpid() && si->si_value.sival_int == ARM_PLEASE;
+}
+
+/* The threads already running when the net goes up for a dlopen (SUD is per thread): each
+ * is sent a SIGSYS that arms it, and waited for, 50 ms at most (a thread that blocks
+ * SIGSYS is armed when it unblocks it), before the loader brings liburing in. */
+static void arm_other_threads(void)
+{
+    int dir = REAL(open)("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return;
+    long self = libc_syscall(SYS_gettid), pid = getpid();
+    char buf[4096];
+    long n;
+    while ((n = libc_syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0)
+        for (long at = 0; at < n;) {
+            struct dirent64 *e = (struct dirent64 *)(buf + at);
+            at += e->d_reclen;
+            long tid = atol(e->d_name);
+            if (tid <= 0 || tid == self)
+                continue;
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            si.si_signo = SIGSYS;
+            si.si_code = SI_QUEUE;
+            si.si_pid = (pid_t)pid;
+            si.si_uid = getuid();
+            si.si_value.sival_int = ARM_PLEASE;
+            __atomic_add_fetch(&arms_pending, 1, __ATOMIC_RELAXED);
+            if (libc_syscall(SYS_rt_tgsigqueueinfo, pid, tid, SIGSYS, &si) < 0)
+                __atomic_sub_fetch(&arms_pending, 1, __ATOMIC_RELAXED);
+        }
+    REAL(close)(dir);
+    for (int i = 0; i < 500 && __atomic_load_n(&arms_pending, __ATOMIC_ACQUIRE) > 0; i++) {
+        struct timespec tick = { 0, 100000 };
+        nanosleep(&tick, NULL);
+    }
+}
+
 void escape_init(void)
 {
     const char *mode = getenv("LDPFUSE_ESCAPES");
@@ -192,6 +239,8 @@ void escape_before_dlopen(const char *name)
         return;
     if (is_liburing(name)) {
         escape_arm_for_rings();
+        if (ldp_escapes == ESCAPES_RING)
+            arm_other_threads();
         return;
     }
     if (strchr(name, '/') == NULL)
@@ -203,9 +252,11 @@ void escape_before_dlopen(const char *name)
     unsigned slot = (unsigned)(h % 64);
     if (__atomic_load_n(&checked[slot], __ATOMIC_RELAXED) == h)
         return;
-    if (exec_libs_needs(name, "liburing"))
+    if (exec_libs_needs(name, "liburing")) {
         escape_arm_for_rings();
-    else
+        if (ldp_escapes == ESCAPES_RING)
+            arm_other_threads();
+    } else
         __atomic_store_n(&checked[slot], h, __ATOMIC_RELAXED);
 }
 
@@ -884,6 +935,14 @@ static long run_job(void *p)
 
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 {
+    if (arm_request(si)) {
+        if (!armed) {
+            arm_thread();
+            sigdelset(&((ucontext_t *)ctx)->uc_sigmask, SIGSYS);  /* what sigreturn puts back */
+        }
+        __atomic_sub_fetch(&arms_pending, 1, __ATOMIC_RELEASE);
+        return;
+    }
     if (si->si_code != SYS_USER_DISPATCH) {
         chain(sig, si, ctx);
         return;

@@ -25,7 +25,8 @@
  *                  registered file; exits 3 where the kernel refuses rings. Built with
  *                  -DDIFFERENTIAL_LIBURING the ring is liburing's (its calls are inline):
  *                  linked with -luring (-DDIFFERENTIAL_LIBURING_LINKED), or else loaded
- *                  with dlopen("liburing.so.2") once the served file is open
+ *                  with dlopen("liburing.so.2") once the served file is open (by another
+ *                  thread with DIFFERENTIAL_DLOPEN_THREAD)
  * Each seed opens both files anew (a fresh page cache when the mount keeps none).
  * SCRATCH_SERVED: where copy_file_range of the served file writes (default: beside the
  * native file, another file system, where it fails with EXDEV as over kernel FUSE).
@@ -44,6 +45,7 @@
 #ifdef DIFFERENTIAL_LIBURING
 #include <dlfcn.h>
 #include <liburing.h>
+#include <pthread.h>
 #endif
 #include <linux/io_uring.h>
 #include <sys/mman.h>
@@ -1165,6 +1167,12 @@ static struct {
 } lib;
 static struct io_uring lring;
 
+static void *load_in_thread(void *unused)
+{
+    (void)unused;
+    return dlopen("liburing.so.2", RTLD_NOW);
+}
+
 static void liburing_load(void)
 {
 #ifdef DIFFERENTIAL_LIBURING_LINKED
@@ -1177,7 +1185,14 @@ static void liburing_load(void)
 #else
     if (lib.queue_init)
         return;
-    void *h = dlopen("liburing.so.2", RTLD_NOW);
+    void *h;
+    if (getenv("DIFFERENTIAL_DLOPEN_THREAD")) {  /* loaded by another thread than the ring's */
+        pthread_t t;
+        if (pthread_create(&t, NULL, load_in_thread, NULL) != 0 || pthread_join(t, &h) != 0)
+            die("pthread");
+    } else {
+        h = dlopen("liburing.so.2", RTLD_NOW);
+    }
     if (h == NULL) {
         fprintf(stderr, "differential: %s\n", dlerror());
         exit(2);
