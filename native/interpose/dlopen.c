@@ -228,11 +228,20 @@ static __attribute__((noinline)) int may_be_in_mount(const char *file)
         failed = 0;
     if (file == NULL || LIKELY(ldp_nmounts == 0) || ldp_guard)
         return 0;
-    escape_before_dlopen(file);     /* liburing: its inline ring calls need the net */
-    if (strchr(file, '/') == NULL)
+    /* liburing: its inline ring calls need the net (a file in a mount: by its name only,
+     * the loader's look at its bytes is made through the mount) */
+    if (strchr(file, '/') == NULL) {
+        escape_before_dlopen(file, 0);
         return library_path_in_mount();
+    }
     struct vpath vp;
-    return vfs_lookup(AT_FDCWD, &file, &vp);
+    const char *p = file;
+    if (vfs_lookup(AT_FDCWD, &p, &vp)) {
+        escape_before_dlopen(file, 0);
+        return 1;
+    }
+    escape_before_dlopen(file, 1);
+    return 0;
 }
 
 /* The name the loader is given for fd: /proc/self/fd/N, with one more '/' before N each

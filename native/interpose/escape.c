@@ -229,8 +229,9 @@ void escape_init(void)
 }
 
 /* dlopen() of name, before the loader runs: does it bring liburing (its own name, or a
- * DT_NEEDED of the file it names)? Then the net is put up first (escape_arm_for_rings). */
-void escape_before_dlopen(const char *name)
+ * DT_NEEDED of the file it names, read when read_file: a path outside the mounts)? Then
+ * the net is put up first (escape_arm_for_rings). */
+void escape_before_dlopen(const char *name, int read_file)
 {
     /* files whose DT_NEEDED were read and name no liburing, by a hash of their name: a
      * dlopen of a loaded library again (ctypes, plugins) is not made to read it again */
@@ -243,8 +244,8 @@ void escape_before_dlopen(const char *name)
             arm_other_threads();
         return;
     }
-    if (strchr(name, '/') == NULL)
-        return;     /* found by the loader's search: only its name tells */
+    if (!read_file || strchr(name, '/') == NULL)
+        return;     /* found by the loader's search, or in a mount: only its name tells */
     unsigned long long h = 14695981039346656037ULL;     /* FNV-1a */
     for (const char *c = name; *c; c++)
         h = (h ^ (unsigned char)*c) * 1099511628211ULL;
