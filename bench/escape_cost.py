@@ -9,9 +9,14 @@ Builds a small C program that times, in one process, N calls of each kind:
   inline-stat  newfstatat made with an inline `syscall` instruction (Go's runtime, liburing)
   inline-getppid  getppid made inline (a call that names no file)
 
+  dlopen       dlopen()+dlclose() of a library by its path, already loaded (what the
+               dlopen wrapper's look for liburing adds to)
+
 and runs it natively, under ldpfuse-run, and under ldpfuse-run --watch-escapes, in
-interleaved rounds (native, preload, net, native, ...). Prints the median ns per call of
-each and the difference against native.
+interleaved rounds (native, preload, net, native, ...). With liburing-dev installed, a
+fourth column: the same program linked with liburing, which it never calls (the net is
+put up for liburing's inline ring calls, docs/escapes.md). Prints the median ns per call
+of each and the difference against native.
 
     python3 bench/escape_cost.py [--rounds 7] [--calls 200000] [--mode shared|embedded]
 """
@@ -25,6 +30,7 @@ import tempfile
 
 SOURCE = r"""
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +72,11 @@ int main(int argc, char **argv)
     printf("inline-stat %.1f\n", (now() - t) / m);
     t = now(); for (i = 0; i < m; i++) raw4(SYS_getppid, 0, 0, 0, 0);
     printf("inline-getppid %.1f\n", (now() - t) / m);
+    void *keep = dlopen(argv[3], RTLD_NOW);
+    if (keep == NULL)
+        return 1;
+    t = now(); for (i = 0; i < m; i++) dlclose(dlopen(argv[3], RTLD_NOW));
+    printf("dlopen %.1f\n", (now() - t) / m);
     return 0;
 }
 """
@@ -85,15 +96,23 @@ def main():
         with open(src, "w") as f:
             f.write(SOURCE)
         subprocess.run(["gcc", "-O2", "-o", exe, src], check=True)
+        uring_exe = exe + "-liburing"
+        with_liburing = os.path.exists("/usr/include/liburing.h") and subprocess.run(
+            ["gcc", "-O2", "-o", uring_exe, src, "-Wl,--no-as-needed", "-luring"]).returncode == 0
         target = os.path.join(tmp, "outside")
         with open(target, "w") as f:
             f.write("x")
         lower = os.path.join(tmp, "lower")
         os.mkdir(lower)
-        cmd = [exe, target, str(args.calls)]
+        library = "/lib/x86_64-linux-gnu/libz.so.1"
+        if not os.path.exists(library):
+            library = "/lib/x86_64-linux-gnu/libm.so.6"
+        cmd = [exe, target, str(args.calls), library]
         pre = [run, "--mode", args.mode, "--mountpoint", os.path.join(tmp, "mnt"), loop, lower, "--"]
         configs = {"native": cmd, "preload": pre + cmd,
                    "preload+net": pre[:1] + ["--watch-escapes"] + pre[1:] + cmd}
+        if with_liburing:
+            configs["preload+liburing"] = pre + [uring_exe] + cmd[1:]
         env = dict(os.environ)
         env.pop("LDPFUSE_ESCAPES", None)
         samples = {c: {} for c in configs}
@@ -105,11 +124,17 @@ def main():
                     samples[name].setdefault(wl, []).append(float(ns))
     med = {c: {wl: statistics.median(v) for wl, v in s.items()} for c, s in samples.items()}
     print(f"ns per call, medians of {args.rounds} interleaved rounds (--mode {args.mode})\n")
-    print("| call | native | preload | preload + net | net's cost over preload |")
-    print("|---|---|---|---|---|")
+    uring = "preload+liburing" in med
+    print("| call | native | preload | preload + net | net's cost over preload |"
+          + (" preload, liburing mapped | its cost over preload |" if uring else ""))
+    print("|---|---|---|---|---|" + ("---|---|" if uring else ""))
     for wl in med["native"]:
         n, p, w = med["native"][wl], med["preload"][wl], med["preload+net"][wl]
-        print(f"| {wl} | {n:.1f} | {p:.1f} ({p - n:+.1f}) | {w:.1f} ({w - n:+.1f}) | {w - p:+.1f} |")
+        line = f"| {wl} | {n:.1f} | {p:.1f} ({p - n:+.1f}) | {w:.1f} ({w - n:+.1f}) | {w - p:+.1f} |"
+        if uring:
+            u = med["preload+liburing"][wl]
+            line += f" {u:.1f} ({u - n:+.1f}) | {u - p:+.1f} |"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -192,11 +192,12 @@ def need(*programs):
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
-def build_program(tmp_path_factory, name, *extra, flags=("-O1", "-Wall")):
-    """tests/programs/NAME.c compiled (gcc flags + extra) for a module's tests: its path."""
+def build_program(tmp_path_factory, name, *extra, flags=("-O1", "-Wall"), libs=()):
+    """tests/programs/NAME.c compiled (gcc flags + extra, linked with libs) for a module's
+    tests: its path."""
     need("gcc")
     exe = tmp_path_factory.mktemp("bin") / name
-    r = run_native(["gcc", *flags, *extra, "-o", exe, PROGRAMS / f"{name}.c"])
+    r = run_native(["gcc", *flags, *extra, "-o", exe, PROGRAMS / f"{name}.c", *libs])
     assert r.returncode == 0, r.describe()
     return exe
 

@@ -20,7 +20,9 @@
  *
  * dlopen looks at its caller (RUNPATH of the calling object, its link-map namespace), so
  * the call that is not ours must leave with a jump, not a call: these two functions are
- * built with sibling calls on, whatever the rest of the library is built with.
+ * built with sibling calls on, whatever the rest of the library is built with. So nothing
+ * runs here after the loader: a library that brings liburing (its name, or a DT_NEEDED of
+ * the file named) puts the safety net up before it is loaded (escape_before_dlopen).
  */
 #include "../ldpfuse.h"
 #include <dlfcn.h>
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "exec_libs.h"
+#include "escape.h"
 
 /* A real fd that holds the bytes of the mount file at vp, or -1 (errno set). */
 int loadable_fd(const struct vpath *vp)
@@ -233,10 +236,20 @@ static __attribute__((noinline)) int may_be_in_mount(const char *file)
         failed = 0;
     if (file == NULL || LIKELY(ldp_nmounts == 0) || ldp_guard)
         return 0;
-    if (strchr(file, '/') == NULL)
+    /* liburing: its inline ring calls need the net (a file in a mount: by its name only,
+     * the loader's look at its bytes is made through the mount) */
+    if (strchr(file, '/') == NULL) {
+        escape_before_dlopen(file, 0);
         return library_path_in_mount();
+    }
     struct vpath vp;
-    return vfs_lookup(AT_FDCWD, &file, &vp);
+    const char *p = file;
+    if (vfs_lookup(AT_FDCWD, &p, &vp)) {
+        escape_before_dlopen(file, 0);
+        return 1;
+    }
+    escape_before_dlopen(file, 1);
+    return 0;
 }
 
 /* The name the loader is given for fd: /proc/self/fd/N, with one more '/' before N each

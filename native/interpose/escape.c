@@ -27,6 +27,7 @@
  */
 #include "../ldpfuse.h"
 #include "escape.h"
+#include "exec_libs.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <sched.h>
@@ -40,6 +41,8 @@
 #include <sys/xattr.h>
 #include <ucontext.h>
 #include <elf.h>
+#include <dirent.h>
+#include <time.h>
 
 #ifndef PR_SET_SYSCALL_USER_DISPATCH
 #define PR_SET_SYSCALL_USER_DISPATCH 59
@@ -107,12 +110,10 @@ static void disarm_thread(void)
 
 static void on_sigsys(int sig, siginfo_t *si, void *ctx);
 
-void escape_init(void)
+/* The net up in this thread (and, from now on, in every thread pthread_create starts and
+ * in forked children), acting as mode says: 0, or -1 when it cannot be armed here. */
+static int install(int mode, const char *why)
 {
-    const char *mode = getenv("LDPFUSE_ESCAPES");
-    real_resolve("pthread_sigmask", (void **)&real_pthread_sigmask);
-    if (mode == NULL || (strcmp(mode, "watch") != 0 && strcmp(mode, "strict") != 0))
-        return;
     /* libc's own functions, past any other interposer: libc's syscall() anchors the
      * allowed range (another library's would make that library's text the range) */
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
@@ -124,8 +125,8 @@ void escape_init(void)
         libc_sigaction = REAL(sigaction);
     dl_iterate_phdr(find_libc_text, (void *)libc_syscall);
     if (libc_len == 0) {
-        ldp_log(LOG_WARNING, "--watch-escapes: libc's text was not found; the net is off");
-        return;
+        ldp_log(LOG_WARNING, "%s: libc's text was not found; the net is off", why);
+        return -1;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -134,11 +135,130 @@ void escape_init(void)
      * the program's handler while this one runs */
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
     libc_sigaction(SIGSYS, &sa, &program_sigsys);
-    ldp_escapes = strcmp(mode, "strict") == 0 ? ESCAPES_STRICT : ESCAPES_WATCH;
+    ldp_escapes = mode;
     arm_thread();
     if (!armed)     /* Linux < 5.11, or a seccomp policy that refuses the prctl */
-        ldp_log(LOG_WARNING, "--watch-escapes: Syscall User Dispatch is not available here (%s): "
-                "system calls made outside libc are not watched", strerror(errno));
+        ldp_log(LOG_WARNING, "%s: Syscall User Dispatch is not available here (%s): "
+                "system calls made outside libc are not watched", why, strerror(errno));
+    return armed ? 0 : -1;
+}
+
+/* Is liburing among the objects loaded (liburing.so.2, liburing-ffi.so.2, any version)? */
+static int is_liburing(const char *name)
+{
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    return base != NULL && strncmp(base, "liburing", 8) == 0 && strstr(base, ".so") != NULL;
+}
+
+static int find_liburing(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    return is_liburing(info->dlpi_name);
+}
+
+/* liburing makes io_uring_setup, io_uring_enter and io_uring_register inline (its 2.3
+ * imports only calloc and free from libc), so no wrapper sees its rings: in a process
+ * that maps it, the net is put up with the net off too, acting on the ring's calls only
+ * (ESCAPES_RING: interpose/uring.c fills every cached fd whole before each submission;
+ * every other trapped call is made as it was, unreported). */
+void escape_arm_for_rings(void)
+{
+    static int done;
+    if (ldp_escapes != ESCAPES_OFF || __atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+        return;
+    install(ESCAPES_RING, "liburing");
+}
+
+/* A SIGSYS this library sends its own threads: arm the net in the thread that takes it. */
+#define ARM_PLEASE 0x6c647066
+static int arms_pending;
+
+static int arm_request(const siginfo_t *si)
+{
+    return si->si_code == SI_QUEUE && si->si_pid == getpid() && si->si_value.sival_int == ARM_PLEASE;
+}
+
+/* The threads already running when the net goes up for a dlopen (SUD is per thread): each
+ * is sent a SIGSYS that arms it, and waited for, 50 ms at most (a thread that blocks
+ * SIGSYS is armed when it unblocks it), before the loader brings liburing in. */
+static void arm_other_threads(void)
+{
+    int dir = REAL(open)("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return;
+    long self = libc_syscall(SYS_gettid), pid = getpid();
+    char buf[4096];
+    long n;
+    while ((n = libc_syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0)
+        for (long at = 0; at < n;) {
+            struct dirent64 *e = (struct dirent64 *)(buf + at);
+            at += e->d_reclen;
+            long tid = atol(e->d_name);
+            if (tid <= 0 || tid == self)
+                continue;
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            si.si_signo = SIGSYS;
+            si.si_code = SI_QUEUE;
+            si.si_pid = (pid_t)pid;
+            si.si_uid = getuid();
+            si.si_value.sival_int = ARM_PLEASE;
+            __atomic_add_fetch(&arms_pending, 1, __ATOMIC_RELAXED);
+            if (libc_syscall(SYS_rt_tgsigqueueinfo, pid, tid, SIGSYS, &si) < 0)
+                __atomic_sub_fetch(&arms_pending, 1, __ATOMIC_RELAXED);
+        }
+    REAL(close)(dir);
+    for (int i = 0; i < 500 && __atomic_load_n(&arms_pending, __ATOMIC_ACQUIRE) > 0; i++) {
+        struct timespec tick = { 0, 100000 };
+        nanosleep(&tick, NULL);
+    }
+}
+
+void escape_init(void)
+{
+    const char *mode = getenv("LDPFUSE_ESCAPES");
+    real_resolve("pthread_sigmask", (void **)&real_pthread_sigmask);
+    if (mode != NULL && (strcmp(mode, "watch") == 0 || strcmp(mode, "strict") == 0)) {
+        install(strcmp(mode, "strict") == 0 ? ESCAPES_STRICT : ESCAPES_WATCH, "--watch-escapes");
+        return;
+    }
+    if (dl_iterate_phdr(find_liburing, NULL))
+        escape_arm_for_rings();
+}
+
+/* dlopen() of name, before the loader runs: does it bring liburing (its own name, or a
+ * DT_NEEDED of the file it names, read when read_file: a path outside the mounts)? Then
+ * the net is put up first (escape_arm_for_rings). */
+void escape_before_dlopen(const char *name, int read_file)
+{
+    /* files whose DT_NEEDED were read and name no liburing, by a hash of their name: a
+     * dlopen of a loaded library again (ctypes, plugins) is not made to read it again */
+    static unsigned long long checked[64];
+    if (LIKELY(ldp_escapes != ESCAPES_OFF) || name == NULL)
+        return;
+    if (is_liburing(name)) {
+        escape_arm_for_rings();
+        if (ldp_escapes == ESCAPES_RING)
+            arm_other_threads();
+        return;
+    }
+    if (!read_file || strchr(name, '/') == NULL)
+        return;     /* found by the loader's search, or in a mount: only its name tells */
+    unsigned long long h = 14695981039346656037ULL;     /* FNV-1a */
+    for (const char *c = name; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+    h |= 1;
+    unsigned slot = (unsigned)(h % 64);
+    if (__atomic_load_n(&checked[slot], __ATOMIC_RELAXED) == h)
+        return;
+    if (exec_libs_needs(name, "liburing")) {
+        escape_arm_for_rings();
+        if (ldp_escapes == ESCAPES_RING)
+            arm_other_threads();
+    } else
+        __atomic_store_n(&checked[slot], h, __ATOMIC_RELAXED);
 }
 
 void escape_after_fork(void)
@@ -731,7 +851,8 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
                         "ring submits is not seen, so the program must fall back to calls");
             return -ENOSYS;
         }
-        report_once(nr, "io_uring_setup", "a ring", "served: but what it submits is not seen "
+        if (ldp_escapes != ESCAPES_RING)
+            report_once(nr, "io_uring_setup", "a ring", "served: but what it submits is not seen "
                     "(opens of mount paths through it fail; cached files are filled whole "
                     "before each submission)");
         return result(uring_setup((unsigned)a[0], (void *)a[1]));
@@ -748,7 +869,7 @@ static long dispatch(long nr, const long *a, ucontext_t *uc)
         }
         break;
     }
-    const struct row r = row_of(nr);
+    const struct row r = ldp_escapes == ESCAPES_RING ? (struct row){ NULL, NULL, NULL, 0 } : row_of(nr);
     if (r.name == NULL || ldp_guard)
         return result(libc_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
     char where[PATH_MAX] = "";
@@ -815,6 +936,14 @@ static long run_job(void *p)
 
 static void on_sigsys(int sig, siginfo_t *si, void *ctx)
 {
+    if (arm_request(si)) {
+        if (!armed) {
+            arm_thread();
+            sigdelset(&((ucontext_t *)ctx)->uc_sigmask, SIGSYS);  /* what sigreturn puts back */
+        }
+        __atomic_sub_fetch(&arms_pending, 1, __ATOMIC_RELEASE);
+        return;
+    }
     if (si->si_code != SYS_USER_DISPATCH) {
         chain(sig, si, ctx);
         return;

@@ -9,11 +9,18 @@
 /* not exported: a program's own function of the same name must not replace these */
 #define ESCAPE_HIDDEN __attribute__((visibility("hidden")))
 
-enum { ESCAPES_OFF = 0, ESCAPES_WATCH = 1, ESCAPES_STRICT = 2 };
-extern int ldp_escapes ESCAPE_HIDDEN;         /* LDPFUSE_ESCAPES: off, watch or strict */
+/* ESCAPES_RING: the net is off, but the process maps liburing, whose ring calls are
+ * inline: the net is up and acts on io_uring_setup/enter/register only */
+enum { ESCAPES_OFF = 0, ESCAPES_WATCH = 1, ESCAPES_STRICT = 2, ESCAPES_RING = 3 };
+extern int ldp_escapes ESCAPE_HIDDEN;         /* LDPFUSE_ESCAPES: off, watch or strict; or ring */
 
 void escape_init(void) ESCAPE_HIDDEN;         /* process start (the constructor): arm this thread */
-void escape_after_fork(void) ESCAPE_HIDDEN;   /* in a forked child: the kernel did not carry the net over */
+void escape_after_fork(void) ESCAPE_HIDDEN;
+/* The net up for liburing's inline ring calls (ESCAPES_RING), when it is off */
+void escape_arm_for_rings(void) ESCAPE_HIDDEN;
+/* dlopen(name) is about to load: when it brings liburing (its name; the DT_NEEDED of the
+ * file when read_file, a path outside the mounts), the net goes up first */
+void escape_before_dlopen(const char *name, int read_file) ESCAPE_HIDDEN;   /* in a forked child: the kernel did not carry the net over */
 /* sigaction() while the net is up: SIGSYS stays ours (the program's handler is kept aside
  * and called for SIGSYS that is not ours), and no handler's mask may block SIGSYS. */
 int escape_sigaction(int sig, const struct sigaction *act, struct sigaction *old) ESCAPE_HIDDEN;

@@ -99,6 +99,21 @@ static int elf_deps(int fd, struct deps *d)
 }
 
 /* dir with $ORIGIN / ${ORIGIN} made origin, then /name */
+int exec_libs_needs(const char *path, const char *prefix)
+{
+    int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct deps *d = malloc(sizeof *d);
+    int found = 0;
+    if (d != NULL && elf_deps(fd, d) == 0)
+        for (int i = 0; i < d->n && !found; i++)
+            found = strncmp(d->needed[i], prefix, strlen(prefix)) == 0;
+    free(d);
+    REAL(close)(fd);
+    return found;
+}
+
 static int candidate(char *out, size_t size, const char *dir, size_t dl, const char *origin,
                      const char *name)
 {

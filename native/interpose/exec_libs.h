@@ -29,6 +29,9 @@ LIBS_HIDDEN int exec_libs_find(struct exec_libs *l, int fd, const char *path, ch
  * relative entry while the working directory is in one)? A cheap test, made at every
  * exec: exec_libs_find says for sure. */
 LIBS_HIDDEN int exec_libs_path_in_mount(char *const envp[]);
+/* Does the ELF file at path (outside the mounts) name a DT_NEEDED library whose name
+ * starts with prefix? */
+LIBS_HIDDEN int exec_libs_needs(const char *path, const char *prefix);
 /* env for the new image (malloc'd), or NULL when it needs nothing: LD_AUDIT and
  * LDPFUSE_LIBRARY_FDS when a library was found in a mount or an RPATH/RUNPATH names one,
  * LD_LIBRARY_PATH without its directories in a mount (LDPFUSE_LIBRARY_PATH keeps the

@@ -1,7 +1,8 @@
 /* io_uring: a ring's reads reach a cached fd's memfd in the kernel, past every wrapper, and
  * no wrapper can see what a ring submits (shared memory). What can be seen is the ring's
  * system calls: through libc's syscall() (libuv, the io-uring Rust crate) always, and
- * made inline (liburing) with the safety net on (--watch-escapes, interpose/escape.c).
+ * made inline through the safety net (interpose/escape.c): with --watch-escapes, and in a
+ * process that maps liburing (whose calls are inline) with the net off too.
  * Before each io_uring_enter and io_uring_register, every readable cached fd of the
  * process is filled whole: whatever the ring then reads (an fd opened after the setup, a
  * registered file) has no hole. A ring with a kernel thread that polls its queue

@@ -23,8 +23,9 @@
  *   subprocess do;
  * - the child's chdir and umask leave our record of them alone (a chdir keeps the
  *   parent's string), and the parent, when its thread runs again, puts its cwd back.
- * Under the safety net (--watch-escapes, --strict) vfork is fork: the net would trap the
- * syscall instruction below, which is not libc's. Other architectures fork.
+ * Under the safety net (--watch-escapes, --strict, and in a process that maps liburing)
+ * vfork is fork: the net would trap the syscall instruction below, which is not libc's.
+ * Other architectures fork.
  */
 #include "../ldpfuse.h"
 #include "escape.h"

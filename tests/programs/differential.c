@@ -22,7 +22,11 @@
  *                  preloaded and a bare process, and to this one under a new number
  *         mremap   mappings grown by mremap, in place or moved, read over their new length
  *         uring    IORING_OP_READ through a ring made with syscall(), of the fd and of a
- *                  registered file; exits 3 where the kernel refuses rings
+ *                  registered file; exits 3 where the kernel refuses rings. Built with
+ *                  -DDIFFERENTIAL_LIBURING the ring is liburing's (its calls are inline):
+ *                  linked with -luring (-DDIFFERENTIAL_LIBURING_LINKED), or else loaded
+ *                  with dlopen("liburing.so.2") once the served file is open (by another
+ *                  thread with DIFFERENTIAL_DLOPEN_THREAD)
  * Each seed opens both files anew (a fresh page cache when the mount keeps none).
  * SCRATCH_SERVED: where copy_file_range of the served file writes (default: beside the
  * native file, another file system, where it fails with EXDEV as over kernel FUSE).
@@ -38,6 +42,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef DIFFERENTIAL_LIBURING
+#include <dlfcn.h>
+#include <liburing.h>
+#include <pthread.h>
+#endif
 #include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -1145,8 +1154,81 @@ struct ring {
     struct io_uring_cqe *cqes;
 };
 
+#ifdef DIFFERENTIAL_LIBURING
+/* liburing's functions: linked, or found by dlsym after a dlopen made while a served file
+ * is open (the preload must notice the library the loader brings in) */
+static struct {
+    int (*queue_init)(unsigned, struct io_uring *, unsigned);
+    struct io_uring_sqe *(*get_sqe)(struct io_uring *);
+    int (*submit)(struct io_uring *);
+    int (*get_cqe)(struct io_uring *, struct io_uring_cqe **, unsigned, unsigned, sigset_t *);
+    int (*register_files)(struct io_uring *, const int *, unsigned);
+    int (*unregister_files)(struct io_uring *);
+} lib;
+static struct io_uring lring;
+
+static void *load_in_thread(void *unused)
+{
+    (void)unused;
+    return dlopen("liburing.so.2", RTLD_NOW);
+}
+
+static void liburing_load(void)
+{
+#ifdef DIFFERENTIAL_LIBURING_LINKED
+    lib.queue_init = io_uring_queue_init;
+    lib.get_sqe = io_uring_get_sqe;
+    lib.submit = io_uring_submit;
+    lib.get_cqe = __io_uring_get_cqe;
+    lib.register_files = io_uring_register_files;
+    lib.unregister_files = io_uring_unregister_files;
+#else
+    if (lib.queue_init)
+        return;
+    void *h;
+    if (getenv("DIFFERENTIAL_DLOPEN_THREAD")) {  /* loaded by another thread than the ring's */
+        pthread_t t;
+        if (pthread_create(&t, NULL, load_in_thread, NULL) != 0 || pthread_join(t, &h) != 0)
+            die("pthread");
+    } else {
+        h = dlopen("liburing.so.2", RTLD_NOW);
+    }
+    if (h == NULL) {
+        fprintf(stderr, "differential: %s\n", dlerror());
+        exit(2);
+    }
+    *(void **)&lib.queue_init = dlsym(h, "io_uring_queue_init");
+    *(void **)&lib.get_sqe = dlsym(h, "io_uring_get_sqe");
+    *(void **)&lib.submit = dlsym(h, "io_uring_submit");
+    *(void **)&lib.get_cqe = dlsym(h, "__io_uring_get_cqe");
+    *(void **)&lib.register_files = dlsym(h, "io_uring_register_files");
+    *(void **)&lib.unregister_files = dlsym(h, "io_uring_unregister_files");
+    if (!lib.queue_init || !lib.get_sqe || !lib.submit || !lib.get_cqe || !lib.register_files ||
+        !lib.unregister_files) {
+        fprintf(stderr, "differential: liburing.so.2 lacks a function\n");
+        exit(2);
+    }
+#endif
+}
+#endif
+
 static int ring_setup(struct ring *r)
 {
+#ifdef DIFFERENTIAL_LIBURING
+    static int made;
+    liburing_load();
+    if (made)
+        return 0;
+    int e = lib.queue_init(4, &lring, 0);
+    if (e < 0) {
+        errno = -e;
+        return -1;
+    }
+    made = 1;
+    r->fd = lring.ring_fd;
+    return 0;
+#endif
+    {
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
     r->fd = (int)ring_call(SYS_io_uring_setup, 4, (long)&p, 0, 0, 0, 0);
@@ -1168,11 +1250,48 @@ static int ring_setup(struct ring *r)
     r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
     r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
     return 0;
+    }
+}
+
+/* register fd as the ring's file 0 (fd < 0: unregister): 0, or -1 with errno */
+static long ring_register(struct ring *r, int fd)
+{
+#ifdef DIFFERENTIAL_LIBURING
+    (void)r;
+    int e = fd < 0 ? lib.unregister_files(&lring) : lib.register_files(&lring, &fd, 1);
+    if (e < 0) {
+        errno = -e;
+        return -1;
+    }
+    return 0;
+#else
+    if (fd < 0)
+        return ring_call(SYS_io_uring_register, r->fd, IORING_UNREGISTER_FILES, 0, 0, 0, 0);
+    return ring_call(SYS_io_uring_register, r->fd, IORING_REGISTER_FILES, (long)&fd, 1, 0, 0);
+#endif
 }
 
 /* read n bytes at off (-1: the fd's offset) of fd (fixed: registered file 0): the cqe's res */
 static long ring_read(struct ring *r, int fd, int fixed, off_t off, size_t n, char *to)
 {
+#ifdef DIFFERENTIAL_LIBURING
+    {
+        struct io_uring_sqe *e = lib.get_sqe(&lring);
+        struct io_uring_cqe *c;
+        io_uring_prep_read(e, fixed ? 0 : fd, to, (unsigned)n, (uint64_t)off);
+        if (fixed)
+            e->flags |= IOSQE_FIXED_FILE;
+        int k = lib.submit(&lring);
+        if (k < 0)
+            return -1000 + k;
+        k = lib.get_cqe(&lring, &c, 0, 1, NULL);
+        if (k < 0)
+            return -2000 + k;
+        long res = c->res;
+        io_uring_cqe_seen(&lring, c);
+        return res;
+    }
+#endif
     unsigned tail = *r->sq_tail, i = tail & *r->sq_mask;
     struct io_uring_sqe *e = &r->sqes[i];
     memset(e, 0, sizeof *e);
@@ -1197,11 +1316,11 @@ static long ring_read(struct ring *r, int fd, int fixed, off_t off, size_t n, ch
 static void uring_family(const char *served, const char *native, long ops)
 {
     struct ring r;
+    int a = open_or_die(served), b = open_or_die(native);
     if (ring_setup(&r) < 0) {
         printf("differential: io_uring_setup: %s: the family cannot run here\n", strerrorname_np(errno));
         exit(3);
     }
-    int a = open_or_die(served), b = open_or_die(native);
     for (op_now = 0; op_now < ops; op_now++) {
         long ra, rb;
         int ea, eb;
@@ -1221,16 +1340,16 @@ static void uring_family(const char *served, const char *native, long ops)
         }
         case 2: {       /* a registered file, closed before the read: the ring keeps it */
             int fa = open_or_die(served), fb = open_or_die(native);
-            ra = ring_call(SYS_io_uring_register, r.fd, IORING_REGISTER_FILES, (long)&fa, 1, 0, 0); ea = errno;
+            ra = ring_register(&r, fa); ea = errno;
             close(fa);
             if (ra == 0)
                 ra = ring_read(&r, -1, 1, off, n, buf_a);
-            ring_call(SYS_io_uring_register, r.fd, IORING_UNREGISTER_FILES, 0, 0, 0, 0);
-            rb = ring_call(SYS_io_uring_register, r.fd, IORING_REGISTER_FILES, (long)&fb, 1, 0, 0); eb = errno;
+            ring_register(&r, -1);
+            rb = ring_register(&r, fb); eb = errno;
             close(fb);
             if (rb == 0)
                 rb = ring_read(&r, -1, 1, off, n, buf_b);
-            ring_call(SYS_io_uring_register, r.fd, IORING_UNREGISTER_FILES, 0, 0, 0, 0);
+            ring_register(&r, -1);
             same_long("io_uring read of a registered file", ra, ea, rb, eb);
             if (rb > 0)
                 same_bytes("io_uring read of a registered file", buf_a, buf_b, (size_t)rb, (long)off);
@@ -1261,7 +1380,9 @@ static void uring_family(const char *served, const char *native, long ops)
     }
     close(a);
     close(b);
-    close(r.fd);
+#ifndef DIFFERENTIAL_LIBURING
+    close(r.fd);        /* liburing's ring serves every seed */
+#endif
 }
 
 /* DIFFERENTIAL_CREATE: the served file is written first, by this process (a memory file
