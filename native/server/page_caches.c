@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 struct scache {
@@ -376,9 +377,25 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
  * memfd under the file's turn, so at the last close it holds what the FS holds, and only
  * the attributes it is kept against are old. They are asked again here (one getattr per
  * last close of a changed file), still holding the cache, and kept only if nothing changed
- * the name meanwhile and the FS's size is the memfd's; else it is dropped as before. A
+ * the name meanwhile, the FS's size is the memfd's and the memfd holds no store that was
+ * not passed on (memfd_passed_on); else it is dropped as before. A
  * file written by one process is then read by the next at the memfd's speed, as a file
  * written over kernel FUSE is read from the kernel's page cache. */
+/* Did every change of the memfd reach the FS? The clients keep the memfd's size and mtime
+ * after their last tracked fill or write in a user xattr (vfs/pagecache.c, KNOWN_XATTR);
+ * a store past the wrappers (stdio, a mapping) that was never passed on (its process
+ * killed) leaves the memfd apart from it. Without xattrs (tmpfs before 6.6) nobody knows:
+ * as before, yes. */
+static int memfd_passed_on(int mfd, const struct stat *k)
+{
+    struct { int64_t size, sec, nsec; } kn;
+    ssize_t n = fgetxattr(mfd, "user.ldpfuse.known", &kn, sizeof kn);
+    if (n < 0)
+        return errno == ENOTSUP || errno == EOPNOTSUPP;
+    return n == (ssize_t)sizeof kn && kn.size == k->st_size && kn.sec == k->st_mtim.tv_sec &&
+           kn.nsec == k->st_mtim.tv_nsec;
+}
+
 void scache_close_id(uint64_t id)
 {
     pthread_mutex_lock(&scache_lock);
@@ -393,7 +410,8 @@ void scache_close_id(uint64_t id)
         int ok = path && stamp != 0 && fs_ops->getattr(mnt, path, NULL, &st) == 0 && S_ISREG(st.st_mode);
         pthread_mutex_lock(&scache_lock);
         if ((s = scache_by_id(id)) != NULL && s->refs == 1 && ok && strcmp(s->path, path) == 0 &&
-            name_stamp(mnt, path) == stamp && fstat(s->mfd, &k) == 0 && k.st_size == st.st_size) {
+            name_stamp(mnt, path) == stamp && fstat(s->mfd, &k) == 0 && k.st_size == st.st_size &&
+            memfd_passed_on(s->mfd, &k)) {
             s->size = st.st_size;
             s->mtime = st.st_mtim;
             s->valid_stamp = stamp;
@@ -402,7 +420,7 @@ void scache_close_id(uint64_t id)
     }
     if (s && --s->refs <= 0) {
         if (s->valid_stamp != name_stamp(s->mnt, s->path))
-            scache_drop(s);     /* changed, and not found whole again above */
+            scache_drop(s);     /* changed, and its attributes not found again above */
         else
             scache_idle(s);
     }
