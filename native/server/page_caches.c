@@ -398,6 +398,7 @@ static int memfd_passed_on(int mfd, const struct stat *k)
 
 void scache_close_id(uint64_t id)
 {
+    struct stat k;
     pthread_mutex_lock(&scache_lock);
     struct scache *s = scache_by_id(id);
     if (s && s->refs == 1 && s->attrs_known && s->valid_stamp != name_stamp(s->mnt, s->path) &&
@@ -406,7 +407,7 @@ void scache_close_id(uint64_t id)
         int mnt = s->mnt;
         uint64_t stamp = name_stamp(mnt, path);
         pthread_mutex_unlock(&scache_lock);
-        struct stat st, k;
+        struct stat st;
         int ok = path && stamp != 0 && fs_ops->getattr(mnt, path, NULL, &st) == 0 && S_ISREG(st.st_mode);
         pthread_mutex_lock(&scache_lock);
         if ((s = scache_by_id(id)) != NULL && s->refs == 1 && ok && strcmp(s->path, path) == 0 &&
@@ -419,8 +420,10 @@ void scache_close_id(uint64_t id)
         free(path);
     }
     if (s && --s->refs <= 0) {
-        if (s->valid_stamp != name_stamp(s->mnt, s->path))
-            scache_drop(s);     /* changed, and its attributes not found again above */
+        if (s->valid_stamp != name_stamp(s->mnt, s->path) || fstat(s->mfd, &k) < 0 ||
+            !memfd_passed_on(s->mfd, &k))
+            scache_drop(s);     /* changed, and its attributes not found again above; or
+                                 * holding what the FS never got */
         else
             scache_idle(s);
     }
