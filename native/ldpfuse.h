@@ -166,6 +166,8 @@ struct vfile {
     unsigned whole_gen;         /* the name (0: never; stamps are not) and this generation */
     off_t seq_small, seq_next;  /* bytes read in a row by small reads found filled page by
                                  * page (pcache_fill), and where the next would start */
+    off_t data_looks;           /* small reads found filled by a look each since the last
+                                 * walk from the start (pcache_fill: random readers) */
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     int noflush;            /* the class has no flush(): close() does not ask (OPEN_NOFLUSH) */

@@ -159,6 +159,11 @@ struct backend_ops {
     /* release and then cache_close of token, as one request: a file's last close in the
      * process that was also its page cache's (NULL: the two calls) */
     void (*release_cached)(int mnt, const char *path, int flags, uint64_t fh, uint64_t token);
+    /* Wait until what this thread posted was served (NULL: nothing is posted): a last close
+     * of a page cache whose file changed returns only once the server kept or dropped it
+     * (server/page_caches.c, scache_close_id), so a change behind the mount made after the
+     * close is one the kept cache is checked against. */
+    void (*settle)(void);
     /* A FIFO, socket or device node of the FS, opened as the kernel opens one of a FUSE
      * mount: without the FS's open (NULL: call open as for a file, the embedded mode,
      * where the process itself may block). Returns a kernel fd, or -errno. */

@@ -921,6 +921,14 @@ static void sh_release_cached(int mnt, const char *path, int flags, uint64_t fh,
     post(W_RELEASE, mnt, path, flags, &fh, (int64_t)token, RELEASE_CACHE_TOO);
 }
 
+/* A request the server answers at once, and after what this thread posted before it: a
+ * cache close of no token. */
+static void sh_settle(void)
+{
+    uint64_t none = 0;
+    simple(W_CACHE_CLOSE, 0, "/", NULL, 0, 0, &none);
+}
+
 /* FIFOs, sockets and devices never reach the FS's open, as with the kernel: a FIFO is a
  * real one the server keeps for it (the open blocks this process, as it would natively),
  * a device is the machine's own, a socket cannot be opened. */
@@ -1155,7 +1163,7 @@ static struct backend_ops shared_ops = {
     .access = sh_access, .utimens = sh_utimens, .setxattr = sh_setxattr,
     .getxattr = sh_getxattr, .listxattr = sh_listxattr, .removexattr = sh_removexattr,
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
-    .release_cached = sh_release_cached,
+    .release_cached = sh_release_cached, .settle = sh_settle,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
     .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,

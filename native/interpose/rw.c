@@ -110,6 +110,9 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
     struct vfile *v = cached(fd);
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
         return direct_read(v, fd, buf, n, off);
+    ssize_t r;
+    if (UNLIKELY(v != NULL) && n > 0 && off >= 0 && pcache_whole(v) && (r = REAL(pread)(fd, buf, n, off)) != 0)
+        return r;       /* as read(): a read that meets the end goes on */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(pread)(fd, buf, n, off);
     return -1;
@@ -120,6 +123,9 @@ ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
     struct vfile *v = cached(fd);
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
         return direct_read(v, fd, buf, n, off);
+    ssize_t r;
+    if (UNLIKELY(v != NULL) && n > 0 && off >= 0 && pcache_whole(v) && (r = REAL(pread64)(fd, buf, n, off)) != 0)
+        return r;       /* as read(): a read that meets the end goes on */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(pread64)(fd, buf, n, off);
     return -1;
@@ -130,6 +136,9 @@ ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
     struct vfile *v = cached(fd);
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0 && n <= buflen)
         return direct_read(v, fd, buf, n, off);
+    ssize_t r;
+    if (UNLIKELY(v != NULL) && n > 0 && n <= buflen && off >= 0 && pcache_whole(v) && (r = REAL(pread)(fd, buf, n, off)) != 0)
+        return r;       /* as read(): a read that meets the end goes on */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(__pread_chk)(fd, buf, n, off, buflen);
     return -1;
@@ -140,6 +149,9 @@ ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
     struct vfile *v = cached(fd);
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0 && n <= buflen)
         return direct_read(v, fd, buf, n, off);
+    ssize_t r;
+    if (UNLIKELY(v != NULL) && n > 0 && n <= buflen && off >= 0 && pcache_whole(v) && (r = REAL(pread64)(fd, buf, n, off)) != 0)
+        return r;       /* as read(): a read that meets the end goes on */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(__pread64_chk)(fd, buf, n, off, buflen);
     return -1;

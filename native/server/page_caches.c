@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 struct scache {
@@ -29,6 +30,9 @@ struct scache {
     off_t size;
     struct timespec mtime;
     uint64_t stamp;             /* the name's coherence stamp when the last holder let go */
+    uint64_t valid_stamp;       /* ... and when size and mtime were last the file's: if the
+                                 * name changed since (written through the mount), they are
+                                 * asked again at the last close (scache_close_id) */
     long bytes;                 /* memory it holds while idle */
     int idle;                   /* counted in idle_count and idle_bytes, in the LRU list */
 };
@@ -303,6 +307,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         if (s && s->refs <= 0) {
             if (have_st && scache_still_valid(s, &st)) {
                 idle_leave(s);
+                s->valid_stamp = s->stamp;
             } else {
                 scache_drop(s);
                 s = NULL;
@@ -313,7 +318,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         /* the file's size now, asked without the lock (a method may take long); if a cache
          * of any file was dropped meanwhile, this one may have been written and let go of
          * in between: ask again */
-        uint64_t drops = scache_drops;
+        uint64_t drops = scache_drops, stamp = name_stamp(mnt, path);
         pthread_mutex_unlock(&scache_lock);
         if (!have_st || asked > 0)
             have_st = fs_ops->getattr(mnt, path, fh, &st) == 0 && S_ISREG(st.st_mode);
@@ -341,6 +346,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         s->mfd = mfd;
         s->id = ++scache_ids;
         s->attrs_known = have_st;
+        s->valid_stamp = stamp;
         s->size = now;
         if (have_st)
             s->mtime = st.st_mtim;
@@ -364,13 +370,63 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
 }
 
 /* A client let go of the cache (its close, or its end: exit, kill -9, exec). A cache
- * already dropped (its name unlinked) is no longer in the table. */
+ * already dropped (its name unlinked) is no longer in the table.
+ *
+ * A file written through the mount (its name's stamp moved since its size and mtime were
+ * last the file's) is kept too: every write and truncation through the mount reached the
+ * memfd under the file's turn, so at the last close it holds what the FS holds, and only
+ * the attributes it is kept against are old. They are asked again here (one getattr per
+ * last close of a changed file), still holding the cache, and kept only if nothing changed
+ * the name meanwhile, the FS's size is the memfd's and the memfd holds no store that was
+ * not passed on (memfd_passed_on); else it is dropped as before. A
+ * file written by one process is then read by the next at the memfd's speed, as a file
+ * written over kernel FUSE is read from the kernel's page cache. */
+/* Did every change of the memfd reach the FS? The clients keep the memfd's size and mtime
+ * after their last tracked fill or write in a user xattr (vfs/pagecache.c, KNOWN_XATTR);
+ * a store past the wrappers (stdio, a mapping) that was never passed on (its process
+ * killed) leaves the memfd apart from it. Without xattrs (tmpfs before 6.6) nobody knows:
+ * as before, yes. */
+static int memfd_passed_on(int mfd, const struct stat *k)
+{
+    struct { int64_t size, sec, nsec; } kn;
+    ssize_t n = fgetxattr(mfd, "user.ldpfuse.known", &kn, sizeof kn);
+    if (n < 0)
+        return errno == ENOTSUP || errno == EOPNOTSUPP;
+    return n == (ssize_t)sizeof kn && kn.size == k->st_size && kn.sec == k->st_mtim.tv_sec &&
+           kn.nsec == k->st_mtim.tv_nsec;
+}
+
 void scache_close_id(uint64_t id)
 {
+    struct stat k;
     pthread_mutex_lock(&scache_lock);
     struct scache *s = scache_by_id(id);
-    if (s && --s->refs <= 0)
-        scache_idle(s);
+    if (s && s->refs == 1 && s->attrs_known && s->valid_stamp != name_stamp(s->mnt, s->path) &&
+        keep_bytes_limit() > 0) {
+        char *path = strdup(s->path);
+        int mnt = s->mnt;
+        uint64_t stamp = name_stamp(mnt, path);
+        pthread_mutex_unlock(&scache_lock);
+        struct stat st;
+        int ok = path && stamp != 0 && fs_ops->getattr(mnt, path, NULL, &st) == 0 && S_ISREG(st.st_mode);
+        pthread_mutex_lock(&scache_lock);
+        if ((s = scache_by_id(id)) != NULL && s->refs == 1 && ok && strcmp(s->path, path) == 0 &&
+            name_stamp(mnt, path) == stamp && fstat(s->mfd, &k) == 0 && k.st_size == st.st_size &&
+            memfd_passed_on(s->mfd, &k)) {
+            s->size = st.st_size;
+            s->mtime = st.st_mtim;
+            s->valid_stamp = stamp;
+        }
+        free(path);
+    }
+    if (s && --s->refs <= 0) {
+        if (s->valid_stamp != name_stamp(s->mnt, s->path) || fstat(s->mfd, &k) < 0 ||
+            !memfd_passed_on(s->mfd, &k))
+            scache_drop(s);     /* changed, and its attributes not found again above; or
+                                 * holding what the FS never got */
+        else
+            scache_idle(s);
+    }
     pthread_mutex_unlock(&scache_lock);
 }
 
