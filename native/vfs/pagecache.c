@@ -124,7 +124,7 @@ static void note_known_as(struct pcache *pc, int xflags)
     struct stat k;
     if (REAL(fstat)(pc->mfd, &k) == 0) {
         pc->known_mtime = k.st_mtim;
-        pc->known_size = k.st_size;
+        __atomic_store_n(&pc->known_size, k.st_size, __ATOMIC_RELAXED);     /* read unlocked: pcache_fill */
         struct known kn = { k.st_size, k.st_mtim.tv_sec, k.st_mtim.tv_nsec };
         if (!pc->no_xattr && REAL(fsetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn, xflags) < 0) {
             if (errno == EEXIST)
@@ -173,7 +173,7 @@ static int load_known(struct pcache *pc)
     struct known kn;
     if (pc->no_xattr || REAL(fgetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn) != (ssize_t)sizeof kn)
         return -1;
-    pc->known_size = (off_t)kn.size;
+    __atomic_store_n(&pc->known_size, (off_t)kn.size, __ATOMIC_RELAXED);     /* read unlocked: pcache_fill */
     pc->known_mtime.tv_sec = (time_t)kn.sec;
     pc->known_mtime.tv_nsec = (long)kn.nsec;
     return 0;
@@ -668,7 +668,8 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
             /* A small sequential reader finds the range ahead with SEEK_HOLE once it has read
              * a 32nd of the file (what the walk would cost, 35 ns a page here, is then at most
              * what its SEEK_DATAs, 400 ns each, already cost), and reads on with no call. */
-            if (off == v->seq_next && v->seq_small > 0 && v->seq_small >= pc->known_size / 32)
+            off_t known = __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED);     /* a hint only */
+            if (off == v->seq_next && v->seq_small > 0 && v->seq_small >= known / 32)
                 goto walk;
             /* two pages at most: SEEK_DATA at a filled page answers at once */
             filled = REAL(lseek)(pc->mfd, off, SEEK_DATA) == off &&
@@ -683,7 +684,7 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
                  * walked once from its start (35 ns a page against 400 ns a look: at most
                  * half of what the looks cost so far), and a cache found whole is read
                  * with no look from then on. */
-                if (++v->data_looks >= (pc->known_size >> 15 > 32 ? pc->known_size >> 15 : 32)) {
+                if (++v->data_looks >= (known >> 15 > 32 ? known >> 15 : 32)) {
                     v->data_looks = 0;
                     int e = errno;
                     note_whole(pc, v, gen);
