@@ -202,6 +202,7 @@ extern gid_t own_gid;
 int creds_init(void);
 int become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, uint64_t caps);
 void become_self(void);
+void creds_now(int *switched, uid_t *uid, gid_t *gid, int *ngroups, gid_t **groups, uint64_t *caps);
 uint64_t peer_caps(int fd, pid_t pid, uid_t uid);
 int proc_groups(pid_t pid, gid_t **out);
 void request_identity(struct client *cl, const struct wire_req *rq);
