@@ -44,6 +44,8 @@ LOOPBACK = f"{EXAMPLES / 'loopback.py'}:Loopback"
 # LDPFUSE_TEST_BACKING=no runs the loopback with -o backing=no (every operation through
 # its Python methods), =yes (the default) with its tree backed (docs/backing.md)
 LOOPBACK_BACKING = os.environ.get("LDPFUSE_TEST_BACKING", "")
+# LDPFUSE_TEST_WORKERS=N: every shared-mode run_ldp() with -o workers=N -o workers_safe
+TEST_WORKERS = os.environ.get("LDPFUSE_TEST_WORKERS", "")
 MEMORY = f"{EXAMPLES / 'memory.py'}:Memory"
 
 # Per-command limits in seconds.  Generous: the first operation on a mount
@@ -152,6 +154,9 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
     if mode:  # the test's own choice wins over the suite-wide one
         argv += ["--mode", mode]
     options = dict(options or {})
+    if TEST_WORKERS and (mode or "shared") == "shared" and "workers" not in options:
+        # the suite's runs served by N instances (tests/test_workers.py, issue 34)
+        options.update(workers=TEST_WORKERS, workers_safe=None)
     if LOOPBACK_BACKING and str(fs_spec).endswith("loopback.py:Loopback") and \
             "passthrough" not in options:
         options.setdefault("backing", LOOPBACK_BACKING)

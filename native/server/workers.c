@@ -13,7 +13,7 @@
  *               processes do), reached over a unix stream socket.
  * A handle the class gave (open, create, opendir) is known by the forwarding table's own
  * number (a slot: the worker and the class's fh); every call with it goes to that worker.
- * A call without one goes to an idle worker (the first idle one from a turning start). A
+ * A call without one goes to the serving thread's own worker, or another idle one. A
  * worker answers one call at a time: the class need not be thread_safe. The server
  * serves with a thread per connection (serve.c), and a thread waits for a worker on a
  * mutex, without the GIL; calls to worker 0 take the GIL as the embedded backend does.
@@ -154,7 +154,12 @@ static int slot_get(uint64_t id, uint64_t *fh, int drop)
     return w;
 }
 
-/* ---- choosing a worker */
+/* ---- choosing a worker: a call without a handle goes to its serving thread's own worker
+ * (given in turn at the thread's first call: one client's calls stay with one instance,
+ * and the clients are spread over them) when it is idle, else to the next idle one. A
+ * turn per call would not spread them: a request of two calls (lookup, then open) would
+ * send every open to the same instance. */
+static __thread int home = -1;
 static int wk_take(int want)
 {
     pthread_mutex_lock(&wk_lock);
@@ -167,7 +172,9 @@ static int wk_take(int want)
             if (!wks[want].busy)
                 break;
         } else {
-            unsigned start = turn++;
+            if (home < 0)
+                home = (int)(turn++ % (unsigned)nwk);
+            unsigned start = (unsigned)home;
             for (int k = 0; k < nwk && want < 0; k++) {
                 int i = (int)((start + (unsigned)k) % (unsigned)nwk);
                 if (!wks[i].busy && !wks[i].dead)
