@@ -75,7 +75,12 @@ def start(env):
     code = (f"import sys; sys.path.insert(0, {parent!r}); "
             "from ldpfuse_py import workers; workers.serve()")
     argv = [sys.executable, "-c", code]
-    _embedded.workers_start(n, argv, [f"{k}={v}" for k, v in child_env.items()])
+    from . import _runtime
+
+    # a fusepy script whose calls run on its FUSE() thread (nothreads): that thread holds
+    # the server's loop, so this process's instance cannot answer beside it: N processes
+    local = _runtime.fuse_thread_loop() is None
+    _embedded.workers_start(n, argv, [f"{k}={v}" for k, v in child_env.items()], local)
 
 
 def stop(grace):

@@ -7,7 +7,8 @@ Pids fixture's handles are its own); bad values and a class that does not allow 
 one line and a nonzero exit; a worker killed mid-run gives EIO, not a hang, and the
 command goes on; a request of uid 65534 in a worker has that uid's rights only. The
 suite's coherence and cache tests run with workers=2 too: LDPFUSE_TEST_WORKERS=2
-(conftest.run_ldp adds -o workers=2 -o workers_safe to every shared-mode run).
+(conftest.run_ldp adds -o workers=2 to every shared-mode run of a class that declares
+workers_safe: the loopback and archive examples).
 """
 
 import os

@@ -7,7 +7,8 @@
  * the command's, whatever instance answered. Only the calls of the class move: fs_ops
  * becomes the forwarding table below, and each call goes to one instance:
  *   worker 0    the server's own instance (built by serve_init, as with workers=1), called
- *               in this process;
+ *               in this process (but for a fusepy script whose calls must run on its
+ *               FUSE() thread, which the server's loop holds: then a process too);
  *   worker 1..  a process of its own (ldpfuse_py/workers.py: a fresh interpreter that
  *               builds its instance from the same description, as the embedded mode's
  *               processes do), reached over a unix stream socket.
@@ -1009,14 +1010,16 @@ static void str_free(char **v)
     free(v);
 }
 
-/* _embedded.workers_start(n, argv, env): n - 1 worker processes besides this one's
- * instance, each built (its hello) before this returns; RuntimeError if one could not. */
+/* _embedded.workers_start(n, argv, env, local=True): n - 1 worker processes besides this
+ * one's instance (local False: n, this one's instance unused: a fusepy script's whose calls
+ * must run on its FUSE() thread, which serve_loop holds), each built (its hello) before
+ * this returns; RuntimeError if one could not. */
 PyObject *ldp_workers_start(PyObject *self, PyObject *args)
 {
     (void)self;
-    int n;
+    int n, local = 1;
     PyObject *pargv, *penv;
-    if (!PyArg_ParseTuple(args, "iOO", &n, &pargv, &penv))
+    if (!PyArg_ParseTuple(args, "iOO|p", &n, &pargv, &penv, &local))
         return NULL;
     if (fs_ops == NULL || n < 2 || n > WK_MAX) {
         PyErr_Format(PyExc_RuntimeError, "workers: 2 to %d, after serve_init()", WK_MAX);
@@ -1033,14 +1036,14 @@ PyObject *ldp_workers_start(PyObject *self, PyObject *args)
     if (t && *t)
         wk_timeout_ms = (int)(strtod(t, NULL) * 1000);
     wks[0] = (struct worker){ .fd = -1, .pidfd = -1, .pid = getpid() };
-    int ok = 1;
+    int ok = 1, first = local ? 1 : 0;
     Py_BEGIN_ALLOW_THREADS
-    for (int i = 1; i < n && ok; i++) {
+    for (int i = first; i < n && ok; i++) {
         wks[i] = (struct worker){ .fd = spawn(argv, envp), .pidfd = -1 };
         ok = wks[i].fd >= 0;
     }
     /* each worker says it is built (its pid) */
-    for (int i = 1; i < n && ok; i++) {
+    for (int i = first; i < n && ok; i++) {
         struct wk_rep hello;
         if (recv_head(wks[i].fd, &hello, sizeof hello, NULL) != 0 || hello.r <= 0) {
             ok = 0;
@@ -1055,7 +1058,7 @@ PyObject *ldp_workers_start(PyObject *self, PyObject *args)
     str_free(argv);
     str_free(envp);
     if (!ok) {
-        for (int i = 1; i < n; i++) {
+        for (int i = first; i < n; i++) {
             if (wks[i].pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, wks[i].pidfd, SIGKILL, NULL, 0);
             if (wks[i].fd >= 0)
@@ -1087,13 +1090,13 @@ PyObject *ldp_workers_stop(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "|d", &grace))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
-    for (int i = 1; i < nwk; i++)
+    for (int i = 0; i < nwk; i++)
         if (wks[i].fd >= 0)
             shutdown(wks[i].fd, SHUT_RDWR);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 1; i < nwk; i++) {
-        if (wks[i].pidfd < 0)
+    for (int i = 0; i < nwk; i++) {
+        if (wks[i].fd < 0 || wks[i].pidfd < 0)
             continue;
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -1112,7 +1115,9 @@ PyObject *ldp_worker_pids(PyObject *self, PyObject *args)
     (void)self;
     (void)args;
     PyObject *l = PyList_New(0);
-    for (int i = 1; l && i < nwk; i++) {
+    for (int i = 0; l && i < nwk; i++) {
+        if (wks[i].fd < 0)
+            continue;
         PyObject *v = PyLong_FromLong(wks[i].pid);
         if (!v || PyList_Append(l, v) < 0) {
             Py_XDECREF(v);
