@@ -95,8 +95,14 @@ def serve():
     """A worker process: build the instance, answer the server's calls until it goes,
     then the instance's destroy()."""
     import atexit
+    import signal
 
     from . import _embedded, _runtime, operations
+
+    # the terminal's Ctrl-C and Ctrl-\ are the command's (the launcher forwards what is
+    # sent to it): a worker ends when the launcher does
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_IGN)
 
     operations._request_context = _embedded.context
     try:

@@ -233,6 +233,36 @@ def test_a_killed_worker_gives_eio_not_a_hang(tmp_path):
     assert r.stdout.split() == ["ok"] * 4
 
 
+# a read of /hang never answers: EIO after op_timeout, and the other instance serves the
+# opens and reads that follow (the hung one is killed if it is a worker process, busy for
+# good if it is the launcher's own)
+HANG = r"""
+import errno, os, sys
+root = sys.argv[1]
+try:
+    with open(f"{root}/hang", "rb") as f:
+        f.read(16)
+    print("hang answered")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+for i in range(8):
+    with open(f"{root}/f{i}", "rb") as f:
+        assert f.read(16)
+print("served")
+"""
+
+
+@shared_only
+def test_a_method_that_hangs_gives_eio_and_the_others_serve(tmp_path):
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "hang.py"
+    script.write_text(HANG)
+    r = run_ldp(PIDS, [], [sys.executable, script, mnt], mnt, options={"workers": 2, "op_timeout": 2},
+                timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["EIO", "served"]
+
+
 def worker_processes(marker):
     """Pids of worker processes whose environment holds marker."""
     found = []

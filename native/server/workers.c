@@ -102,8 +102,8 @@ struct slot {
     int used;
 };
 static struct slot *slots;
-static size_t nslots;
-static uint32_t *free_list;
+static size_t nslots, slots_cap;
+static uint32_t *free_list;     /* slots let go of, to use again (at most nslots) */
 static size_t nfree;
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -114,16 +114,19 @@ static int slot_add(int worker, uint64_t fh, uint64_t *id)
     if (nfree > 0) {
         i = free_list[--nfree];
     } else {
-        if ((nslots & (nslots + 1)) == 0 || nslots == 0) {
-            size_t cap = nslots ? (nslots + 1) * 2 : 64;
-            void *p = realloc(slots, cap * sizeof *slots), *q = p ? realloc(free_list, cap * sizeof *free_list) : NULL;
+        if (nslots == slots_cap) {
+            size_t cap = slots_cap ? slots_cap * 2 : 64;
+            struct slot *p = realloc(slots, cap * sizeof *slots);
             if (p)
                 slots = p;
+            uint32_t *q = p ? realloc(free_list, cap * sizeof *free_list) : NULL;
+            if (q)
+                free_list = q;
             if (!p || !q) {
                 pthread_mutex_unlock(&slot_lock);
                 return -ENOMEM;
             }
-            free_list = q;
+            slots_cap = cap;
         }
         i = nslots++;
         slots[i].gen = 0;
@@ -183,6 +186,13 @@ static int wk_take(int want)
             }
             if (want >= 0)
                 break;
+            int alive = 0;
+            for (int i = 0; i < nwk; i++)
+                alive += !wks[i].dead;
+            if (!alive) {
+                pthread_mutex_unlock(&wk_lock);
+                return -EIO;
+            }
         }
         pthread_cond_wait(&wk_free, &wk_lock);
     }
@@ -731,7 +741,7 @@ static int64_t wk_call_local(const struct wk_req *q, const char *path, const cha
                     : q->op == K_GETXATTR ? fs_ops->getxattr(mnt, path, path2, o, size)
                                           : fs_ops->listxattr(mnt, path, o, size);
         if (q->op == K_READLINK && r >= 0)
-            rep->out_len = size;    /* readlink NUL-terminates within size */
+            rep->out_len = (size_t)r < size ? (size_t)r + 1 : size;     /* with its NUL */
         else
             rep->out_len = r > 0 && size ? ((size_t)r < size ? (size_t)r : size) : 0;
         return r;

@@ -3,12 +3,14 @@
 ``/f0`` .. ``/f63`` are opened with ``direct_io`` (every read reaches the class) under a
 handle this instance alone knows (its own counter: another instance's read of it fails
 EBADF); each read gives ``PID\\n`` (the serving process's pid) padded to the size asked,
-up to the file's 4096 bytes. ``workers_safe``: its instances may serve side by side.
+up to the file's 4096 bytes; a read of ``/hang`` never returns (an hour).
+``workers_safe``: its instances may serve side by side.
 """
 
 import errno
 import os
 import stat
+import time
 
 from ldpfuse_py import FileInfo, FuseOSError, Operations
 
@@ -31,7 +33,7 @@ class Pids(Operations):
 
     @staticmethod
     def _names():
-        return [f"f{i}" for i in range(64)]
+        return [f"f{i}" for i in range(64)] + ["hang"]
 
     def readdir(self, path, fh):
         return [".", ".."] + self._names()
@@ -44,6 +46,8 @@ class Pids(Operations):
     def read(self, path, size, offset, fh):
         if self.handles.get(fh) != path:
             raise FuseOSError(errno.EBADF)   # not a handle this instance gave
+        if path == "/hang":
+            time.sleep(3600)
         line = f"{os.getpid()}\n".encode()
         return (line * (size // len(line) + 1))[:max(0, min(size, SIZE - offset))]
 
