@@ -21,6 +21,8 @@
  *   page_caches.c  the memfd page caches of cached files, one per file, for every client
  *   fifos.c        FIFOs of the file system, real FIFOs in a private directory
  *   coherence.c    the table of change counters every client maps read-only
+ *   workers.c      -o workers=N: the class's calls sent to N instances (worker processes),
+ *                  each open file's to the instance that opened it
  *   serve.c        the threads: the FS thread's loop (a class that is not thread_safe),
  *                  a thread per connection (thread_safe), the watcher, Python entry points
  *
