@@ -5,6 +5,8 @@ each) with 1 and with 4 forked workers, as a training loop's data loader does, t
   rat-fuse      ratarmount over kernel FUSE (its users' way today; needs /dev/fuse, root)
   rat-ldp       ratarmount run unmodified under ldpfuse-run (default mode)
   archive-ldp   examples/archive.py under ldpfuse-run (default mode)
+  ...-w2, -wauto  the same with -o workers=2 / -o workers=auto (issue 34: N instances of the
+                class serve the command; ratarmount with -o workers_safe, its user's word)
 
 in interleaved rounds; prints the median seconds of the read phase (the workers' listing
 and reads; the mount's start is not counted) and the ratios.
@@ -76,13 +78,18 @@ print(f"RESULT files={len(names)} bytes={total} secs={time.perf_counter() - t0:.
 '''
 
 
-CONFIGS = ["native", "rat-fuse", "rat-ldp", "archive-ldp"]
+CONFIGS = ["native", "rat-fuse", "rat-ldp", "rat-ldp-w2", "rat-ldp-wauto", "archive-ldp", "archive-ldp-w2",
+           "archive-ldp-wauto"]
 GZ_CONFIGS = ["native", "rat-fuse-gz", "archive-ldp-gz"]
 LABELS = {
     "native": "native (the tar extracted)",
     "rat-fuse": "ratarmount over kernel FUSE",
     "rat-ldp": "ratarmount under ldpfuse-run",
     "archive-ldp": "examples/archive.py under ldpfuse-run",
+    "archive-ldp-w2": "examples/archive.py under ldpfuse-run -o workers=2",
+    "archive-ldp-wauto": "examples/archive.py under ldpfuse-run -o workers=auto",
+    "rat-ldp-w2": "ratarmount under ldpfuse-run -o workers=2",
+    "rat-ldp-wauto": "ratarmount under ldpfuse-run -o workers=auto",
     "rat-fuse-gz": "ratarmount over kernel FUSE, .tar.gz",
     "archive-ldp-gz": "examples/archive.py under ldpfuse-run, .tar.gz",
 }
@@ -138,14 +145,15 @@ def unavailable(ctx):
     """{configuration: why it cannot run here} for those of CONFIGS that cannot."""
     why = {}
     if not ctx["ratarmount"]:
-        why["rat-fuse"] = why["rat-ldp"] = "ratarmount not installed (pip install ratarmount)"
+        why["rat-fuse"] = why["rat-ldp"] = why["rat-ldp-w2"] = why["rat-ldp-wauto"] = \
+            "ratarmount not installed (pip install ratarmount)"
     if not os.path.exists("/dev/fuse"):
         why.setdefault("rat-fuse", "/dev/fuse does not exist")
     elif shutil.which("fusermount") is None:
         why.setdefault("rat-fuse", "fusermount not found (apt-get install fuse)")
     if not ctx["ldp"]:
         why.setdefault("rat-ldp", "ldpfuse-run not found")
-        why["archive-ldp"] = "ldpfuse-run not found"
+        why["archive-ldp"] = why["archive-ldp-w2"] = why["archive-ldp-wauto"] = "ldpfuse-run not found"
     for c in ("rat-fuse", "archive-ldp"):
         if c in why:
             why[c + "-gz"] = why[c]
@@ -168,6 +176,10 @@ def parse(out):
 def command(cfg, workers, ctx):
     """The timed command of cfg (for rat-fuse, the reader run on the FUSE mount)."""
     reader = [sys.executable, ctx["reader"]]
+    cfg, _, n = cfg.partition("-w")
+    if n:   # -o workers=N: the launcher's own option, before the file system
+        ldp = [ctx["ldp"], "-o", f"workers={n}"] + (["-o", "workers_safe"] if cfg.startswith("rat") else [])
+        return ldp + command(cfg, workers, dict(ctx, ldp=""))[1:]
     if cfg == "native":
         return reader + [ctx["extracted"], str(workers)]
     if cfg == "rat-ldp":

@@ -206,6 +206,10 @@ class Node:
 class Archive(Operations):
     """Serve the archive at ``path`` read-only at the mount point."""
 
+    # read-only, and each instance indexes the archive itself: -o workers=N may serve one
+    # command from N of them (docs/operations.md)
+    workers_safe = True
+
     def __init__(self, path, spacing=SPACING, max_points=MAX_POINTS):
         self.path = os.path.realpath(path)
         st = os.stat(self.path)

@@ -63,6 +63,7 @@ class Loopback(Operations):
 
     use_ns = True
     posix_acl = True  # the lower file system keeps ACLs and modes in step
+    workers_safe = True  # its state is the lower tree's: -o workers=N (docs/operations.md)
 
     def __init__(self, root, passthrough="yes", backing=None, see=""):
         self.root = os.path.realpath(root)

@@ -452,7 +452,10 @@ def main(argv=None):
                 die(f"-o {key} expects a number of seconds, 0 or more, got {value!r}")
             own_env[own[key]] = value
             args.options.remove(kv)
+    take_workers_options(args, own_env)
     if script:
+        if "LDPFUSE_WORKERS" in own_env and args.mode == "embedded":
+            die(WORKERS_SHARED_ONLY)
         bad = [kv for kv in args.options if kv not in FLAGS]
         if bad:
             die(f"-o {bad[0]}: -o is for a file system class; a fusepy script "
@@ -489,7 +492,35 @@ def main(argv=None):
             die(f"{args.fs}: {one_line(e)}")
     if args.mode is None:
         args.mode = preferred_mode(cls)
+    if "LDPFUSE_WORKERS" in own_env and args.mode == "embedded":
+        die(WORKERS_SHARED_ONLY)
     return launch(args, spec, point, own_env, cmd, die)
+
+
+WORKERS_SHARED_ONLY = ("-o workers is an option of the shared mode (--mode embedded already builds an "
+                       "instance of the class in every process)")
+
+
+def take_workers_options(args, own_env):
+    """-o workers=N|auto and -o workers_safe (ldpfuse_py/workers.py) out of args.options,
+    into own_env (LDPFUSE_WORKERS when N > 1, LDPFUSE_WORKERS_SAFE)."""
+    from . import workers
+
+    for kv in list(args.options):
+        key, sep, value = kv.partition("=")
+        if key == "workers":
+            try:
+                n = workers.count(value if sep else "")
+            except ValueError as e:
+                die(str(e))
+            own_env.pop(workers.ENV, None)
+            if n > 1:
+                own_env[workers.ENV] = str(n)
+        elif kv == "workers_safe":
+            own_env[workers.SAFE_ENV] = "1"
+        else:
+            continue
+        args.options.remove(kv)
 
 
 def split_module(ours):
@@ -617,7 +648,8 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     env["LDPFUSE_PYTHON_PATH"] = "\n".join(p for p in sys.path if p and os.path.isdir(p))
     env["LDPFUSE_PYTHON_VERSION"] = f"{sys.version_info[0]}.{sys.version_info[1]}"
     env["LDPFUSE_PACKAGE_PARENT"] = os.path.dirname(PACKAGE_DIR)
-    for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL", *ACCESS_FLAGS.values()):
+    for key in ("LDPFUSE_CWD", "LDPFUSE_CWD_REAL", "LDPFUSE_WORKERS", "LDPFUSE_WORKERS_SAFE",
+                *ACCESS_FLAGS.values()):
         env.pop(key, None)      # the process's own, or an enclosing launcher's
     env.update(own_env)
     if args.trace:

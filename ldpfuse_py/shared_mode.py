@@ -81,10 +81,28 @@ def start(argv_exec, env, die):
         thread_safe = build(env)
     except RuntimeError as e:
         die(f"the file system could not start: {e}")
+    from . import workers
+
+    refused = workers.check(env, _runtime_objects())
+    if refused:
+        die(refused)
+    if workers.wanted(env) > 1:
+        # N instances answer side by side (native/server/workers.c): a thread per client
+        try:
+            workers.start(env)
+        except RuntimeError as e:
+            die(f"-o workers={workers.wanted(env)}: {e}")
+        thread_safe = True
     pid = start_command(argv_exec, env)
     serve(listener, thread_safe)
     forward_signals(pid)
     return pid
+
+
+def _runtime_objects():
+    from . import _runtime
+
+    return _runtime.mounted_objects()
 
 
 def listen(env):
@@ -217,6 +235,9 @@ def serve_until_stopped():
     import atexit
 
     atexit._run_exitfuncs()     # the FS's destroy(), on the thread that served it
+    from . import workers
+
+    workers.stop(op_timeout() or OP_TIMEOUT)    # theirs (-o workers)
     _embedded.serve_cleanup()
 
 

@@ -44,6 +44,9 @@ LOOPBACK = f"{EXAMPLES / 'loopback.py'}:Loopback"
 # LDPFUSE_TEST_BACKING=no runs the loopback with -o backing=no (every operation through
 # its Python methods), =yes (the default) with its tree backed (docs/backing.md)
 LOOPBACK_BACKING = os.environ.get("LDPFUSE_TEST_BACKING", "")
+# LDPFUSE_TEST_WORKERS=N: every shared-mode run_ldp() of a class that allows it (the
+# loopback and archive examples) with -o workers=N (tests/test_workers.py)
+TEST_WORKERS = os.environ.get("LDPFUSE_TEST_WORKERS", "")
 MEMORY = f"{EXAMPLES / 'memory.py'}:Memory"
 
 # Per-command limits in seconds.  Generous: the first operation on a mount
@@ -136,6 +139,17 @@ def ldpfuse_run_argv():
     pytest.fail("ldpfuse-run is not installed: run `pip install .` first")
 
 
+def declares_workers_safe(fs_spec):
+    """Does the file of a path/to/file.py:Class spec say `workers_safe = True` (the
+    examples loopback and archive do)? Read, not imported: a class whose instances keep
+    their state in the process (memory.py) would diverge under -o workers."""
+    path, _, _ = str(fs_spec).rpartition(":")
+    try:
+        return path.endswith(".py") and "    workers_safe = True" in Path(path).read_text()
+    except OSError:
+        return False
+
+
 def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
             log_level=None, cwd=None, env=None, timeout=LDP_TIMEOUT,
             input=None, fake_lower=None, mode=None):
@@ -152,6 +166,10 @@ def run_ldp(fs_spec, fs_args, cmd, mountpoint, *, options=None, log_file=None,
     if mode:  # the test's own choice wins over the suite-wide one
         argv += ["--mode", mode]
     options = dict(options or {})
+    if TEST_WORKERS and (mode or "shared") == "shared" and "workers" not in options and \
+            declares_workers_safe(fs_spec):
+        # the suite's runs of classes that allow it served by N instances (issue 34)
+        options["workers"] = TEST_WORKERS
     if LOOPBACK_BACKING and str(fs_spec).endswith("loopback.py:Loopback") and \
             "passthrough" not in options:
         options.setdefault("backing", LOOPBACK_BACKING)

@@ -1594,6 +1594,10 @@ PyObject *ldp_serve_cleanup(PyObject *self, PyObject *args);
 PyObject *ldp_fs_thread_stuck(PyObject *self, PyObject *args);
 PyObject *ldp_server_stats(PyObject *self, PyObject *args);
 PyObject *ldp_forward_signals(PyObject *self, PyObject *args);     /* signal_forward.c */
+PyObject *ldp_workers_start(PyObject *self, PyObject *args);       /* server/workers.c */
+PyObject *ldp_workers_stop(PyObject *self, PyObject *args);
+PyObject *ldp_worker_serve(PyObject *self, PyObject *args);
+PyObject *ldp_worker_pids(PyObject *self, PyObject *args);
 PyObject *ldp_subreaper(PyObject *self, PyObject *args);           /* subreaper.c */
 PyObject *ldp_admit_member(PyObject *self, PyObject *arg);         /* subreaper.c */
 static PyMethodDef methods[] = {
@@ -1615,6 +1619,13 @@ static PyMethodDef methods[] = {
       "Has a call timed out behind the FS thread, which has finished no request since?" },
     { "forward_signals", ldp_forward_signals, METH_VARARGS,
       "forward_signals(pid): SIGTERM, SIGHUP (and SIGINT, SIGQUIT not from the terminal) go to pid." },
+    { "workers_start", ldp_workers_start, METH_VARARGS,
+      "workers_start(n, argv, env): n - 1 worker processes serve calls beside this one's instance (-o workers)." },
+    { "workers_stop", ldp_workers_stop, METH_VARARGS,
+      "workers_stop(grace=5): the workers call their destroy() and end; killed after grace seconds." },
+    { "worker_serve", ldp_worker_serve, METH_VARARGS,
+      "worker_serve(fd): a worker process answers the server's calls on fd until it closes." },
+    { "worker_pids", ldp_worker_pids, METH_NOARGS, "The worker processes' pids." },
     { "subreaper", ldp_subreaper, METH_NOARGS,
       "This process becomes the child subreaper of its descendants (PR_SET_CHILD_SUBREAPER)." },
     { "admit_member", ldp_admit_member, METH_O,

@@ -140,6 +140,18 @@ void become_self(void)
     }
 }
 
+/* Who this thread runs as now (workers.c sends it along with a call): *switched 0, the
+ * launcher itself. A switch that failed half way is a uid of no one, with no capability. */
+void creds_now(int *switched, uid_t *uid, gid_t *gid, int *ngroups, gid_t **groups, uint64_t *caps)
+{
+    *switched = switch_creds && t_switched;
+    *uid = t_uid;
+    *gid = t_gid;
+    *ngroups = t_ngroups < 0 ? 0 : t_ngroups;
+    *groups = t_groups;
+    *caps = t_caps;
+}
+
 /* The effective capabilities in /proc/PID/status, if its uids are all `uid` (a process
  * that is not the one we mean, its pid reused, shows its own): else none. */
 static uint64_t proc_caps(pid_t pid, uid_t uid)

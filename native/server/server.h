@@ -21,6 +21,8 @@
  *   page_caches.c  the memfd page caches of cached files, one per file, for every client
  *   fifos.c        FIFOs of the file system, real FIFOs in a private directory
  *   coherence.c    the table of change counters every client maps read-only
+ *   workers.c      -o workers=N: the class's calls sent to N instances (worker processes),
+ *                  each open file's to the instance that opened it
  *   serve.c        the threads: the FS thread's loop (a class that is not thread_safe),
  *                  a thread per connection (thread_safe), the watcher, Python entry points
  *
@@ -202,6 +204,7 @@ extern gid_t own_gid;
 int creds_init(void);
 int become(uid_t uid, gid_t gid, int ngroups, const gid_t *groups, uint64_t caps);
 void become_self(void);
+void creds_now(int *switched, uid_t *uid, gid_t *gid, int *ngroups, gid_t **groups, uint64_t *caps);
 uint64_t peer_caps(int fd, pid_t pid, uid_t uid);
 int proc_groups(pid_t pid, gid_t **out);
 void request_identity(struct client *cl, const struct wire_req *rq);

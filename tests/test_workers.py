@@ -1,0 +1,312 @@
+"""-o workers=N (issue 34, docs/operations.md): one command of the shared mode served by N
+instances of the class, each in a process of its own (native/server/workers.c).
+
+Real programs read the archive and loopback examples with workers=2 and get what they
+get natively; every request of one open file reaches the instance that opened it (the
+Pids fixture's handles are its own); bad values and a class that does not allow it give
+one line and a nonzero exit; a worker killed mid-run gives EIO, not a hang, and the
+command goes on; a request of uid 65534 in a worker has that uid's rights only. The
+suite's coherence and cache tests run with workers=2 too: LDPFUSE_TEST_WORKERS=2
+(conftest.run_ldp adds -o workers=2 to every shared-mode run of a class that declares
+workers_safe: the loopback and archive examples).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from conftest import (EXAMPLES, FS_FIXTURES, LDP_MODE, LOOPBACK, NOBODY, base_env, launch_argv,
+                      run_ldp, run_native)
+
+ARCHIVE = f"{EXAMPLES / 'archive.py'}:Archive"
+PIDS = f"{FS_FIXTURES / 'pids.py'}:Pids"
+
+shared_only = pytest.mark.skipif(LDP_MODE != "shared", reason="-o workers is an option of the shared mode")
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """200 files of 1-40 KiB in 4 directories, and their tar."""
+    src = tmp_path / "src"
+    for i in range(200):
+        d = src / f"d{i % 4}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:03d}").write_bytes(os.urandom(1 + (i * 211) % 40960))
+    tar = tmp_path / "a.tar"
+    with tarfile.open(tar, "w") as t:
+        t.add(src, arcname="t")
+    return src, tar
+
+
+READ_ALL = r"""
+import hashlib, os, sys
+out = []
+for d, _, fs in sorted(os.walk(sys.argv[1])):
+    for f in sorted(fs):
+        with open(os.path.join(d, f), "rb") as h:
+            out.append(f"{os.path.relpath(os.path.join(d, f), sys.argv[1])} {hashlib.sha256(h.read()).hexdigest()}")
+print("\n".join(out))
+"""
+
+
+@shared_only
+def test_archive_programs_read_what_native_does(tmp_path, tree):
+    src, tar = tree
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "read_all.py"
+    script.write_text(READ_ALL)
+    native = run_native([sys.executable, script, src])
+    assert native.returncode == 0, native.stderr
+    r = run_ldp(ARCHIVE, [tar], ["sh", "-c",
+                                 f'{sys.executable} {script} "$1/t" && cat "$1"/t/d*/* | sha256sum && '
+                                 f'tar cf - -C "$1/t" . | tar tf - | sort | sha256sum && '
+                                 f'cmp "$1/t/d1/f001" "$2/d1/f001" && echo same', "sh", mnt, src],
+                mnt, options={"workers": 2})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "\n".join(lines[:200]) == native.stdout.strip()
+    cat = run_native(["sh", "-c", 'cat "$1"/d*/* | sha256sum', "sh", src])
+    assert lines[200] == cat.stdout.strip()
+    names = run_native(["sh", "-c", 'tar cf - -C "$1" . | tar tf - | sort | sha256sum', "sh", src])
+    assert lines[201] == names.stdout.strip()
+    assert lines[202] == "same"
+
+
+@shared_only
+def test_loopback_writes_and_reads_as_native(tmp_path, tree):
+    src, _ = tree
+    lower = tmp_path / "lower"
+    shutil.copytree(src, lower)
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "read_all.py"
+    script.write_text(READ_ALL)
+    work = ('cp -r "$1/d0" "$1/copy" && echo added >> "$1/copy/f000" && mv "$1/copy/f004" "$1/copy/g" && '
+            'rm "$1/copy/f008" && mkdir "$1/new" && printf x > "$1/new/x" && ' + f'{sys.executable} {script} "$1"')
+    native_dir = tmp_path / "native"
+    shutil.copytree(src, native_dir)
+    native = run_native(["sh", "-c", work, "sh", native_dir])
+    for passthrough in ("yes", "no"):
+        r = run_ldp(LOOPBACK, [lower], ["sh", "-c", work.replace("copy", f"copy{passthrough}")
+                                        .replace("new", f"new{passthrough}"), "sh", mnt],
+                    mnt, options={"workers": 2, "passthrough": passthrough, "backing": "no"})
+        assert r.returncode == 0, r.stderr
+        want = native.stdout.replace("copy/", f"copy{passthrough}/").replace("new/", f"new{passthrough}/")
+        got = [line for line in r.stdout.splitlines() if "copy" not in line or f"copy{passthrough}" in line]
+        got = [line for line in got if "new" not in line or f"new{passthrough}" in line]
+        assert sorted(got) == sorted(want.splitlines())
+
+
+# 4 processes (each its own connection, so its own serving thread, and the threads are
+# spread over the instances) open 16 files each and read every one 4 times
+AFFINITY = r"""
+import os, sys
+root, ppid = sys.argv[1], os.getppid()
+def child(k, w):
+    served = set()
+    for i in range(k * 16, k * 16 + 16):
+        fd = os.open(f"{root}/f{i}", os.O_RDONLY)
+        pids = {os.pread(fd, 16, off).split(b"\n")[0] for off in (0, 1024, 2048, 3072)}
+        assert len(pids) == 1, (i, pids)     # every read of one open: its opener
+        served |= pids
+        os.close(fd)                        # its release too (EBADF elsewhere: close fails)
+    os.write(w, b" ".join(served))
+    os._exit(0)
+kids = []
+for k in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        child(k, w)
+    os.close(w)
+    kids.append((pid, r))
+served = set()
+for pid, r in kids:
+    served |= set(os.read(r, 4096).split())
+    assert os.waitpid(pid, 0)[1] == 0
+print(len(served), int(str(ppid).encode() in served))
+"""
+
+
+@shared_only
+@pytest.mark.parametrize("workers", [1, 2])
+def test_requests_of_an_open_file_go_to_its_opener(tmp_path, workers):
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "affinity.py"
+    script.write_text(AFFINITY)
+    r = run_ldp(PIDS, [], [sys.executable, script, mnt], mnt, options={"workers": workers})
+    assert r.returncode == 0, r.stderr
+    # workers=1: the launcher alone; 2: it and one worker process, both used
+    assert r.stdout.split() == [str(workers), "1"], r.stdout
+
+
+@shared_only
+@pytest.mark.parametrize("value, says", [
+    ("0", "-o workers expects a number of instances from 1 to 64, or auto, got '0'"),
+    ("x", "-o workers expects a number of instances from 1 to 64, or auto, got 'x'"),
+    ("65", "-o workers expects a number of instances from 1 to 64, or auto, got '65'"),
+])
+def test_bad_worker_counts_are_refused(tmp_path, value, says):
+    r = run_ldp(PIDS, [], ["true"], tmp_path / "mnt", options={"workers": value})
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [f"ldpfuse-run: {says}"]
+
+
+def test_a_class_must_allow_workers(tmp_path):
+    computed = f"{FS_FIXTURES / 'computed.py'}:Computed"
+    r = run_ldp(computed, [], ["true"], tmp_path / "mnt", options={"workers": 2}, mode="shared")
+    assert r.returncode != 0
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "Computed does not declare workers_safe = True" in r.stderr
+    # the user's word for it
+    r = run_ldp(computed, [], ["cat", tmp_path / "mnt" / "small"], tmp_path / "mnt",
+                options={"workers": 2, "workers_safe": None}, mode="shared")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout) == 4096
+
+
+def test_embedded_mode_refuses_workers(tmp_path):
+    r = run_ldp(PIDS, [], ["true"], tmp_path / "mnt", options={"workers": 2}, mode="embedded")
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [
+        "ldpfuse-run: -o workers is an option of the shared mode (--mode embedded already builds an "
+        "instance of the class in every process)"]
+
+
+# 4 processes hold 4 open files each; once each has said which instance opened its files,
+# one worker process is killed, and each reads its files again
+KILL = r"""
+import errno, os, signal, sys
+root, ppid = sys.argv[1], os.getppid()
+def child(k, w, go):
+    fds = [os.open(f"{root}/f{i}", os.O_RDONLY) for i in range(k * 4, k * 4 + 4)]
+    owners = [int(os.pread(fd, 16, 0).split(b"\n")[0]) for fd in fds]
+    os.write(w, (" ".join(map(str, owners)) + "\n").encode())
+    os.read(go, 1)
+    bad = []
+    for fd, owner in zip(fds, owners):
+        try:
+            got = int(os.pread(fd, 16, 0).split(b"\n")[0])
+            if owner != ppid or got != ppid:
+                bad.append(f"{owner} answered {got}")
+        except OSError as e:
+            if owner == ppid or e.errno != errno.EIO:
+                bad.append(f"{owner}: {e}")
+        os.close(fd)
+    for i in range(8):      # the others go on serving, new opens too
+        with open(f"{root}/f{i}", "rb") as f:
+            if int(f.read(16).split(b"\n")[0]) != ppid:
+                bad.append("a new open served by the dead worker")
+    os.write(w, ("; ".join(bad) or "ok").encode())
+    os._exit(0)
+kids, owners = [], set()
+go_r, go_w = os.pipe()
+for k in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        child(k, w, go_r)
+    os.close(w)
+    kids.append((pid, r))
+for pid, r in kids:
+    owners |= set(map(int, os.read(r, 4096).split()))
+workers = owners - {ppid}
+assert workers, "no open served by a worker"
+os.kill(workers.pop(), signal.SIGKILL)
+os.write(go_w, b"gogo")
+for pid, r in kids:
+    print(os.read(r, 4096).decode())
+    os.waitpid(pid, 0)
+"""
+
+
+@shared_only
+def test_a_killed_worker_gives_eio_not_a_hang(tmp_path):
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "kill.py"
+    script.write_text(KILL)
+    r = run_ldp(PIDS, [], [sys.executable, script, mnt], mnt, options={"workers": 2}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ok"] * 4
+
+
+# a read of /hang never answers: EIO after op_timeout, and the other instance serves the
+# opens and reads that follow (the hung one is killed if it is a worker process, busy for
+# good if it is the launcher's own)
+HANG = r"""
+import errno, os, sys
+root = sys.argv[1]
+try:
+    with open(f"{root}/hang", "rb") as f:
+        f.read(16)
+    print("hang answered")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+for i in range(8):
+    with open(f"{root}/f{i}", "rb") as f:
+        assert f.read(16)
+print("served")
+"""
+
+
+@shared_only
+def test_a_method_that_hangs_gives_eio_and_the_others_serve(tmp_path):
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "hang.py"
+    script.write_text(HANG)
+    r = run_ldp(PIDS, [], [sys.executable, script, mnt], mnt, options={"workers": 2, "op_timeout": 2},
+                timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["EIO", "served"]
+
+
+def worker_processes(marker):
+    """Pids of worker processes whose environment holds marker."""
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"workers.serve()" not in f.read():
+                    continue
+            with open(f"/proc/{p}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(p))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+@shared_only
+def test_workers_end_with_the_run_after_destroy(tmp_path):
+    mnt = tmp_path / "mnt"
+    marker = f"LDPFUSE_TEST_MARK={os.getpid()}-{tmp_path.name}"
+    env = dict(base_env(), LDPFUSE_TEST_MARK=marker.partition("=")[2])
+    r = run_ldp(PIDS, [], ["sh", "-c", 'cat "$1/f1" >/dev/null', "sh", mnt], mnt, options={"workers": 3}, env=env)
+    assert r.returncode == 0, r.stderr
+    assert worker_processes(marker) == []
+
+
+@shared_only
+@pytest.mark.skipif(os.geteuid() != 0, reason="the request runs as another user (setpriv): needs root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_a_worker_has_its_callers_rights_only(shared_tmp):
+    lower = shared_tmp / "lower"
+    lower.mkdir()
+    os.chmod(lower, 0o755)
+    (lower / "secret").write_text("root only\n")
+    os.chmod(lower / "secret", 0o600)
+    mnt = shared_tmp / "mnt"
+    # 16 tries: both instances serve some (round robin among idle ones)
+    script = (f'for i in $(seq 16); do setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups '
+              f'cat "$1/secret" 2>/dev/null && echo LEAK; done; cat "$1/secret"')
+    for passthrough in ("yes", "no"):
+        argv = launch_argv(mnt, LOOPBACK, [lower], ["-o", "allow_other", "-o", "default_permissions=no",
+                                                    "-o", "workers=2", "-o", f"passthrough={passthrough}",
+                                                    "-o", "backing=no"], mode="shared")
+        r = subprocess.run(argv + ["sh", "-c", script, "sh", str(mnt)], capture_output=True, text=True,
+                           timeout=120, env=base_env(), cwd="/")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "root only\n"
