@@ -25,6 +25,7 @@
  */
 #include "../ldpfuse.h"
 #include <dirent.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -137,24 +138,6 @@ static struct onion *union_of(int mnt, const char *path)
     return NULL;
 }
 
-/* The program closed or replaced fds first..last (vfs/backing.c backing_fds_lost): a layer
- * whose fd was among them opens again at its next use. Returns the lowest fd left. */
-int union_fds_lost(unsigned first, unsigned last)
-{
-    int low = INT_MAX;
-    for (int i = 0; i < nunions; i++) {
-        for (int k = 0; k < unions[i].n; k++) {
-            struct layer *l = &unions[i].l[k];
-            int fd = __atomic_load_n(&l->fd, __ATOMIC_ACQUIRE);
-            if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last)
-                __atomic_store_n(&l->fd, -1, __ATOMIC_RELEASE);
-            else if (fd >= 0 && fd < low)
-                low = fd;
-        }
-    }
-    return low;
-}
-
 static int layer_fd(struct layer *l)
 {
     int fd = __atomic_load_n(&l->fd, __ATOMIC_ACQUIRE);
@@ -180,10 +163,15 @@ struct stack {
     int n;
     int fd[LAYERS_MAX];
     unsigned char owned[LAYERS_MAX];
+    int kept;                   /* the fds are the kept table's: its read lock is held */
+    uint64_t changes;           /* walked when the server's count of changes was this (0: keep nothing) */
 };
+
+static void dir_put(struct onion *u, const char *dir, struct stack *s);
 
 static void stack_free(struct stack *s)
 {
+    s->kept = 0;
     for (int k = 0; k < s->n; k++)
         if (s->owned[k])
             REAL(close)(s->fd[k]);
@@ -193,6 +181,8 @@ static void stack_free(struct stack *s)
 static int root_stack(struct onion *u, struct stack *s)
 {
     s->n = 0;
+    s->kept = 0;
+    s->changes = 0;
     for (int k = 0; k < u->n; k++) {
         int fd = layer_fd(&u->l[k]);
         if (fd < 0)
@@ -245,8 +235,11 @@ static int opaque(int dfd, const char *name)
 static int step(struct stack *s, const char *name, struct stat *st, int *top, struct stack *dirs, int *merged)
 {
     int found = 0, ndirs = 0;
-    if (dirs)
+    if (dirs) {
         dirs->n = 0;
+        dirs->kept = 0;
+        dirs->changes = 0;
+    }
     for (int k = 0; k < s->n; k++) {
         int more = k + 1 < s->n;
         struct stat here;
@@ -293,84 +286,296 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
     return found ? 0 : -ENOENT;
 }
 
-/* A looked-up name: its parent's stack, its last component, where it is. */
-struct found {
-    struct stack parent;
-    char last[NAME_MAX + 1];    /* "" for the root */
-    struct stat st;
-    int top;                    /* index in parent (the root: 0, the upper) */
-    int merged;
-};
+/* ---- directories kept: the stacks of the merged directories a process walked to
+ *
+ * A name in a subdirectory costs a step in its directory's layers, not a walk from the
+ * roots. A process keeps up to KEPT stacks (the layers' O_PATH fds, at high numbers), each
+ * used while:
+ *  - the server's count of every change made through the mount (coherence.h changes) is
+ *    what it was before the walk: a copy-up, a whiteout, a mkdir, a rename, an open for
+ *    writing (server/coherence.c counts it for this) by any process of the command, all of
+ *    them the class's, make every process walk again;
+ *  - attr_timeout has not passed since (a change made by a process outside the command, as
+ *    the rest of the mount's caches);
+ *  - this process has not changed its credentials (the walk checked its search rights).
+ * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
+ * connects to nothing). While a call uses a kept stack it holds the table's read lock.
+ */
+#define KEPT 64                 /* power of two */
+#define KEPT_PATH 256
+#define KEPT_AFTER 8
 
-/* Walk path ("/a/b") down to its parent directory; then look up its last component. */
-static int lookup(struct onion *u, const char *path, struct found *f)
+struct kept {
+    struct stack s;             /* s.changes 0: empty */
+    int mnt;
+    unsigned creds;
+    uint64_t hash;
+    struct timespec expires;
+    char path[KEPT_PATH];
+};
+static struct kept kept[KEPT];
+static pthread_rwlock_t kept_lock = PTHREAD_RWLOCK_INITIALIZER;
+static TLS int holding;         /* a signal handler's call on this thread walks */
+static unsigned walks;
+static int fork_took;
+
+static void fork_prepare(void)
 {
-    int r = root_stack(u, &f->parent);
+    fork_took = !holding;
+    if (fork_took)
+        pthread_rwlock_wrlock(&kept_lock);
+}
+
+static void fork_done(void)
+{
+    if (fork_took)
+        pthread_rwlock_unlock(&kept_lock);
+}
+
+static void fork_child(void)
+{
+    if (fork_took)      /* a lock taken before fork is the child's to give back: reinit it */
+        pthread_rwlock_init(&kept_lock, NULL);
+}
+
+/* The count of changes a stack walked now is good for, 0 if nothing is kept now. */
+static uint64_t changes_now(struct onion *u)
+{
+    struct timespec ttl;
+    if (inner->changes == NULL || ldp_vfork_child || holding || !attrcache_timeout(&ttl))
+        return 0;
+    uint64_t c = inner->changes();
+    if (c == 0 && inner->below_stamp && __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED) == KEPT_AFTER) {
+        inner->below_stamp(u->mnt, "/", 1);     /* maps the table of counters */
+        c = inner->changes();
+    }
+    return c;
+}
+
+static int later(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+/* Walk the merged directory dir ("/a/b") from the roots: its stack, or -ENOENT/-ENOTDIR. */
+static int walk_dir(struct onion *u, const char *dir, struct stack *s)
+{
+    int r = root_stack(u, s);
     if (r < 0)
         return r;
-    const char *p = path;
-    while (*p == '/')
-        p++;
-    if (*p == '\0') {
-        f->last[0] = '\0';
-        f->top = 0;
-        f->merged = u->n > 1;   /* every layer's root merges (as the kernel's) */
-        return REAL(fstat)(f->parent.fd[0], &f->st) < 0 ? -errno : 0;
-    }
-    for (;;) {
+    char name[NAME_MAX + 1];
+    for (const char *p = dir;;) {
+        while (*p == '/')
+            p++;
+        if (*p == '\0')
+            return 0;
         const char *end = strchr(p, '/');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > NAME_MAX) {
-            stack_free(&f->parent);
+            stack_free(s);
             return -ENAMETOOLONG;
         }
-        memcpy(f->last, p, len);
-        f->last[len] = '\0';
-        const char *next = end;
-        while (next && *next == '/')
-            next++;
-        if (next == NULL || *next == '\0')
-            break;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        p += len;
         struct stack dirs;
         struct stat st;
         int top;
-        r = step(&f->parent, f->last, &st, &top, &dirs, NULL);
-        stack_free(&f->parent);
+        r = step(s, name, &st, &top, &dirs, NULL);
+        stack_free(s);
         if (r < 0)
             return r;
         if (!S_ISDIR(st.st_mode)) {
             stack_free(&dirs);
             return -ENOTDIR;    /* a symlink among the directories: the core resolves it */
         }
-        f->parent = dirs;
-        p = next;
+        *s = dirs;
     }
-    r = step(&f->parent, f->last, &f->st, &f->top, NULL, &f->merged);
-    if (r < 0)
-        stack_free(&f->parent);
+}
+
+/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
+ * or walked now; give it back with dir_put. */
+static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
+{
+    uint64_t changes = len < KEPT_PATH && len > 1 ? changes_now(u) : 0;
+    uint64_t hash = 0;
+    if (changes) {
+        unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+        hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        holding = 1;
+        pthread_rwlock_rdlock(&kept_lock);
+        struct kept *k = &kept[hash & (KEPT - 1)];
+        if (k->s.changes == changes && k->hash == hash && k->mnt == u->mnt && k->creds == creds &&
+            later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
+            *s = k->s;
+            memset(s->owned, 0, sizeof s->owned);
+            s->kept = 1;
+            return 0;   /* holding the read lock until dir_put */
+        }
+        pthread_rwlock_unlock(&kept_lock);
+        holding = 0;
+    }
+    int r = walk_dir(u, dir, s);
+    if (r == 0)
+        s->changes = changes;
     return r;
 }
 
-/* The merged directory at path itself: its layers' fds in *s, its top's stat in *st. */
-static int dir_stack(struct onion *u, const char *path, struct stack *s, struct stat *st)
+/* Done with dir_get's stack: kept for the next call if it was walked when it could be. */
+static void dir_put(struct onion *u, const char *dir, struct stack *s)
 {
-    struct found f;
-    int r = lookup(u, path, &f);
+    if (s->kept) {
+        s->kept = 0;
+        s->n = 0;
+        pthread_rwlock_unlock(&kept_lock);
+        holding = 0;
+        return;
+    }
+    size_t len = strlen(dir);
+    struct timespec ttl, now;
+    int whole = s->n > 0;
+    for (int k = 0; k < s->n; k++)
+        whole &= s->owned[k];
+    if (!s->changes || !whole || len >= KEPT_PATH || !attrcache_timeout(&ttl)) {
+        stack_free(s);
+        return;
+    }
+    for (int k = 0; k < s->n; k++) {
+        s->fd[k] = fs_fd(s->fd[k]);
+        if (s->fd[k] < fs_fd_base())
+            whole = 0;          /* no room up there: nothing is kept */
+    }
+    if (!whole) {
+        stack_free(s);
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    holding = 1;
+    pthread_rwlock_wrlock(&kept_lock);
+    struct kept *k = &kept[hash & (KEPT - 1)];
+    struct stack old = k->s;
+    k->s = *s;
+    k->s.kept = 0;
+    k->mnt = u->mnt;
+    k->hash = hash;
+    k->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    memcpy(k->path, dir, len + 1);
+    k->expires.tv_sec = now.tv_sec + ttl.tv_sec;
+    k->expires.tv_nsec = now.tv_nsec + ttl.tv_nsec;
+    if (k->expires.tv_nsec >= 1000000000L) {
+        k->expires.tv_sec++;
+        k->expires.tv_nsec -= 1000000000L;
+    }
+    for (int i = 0; i < s->n; i++)
+        if (s->fd[i] < ldp_backing_low_fd)
+            ldp_backing_low_fd = s->fd[i];
+    pthread_rwlock_unlock(&kept_lock);
+    holding = 0;
+    for (int i = 0; i < old.n; i++)
+        if (old.fd[i] >= 0)
+            REAL(close)(old.fd[i]);
+    s->n = 0;
+}
+
+/* The program closed or replaced fds first..last (vfs/backing.c backing_fds_lost): a layer
+ * whose fd was among them opens again at its next use. Returns the lowest fd left. */
+int union_fds_lost(unsigned first, unsigned last)
+{
+    int low = INT_MAX;
+    for (int i = 0; i < nunions; i++) {
+        for (int k = 0; k < unions[i].n; k++) {
+            struct layer *l = &unions[i].l[k];
+            int fd = __atomic_load_n(&l->fd, __ATOMIC_ACQUIRE);
+            if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last)
+                __atomic_store_n(&l->fd, -1, __ATOMIC_RELEASE);
+            else if (fd >= 0 && fd < low)
+                low = fd;
+        }
+    }
+    for (int i = 0; i < KEPT; i++) {
+        struct stack *s = &kept[i].s;
+        for (int k = 0; k < s->n; k++) {
+            int fd = __atomic_load_n(&s->fd[k], __ATOMIC_ACQUIRE);
+            if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last) {
+                __atomic_store_n(&s->changes, 0, __ATOMIC_RELEASE);    /* never used again */
+                __atomic_store_n(&s->fd[k], -1, __ATOMIC_RELEASE);     /* nor closed: the program's */
+            } else if (fd >= 0 && fd < low) {
+                low = fd;
+            }
+        }
+    }
+    return low;
+}
+
+/* A looked-up name: its parent's stack, its last component, where it is. */
+struct found {
+    struct stack parent;
+    char dir[PATH_MAX];         /* the parent's mount path */
+    char last[NAME_MAX + 1];    /* "" for the root */
+    struct stat st;
+    int top;                    /* index in parent (the root: 0, the upper) */
+    int merged;
+};
+
+static void found_put(struct onion *u, struct found *f)
+{
+    if (f->last[0])
+        dir_put(u, f->dir, &f->parent);
+    else
+        stack_free(&f->parent);
+}
+
+/* Look path ("/a/b") up: its parent directory's stack, then its last component. */
+static int lookup(struct onion *u, const char *path, struct found *f)
+{
+    const char *p = path;
+    while (*p == '/')
+        p++;
+    if (*p == '\0') {
+        int r = root_stack(u, &f->parent);
+        if (r < 0)
+            return r;
+        f->last[0] = '\0';
+        f->top = 0;
+        f->merged = u->n > 1;   /* every layer's root merges (as the kernel's) */
+        r = REAL(fstat)(f->parent.fd[0], &f->st) < 0 ? -errno : 0;
+        if (r < 0)
+            stack_free(&f->parent);
+        return r;
+    }
+    size_t plen = strlen(path);
+    while (plen > 1 && path[plen - 1] == '/')
+        plen--;
+    const char *slash = path + plen - 1;
+    while (slash > path && *slash != '/')
+        slash--;
+    size_t dl = (size_t)(slash - path), nl = plen - dl - 1;
+    if (nl > NAME_MAX)
+        return -ENAMETOOLONG;
+    if (dl >= sizeof f->dir)
+        return -ENAMETOOLONG;
+    memcpy(f->dir, path, dl);
+    f->dir[dl ? dl : 1] = '\0';
+    if (!dl)
+        f->dir[0] = '/';
+    memcpy(f->last, slash + 1, nl);
+    f->last[nl] = '\0';
+    int r = dir_get(u, f->dir, dl ? dl : 1, &f->parent);
     if (r < 0)
         return r;
-    if (!S_ISDIR(f.st.st_mode)) {
-        stack_free(&f.parent);
-        return -ENOTDIR;
-    }
-    *st = f.st;
-    if (f.last[0] == '\0') {
-        *s = f.parent;          /* the root: every layer's */
-        return 0;
-    }
-    int top;
-    r = step(&f.parent, f.last, st, &top, s, NULL);
-    stack_free(&f.parent);
+    r = step(&f->parent, f->last, &f->st, &f->top, NULL, &f->merged);
+    if (r < 0)
+        dir_put(u, f->dir, &f->parent);
     return r;
+}
+
+/* The merged directory at path itself: its layers' fds in *s (give back with dir_put). */
+static int dir_stack(struct onion *u, const char *path, struct stack *s)
+{
+    return dir_get(u, path, strlen(path), s);
 }
 
 /* ---- the methods */
@@ -384,7 +589,7 @@ static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
     int r = lookup(u, path, &f);
     if (r < 0)
         return r;
-    stack_free(&f.parent);
+    found_put(u, &f);
     *st = f.st;
     if (f.merged)
         st->st_nlink = 1;       /* as the kernel: find and fts do not trust the count */
@@ -406,7 +611,7 @@ static int u_readlink(int mnt, const char *path, char *buf, size_t size)
         ssize_t n = REAL(readlinkat)(f.parent.fd[f.top], f.last, buf, size);
         r = n < 0 ? -errno : (int)n;
     }
-    stack_free(&f.parent);
+    found_put(u, &f);
     return r;
 }
 
@@ -423,7 +628,7 @@ static int u_access(int mnt, const char *path, int mode)
     int flags = AT_SYMLINK_NOFOLLOW | (last[0] ? 0 : AT_EMPTY_PATH);
     /* the real uid, as access(2): this process is the caller */
     r = REAL(syscall)(SYS_faccessat2, f.parent.fd[f.top], last, mode, flags) < 0 ? -errno : 0;
-    stack_free(&f.parent);
+    found_put(u, &f);
     return r;
 }
 
@@ -447,7 +652,7 @@ static long open_reading(struct onion *u, const char *path, int flags, struct st
         if (fd < 0)
             fd = errno == ENOENT || errno == ELOOP ? ASK_CLASS : -errno;    /* changed since */
     }
-    stack_free(&f.parent);
+    found_put(u, &f);
     return fd;
 }
 
@@ -498,8 +703,7 @@ static int u_opendir(int mnt, const char *path, uint64_t *fh)
     if (u == NULL)
         return inner->opendir(mnt, path, fh);
     struct stack s;
-    struct stat st;
-    int r = dir_stack(u, path, &s, &st);
+    int r = dir_stack(u, path, &s);
     if (r < 0)
         return r;
     /* read permission on the top directory, with the caller's rights */
@@ -507,7 +711,7 @@ static int u_opendir(int mnt, const char *path, uint64_t *fh)
     r = fd < 0 ? -errno : 0;
     if (fd >= 0)
         REAL(close)(fd);
-    stack_free(&s);
+    dir_put(u, path, &s);
     if (r == 0)
         *fh = UNION_FH;
     return r;
@@ -612,8 +816,7 @@ static int u_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out
     if (u == NULL)
         return inner->readdir(mnt, path, fh, out);
     struct stack s;
-    struct stat st;
-    int r = dir_stack(u, path, &s, &st);
+    int r = dir_stack(u, path, &s);
     if (r < 0)
         return r;
     struct names seen = { 0 };
@@ -623,7 +826,7 @@ static int u_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out
         r = merge_layer(s.fd[k], &seen, out, buf, 32768);
     free(buf);
     names_free(&seen);
-    stack_free(&s);
+    dir_put(u, path, &s);
     return r;
 }
 
@@ -666,6 +869,7 @@ struct backend_ops *union_over(struct backend_ops *be)
     if (be == NULL || nunions == 0 || be == &over)
         return be;
     inner = be;
+    pthread_atfork(fork_prepare, fork_done, fork_child);
     over = *be;
     over.getattr = u_getattr;
     over.readlink = u_readlink;
