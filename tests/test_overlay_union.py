@@ -300,3 +300,62 @@ def test_union_reads_never_reach_python(tmp_path, union):
     assert r.returncode == 0, r.describe()
     assert r.stdout.splitlines() == [".", "./d", "./d/e", "./d/f.txt", "./d/l", "./d/u.txt",
                                      "lower", "upper", "lower", "f.txt", "ok"]
+
+
+# A long-lived process keeps the merged directories it walked (union.c); another process
+# of the command then changes them through the class (copy-up at an open for writing,
+# whiteouts, an opaque mkdir): the first must read the new state at once, as in the kernel.
+KEEPER = r"""
+import errno, json, os, subprocess, sys
+m = sys.argv[1]
+os.chdir(m)
+def look(p):
+    try:
+        st = os.lstat(p)
+        data = open(p).read() if os.path.isfile(p) else sorted(os.listdir(p))
+        return [oct(st.st_mode), data]
+    except OSError as e:
+        return errno.errorcode[e.errno]
+names = ["d/f.txt", "d/g.txt", "d/sub", "d/sub/s.txt", "d/sub/deeper/t.txt", "d"]
+before = [[look(p) for p in names] for _ in range(20)][-1]   # walked often enough to be kept
+seen = [before]
+# an append alone: the copy-up of d and f.txt is the class's open for writing, no name made
+for change in ("echo more >> d/f.txt", "rm d/g.txt && rm -r d/sub && mkdir d/sub && echo new > d/sub/s.txt"):
+    subprocess.run(["sh", "-c", change], check=True)
+    seen.append([look(p) for p in names])
+print(json.dumps(seen))
+"""
+
+
+def test_union_sees_what_another_process_changed(tmp_path):
+    need_root()
+    script = tmp_path / "keeper.py"
+    script.write_text(KEEPER)
+
+    def layers(base):
+        lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))
+        (lower / "d" / "sub" / "deeper").mkdir(parents=True)
+        for f in ("d/f.txt", "d/g.txt", "d/sub/s.txt", "d/sub/deeper/t.txt"):
+            (lower / f).write_text(f + "\n")
+        for d in (upper, work, merged):
+            d.mkdir()
+        return lower, upper, work, merged
+
+    lower, upper, work, merged = layers(tmp_path / "kernel")
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={lower},upperdir={upper},workdir={work}", merged],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"mount -t overlay failed (no overlayfs here?): {r.stderr.strip()}")
+    try:
+        k = run_native([sys.executable, script, merged], env=base_env())
+        assert k.returncode == 0, k.describe()
+    finally:
+        subprocess.run(["umount", merged], check=True)
+    lower, upper, _, merged = layers(tmp_path / "union")
+    o = run_ldp(OVERLAY, [lower, upper], [sys.executable, script, merged], merged, mode="shared",
+                timeout=TIMEOUT)
+    assert o.returncode == 0, o.describe()
+    assert json.loads(o.stdout) == json.loads(k.stdout)
+    assert json.loads(k.stdout)[1][0][1] == "d/f.txt\nmore\n"
+    assert json.loads(k.stdout)[2][2] == ["0o40755", ["s.txt"]]

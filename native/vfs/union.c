@@ -16,9 +16,11 @@
  * hiding, .wh. names never shown. Everything that changes something (copy-up, whiteouts,
  * creates, renames) is the class's: the backend below, Python.
  *
- * Coherence: nothing is kept but the layers' root fds. A union mount is uncached as a
- * backed one (backing_uncached: no attribute cache, stamps 0, no writer bookkeeping), so
- * a change the class makes to the upper directory is what the next call here reads.
+ * Coherence: a union mount is uncached as a backed one (backing_uncached: no attribute
+ * cache, stamps 0, no open decisions, no writer bookkeeping), so a change the class makes
+ * to the upper directory is what the next call here reads. What a process keeps is the
+ * layers' directories of the merged directories it walked to, while nothing changed
+ * through the mount (below, "directories kept").
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_UNION = "MNT\x1fUPPER\x1fLOWER\x1f...\x1e..." (layers top first).
