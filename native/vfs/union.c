@@ -165,7 +165,8 @@ struct stack {
     int n;
     int fd[LAYERS_MAX];
     unsigned char owned[LAYERS_MAX];
-    int kept;                   /* the fds are the kept table's: its read lock is held */
+    int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
+    int slot;
     uint64_t changes;           /* walked when the server's count of changes was this (0: keep nothing) */
 };
 
@@ -301,7 +302,7 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
  *    the rest of the mount's caches);
  *  - this process has not changed its credentials (the walk checked its search rights).
  * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
- * connects to nothing). While a call uses a kept stack it holds the table's read lock.
+ * connects to nothing). While a call uses a kept stack it holds its entry's read lock.
  */
 #define KEPT 64                 /* power of two */
 #define KEPT_PATH 256
@@ -316,7 +317,7 @@ struct kept {
     char path[KEPT_PATH];
 };
 static struct kept kept[KEPT];
-static pthread_rwlock_t kept_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_rwlock_t kept_lock[KEPT];   /* one per entry: threads in other directories never wait */
 static TLS int holding;         /* a signal handler's call on this thread walks */
 static unsigned walks;
 static int fork_took;
@@ -324,20 +325,20 @@ static int fork_took;
 static void fork_prepare(void)
 {
     fork_took = !holding;
-    if (fork_took)
-        pthread_rwlock_wrlock(&kept_lock);
+    for (int i = 0; fork_took && i < KEPT; i++)
+        pthread_rwlock_wrlock(&kept_lock[i]);
 }
 
 static void fork_done(void)
 {
-    if (fork_took)
-        pthread_rwlock_unlock(&kept_lock);
+    for (int i = 0; fork_took && i < KEPT; i++)
+        pthread_rwlock_unlock(&kept_lock[i]);
 }
 
 static void fork_child(void)
 {
-    if (fork_took)      /* a lock taken before fork is the child's to give back: reinit it */
-        pthread_rwlock_init(&kept_lock, NULL);
+    for (int i = 0; fork_took && i < KEPT; i++)  /* taken before fork: the child's to give back */
+        pthread_rwlock_init(&kept_lock[i], NULL);
 }
 
 /* The count of changes a stack walked now is good for, 0 if nothing is kept now. */
@@ -406,17 +407,19 @@ static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s
         hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        int slot = (int)(hash & (KEPT - 1));
         holding = 1;
-        pthread_rwlock_rdlock(&kept_lock);
-        struct kept *k = &kept[hash & (KEPT - 1)];
+        pthread_rwlock_rdlock(&kept_lock[slot]);
+        struct kept *k = &kept[slot];
         if (k->s.changes == changes && k->hash == hash && k->mnt == u->mnt && k->creds == creds &&
             later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
             *s = k->s;
             memset(s->owned, 0, sizeof s->owned);
             s->kept = 1;
+            s->slot = slot;
             return 0;   /* holding the read lock until dir_put */
         }
-        pthread_rwlock_unlock(&kept_lock);
+        pthread_rwlock_unlock(&kept_lock[slot]);
         holding = 0;
     }
     int r = walk_dir(u, dir, s);
@@ -431,7 +434,7 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     if (s->kept) {
         s->kept = 0;
         s->n = 0;
-        pthread_rwlock_unlock(&kept_lock);
+        pthread_rwlock_unlock(&kept_lock[s->slot]);
         holding = 0;
         return;
     }
@@ -455,9 +458,10 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     }
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    int slot = (int)(hash & (KEPT - 1));
     holding = 1;
-    pthread_rwlock_wrlock(&kept_lock);
-    struct kept *k = &kept[hash & (KEPT - 1)];
+    pthread_rwlock_wrlock(&kept_lock[slot]);
+    struct kept *k = &kept[slot];
     struct stack old = k->s;
     k->s = *s;
     k->s.kept = 0;
@@ -474,7 +478,7 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     for (int i = 0; i < s->n; i++)
         if (s->fd[i] < ldp_backing_low_fd)
             ldp_backing_low_fd = s->fd[i];
-    pthread_rwlock_unlock(&kept_lock);
+    pthread_rwlock_unlock(&kept_lock[slot]);
     holding = 0;
     for (int i = 0; i < old.n; i++)
         if (old.fd[i] >= 0)
@@ -871,6 +875,8 @@ struct backend_ops *union_over(struct backend_ops *be)
     if (be == NULL || nunions == 0 || be == &over)
         return be;
     inner = be;
+    for (int i = 0; i < KEPT; i++)
+        pthread_rwlock_init(&kept_lock[i], NULL);
     pthread_atfork(fork_prepare, fork_done, fork_child);
     over = *be;
     over.getattr = u_getattr;
