@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLES, base_env, run_ldp, run_native
+from conftest import EXAMPLES, NOBODY, as_nobody, base_env, run_ldp, run_native
 
 OVERLAY = f"{EXAMPLES / 'overlay.py'}:Overlay"
 TIMEOUT = 120
@@ -359,3 +359,25 @@ def test_union_sees_what_another_process_changed(tmp_path):
     assert json.loads(o.stdout) == json.loads(k.stdout)
     assert json.loads(k.stdout)[1][0][1] == "d/f.txt\nmore\n"
     assert json.loads(k.stdout)[2][2] == ["0o40755", ["s.txt"]]
+
+
+def test_union_lists_a_directory_its_reader_may_read_but_not_search(shared_tmp):
+    """A directory of mode 0600 (read, no search): its names can be listed, and it can be
+    opened, as natively (pjdfstest open/06.t); only its entries cannot be reached."""
+    need_root()
+    lower, upper, merged = (shared_tmp / n for n in ("lower", "upper", "merged"))
+    for layer, names in ((lower, ("a", "b")), (upper, ("c",))):
+        (layer / "d").mkdir(parents=True)
+        for n in names:
+            (layer / "d" / n).write_text(n)
+        for p in (layer, layer / "d", *(layer / "d").iterdir()):
+            os.chown(p, NOBODY, NOBODY)
+        os.chmod(layer / "d", 0o600)
+    probe = ("import os, sys; d = sys.argv[1] + '/d'; os.close(os.open(d, os.O_RDONLY)); "
+             "print(sorted(os.listdir(d)))")
+    native = run_native(as_nobody(sys.executable, "-c", probe, lower), env=base_env())
+    assert native.stdout == "['a', 'b']\n", native.describe()
+    r = run_ldp(OVERLAY, [lower, upper], as_nobody(sys.executable, "-c", probe, merged), merged,
+                options={"allow_other": None}, mode="shared", timeout=TIMEOUT)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "['a', 'b', 'c']\n"

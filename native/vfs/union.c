@@ -167,7 +167,7 @@ struct stack {
     unsigned char owned[LAYERS_MAX];
     int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
     int slot;
-    uint64_t changes;           /* walked when the server's count of changes was this (0: keep nothing) */
+    uint64_t changes;           /* walked when the server's counts were this (changes_now; 0: keep nothing) */
 };
 
 static void dir_put(struct onion *u, const char *dir, struct stack *s);
@@ -345,14 +345,15 @@ static void fork_child(void)
 static uint64_t changes_now(struct onion *u)
 {
     struct timespec ttl;
-    if (inner->changes == NULL || ldp_vfork_child || holding || !attrcache_timeout(&ttl))
+    if (inner->changes == NULL || inner->below_stamp == NULL || ldp_vfork_child || holding ||
+        !attrcache_timeout(&ttl))
         return 0;
-    uint64_t c = inner->changes();
-    if (c == 0 && inner->below_stamp && __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED) == KEPT_AFTER) {
-        inner->below_stamp(u->mnt, "/", 1);     /* maps the table of counters */
-        c = inner->changes();
-    }
-    return c;
+    /* the root's stamp: 0 while the table is not mapped (mapped at the KEPT_AFTER-th walk),
+     * never 0 once it is (its global counter starts at 1); the count of changes may be 0 */
+    unsigned w = __atomic_load_n(&walks, __ATOMIC_RELAXED);
+    int connect = (w >= KEPT_AFTER ? w : __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED)) >= KEPT_AFTER;
+    uint64_t root = inner->below_stamp(u->mnt, "/", connect);
+    return root ? root + inner->changes() : 0;
 }
 
 static int later(const struct timespec *a, const struct timespec *b)
@@ -584,6 +585,19 @@ static int dir_stack(struct onion *u, const char *path, struct stack *s)
     return dir_get(u, path, strlen(path), s);
 }
 
+/* A layer's directory (an O_PATH fd) opened for reading: through /proc, which checks read
+ * permission on the directory alone, as opening it by name does (openat(fd, ".") would
+ * ask for search permission too: a directory of mode 0600 could not be listed). */
+static int open_listing(int dfd)
+{
+    char p[40];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", dfd);
+    int fd = REAL(open)(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        fd = REAL(openat)(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);     /* no /proc */
+    return fd;
+}
+
 /* ---- the methods */
 
 static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
@@ -713,7 +727,7 @@ static int u_opendir(int mnt, const char *path, uint64_t *fh)
     if (r < 0)
         return r;
     /* read permission on the top directory, with the caller's rights */
-    int fd = REAL(openat)(s.fd[0], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open_listing(s.fd[0]);
     r = fd < 0 ? -errno : 0;
     if (fd >= 0)
         REAL(close)(fd);
@@ -776,7 +790,7 @@ static void names_free(struct names *t)
 /* One layer's entries under those of the layers above. */
 static int merge_layer(int dfd, struct names *seen, struct dirlist *out, char *buf, size_t size)
 {
-    int fd = REAL(openat)(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open_listing(dfd);
     if (fd < 0)
         return -errno;
     int r = 0;
