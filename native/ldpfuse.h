@@ -373,7 +373,8 @@ enum {
 };
 /* the backend's table with the trees' methods over it (be itself when there are none) */
 struct backend_ops *backing_over(struct backend_ops *be);
-/* mnt has a backing tree: no answer about its names is kept (attrcache.c), no writer counted */
+/* mnt has a backing tree or is a union (vfs/union.c): no answer about its names is kept
+ * (attrcache.c), no writer counted */
 int backing_uncached(int mnt);
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
