@@ -2,6 +2,7 @@
 in a writable view of a read-only source tree pays (issue 33's overlay workload).
 
     python3 bench/overlay.py [--rounds 5] [--files 3000] [--ldpfuse-run PATH] [--dir DIR]
+                             [--configs native,kernel,...] [--no-make]
 
 The lower directory is a git repository of FILES small files in 100 directories and a
 `build/` of 16 C files with a Makefile. Each round, each configuration gets a fresh upper
@@ -15,7 +16,8 @@ The lower directory is a git repository of FILES small files in 100 directories 
 
 Configurations: `native` (a fresh copy of the lower tree, no overlay), `kernel`
 (`mount -t overlay`, root), `fuse-overlayfs` (Debian's, over kernel FUSE: /dev/fuse),
-`ldpfuse` (ldpfuse-run with examples/overlay.py, the default mode), `ldpfuse-embedded`
+`ldpfuse` (ldpfuse-run with examples/overlay.py, the default mode), `ldpfuse-union=no`
+(the same with `-o union=no`: every name through Python), `ldpfuse-embedded`
 (`--mode embedded`); a configuration that cannot run here is left out with a message.
 Rounds are interleaved; the table gives medians in ms and, for ldpfuse, the ratio
 kernel/ldpfuse and fuse-overlayfs/ldpfuse (higher is better for ldpfuse).
@@ -151,6 +153,8 @@ def available(ldpfuse_run):
               file=sys.stderr)
     if ldpfuse_run:
         out["ldpfuse"] = ldpfuse(ldpfuse_run, [])
+        # the union off: every name through Python, as before native/vfs/union.c
+        out["ldpfuse-union=no"] = ldpfuse(ldpfuse_run, ["-o", "union=no"])
         out["ldpfuse-embedded"] = ldpfuse(ldpfuse_run, ["--mode", "embedded"])
     else:
         print("ldpfuse: left out (ldpfuse-run not found: pip install .)", file=sys.stderr)
@@ -163,7 +167,14 @@ def main():
     ap.add_argument("--files", type=int, default=3000)
     ap.add_argument("--ldpfuse-run", default=shutil.which("ldpfuse-run"))
     ap.add_argument("--dir", default="/var/tmp", help="where the trees are made (default /var/tmp)")
+    ap.add_argument("--configs", help="a comma-separated subset of the configurations (default: all that run)")
+    ap.add_argument("--no-make", action="store_true",
+                    help="leave the build out (its time is the compiler's): more rounds of the names' steps")
     args = ap.parse_args()
+    global WORKLOAD
+    if args.no_make:
+        WORKLOAD = WORKLOAD.replace("make -s -j2 -C build > /dev/null", "true").replace(
+            'test -x build/prog || { echo "no build/prog" >&2; exit 1; }\n', "")
     base = tempfile.mkdtemp(prefix="ldpfuse-overlay-bench-", dir=args.dir)
     os.chmod(base, 0o755)
     env = dict(os.environ, LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", HOME=base)
@@ -171,6 +182,13 @@ def main():
         lower = os.path.join(base, "lower")
         make_lower(lower, args.files)
         configs = available(args.ldpfuse_run)
+        if args.configs:
+            wanted = args.configs.split(",")
+            unknown = [c for c in wanted if c not in configs]
+            if unknown:
+                sys.exit(f"bench/overlay.py: --configs: {', '.join(unknown)} cannot run here "
+                         f"(these can: {', '.join(configs)})")
+            configs = {c: configs[c] for c in wanted}
         samples = {name: [] for name in configs}
         for r in range(args.rounds):
             for name, runner in configs.items():   # interleaved: every configuration each round
@@ -195,7 +213,7 @@ def report(samples, args):
     print("|---|" + "---|" * (len(STEPS) + 1))
     for name, m in med.items():
         print(f"| {name} | " + " | ".join(f"{x:.1f}" for x in m) + f" | {sum(m):.1f} |")
-    for ldp in ("ldpfuse", "ldpfuse-embedded"):
+    for ldp in ("ldpfuse", "ldpfuse-union=no", "ldpfuse-embedded"):
         if ldp not in med:
             continue
         for ref in ("kernel", "fuse-overlayfs"):

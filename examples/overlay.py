@@ -28,6 +28,10 @@
 #
 # Files are served by the kernel: open returns a Passthrough of the lower file
 # (reads) or of the upper copy (writes), so no read or write reaches Python.
+# Names too, in the shared mode: the class declares its layers (ldpfuse_py.Union),
+# and the preload answers lookups, stat, readlink, listings and opens for reading
+# of the merged view itself (native/vfs/union.c); Python is asked only where it
+# decides: copy-up, whiteouts, creates, renames (-o union=no: everything here).
 #
 # Run it (LOWER may be a list, top first, as overlayfs' lowerdir=):
 #
@@ -47,7 +51,7 @@ from errno import (
 )
 from stat import S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG, S_IMODE, S_ISCHR, S_ISDIR, S_ISLNK, S_ISREG
 
-from ldpfuse_py import FuseOSError, Operations, Passthrough
+from ldpfuse_py import FuseOSError, Operations, Passthrough, Union
 
 UPPER = 0                                  # the upper directory is layer 0, lowers follow
 WHITEOUT_PREFIX = ".wh."                   # fuse-overlayfs' whiteout files: .wh.NAME
@@ -91,7 +95,7 @@ class Overlay(Operations):
     use_ns = True
     posix_acl = True  # the layers' file systems keep ACLs and modes in step
 
-    def __init__(self, lowers, upper):
+    def __init__(self, lowers, upper, union="yes"):
         if isinstance(lowers, str):
             lowers = [p for p in lowers.split(":") if p]
         if not lowers:
@@ -101,6 +105,14 @@ class Overlay(Operations):
             if not os.path.isdir(root):
                 raise NotADirectoryError(ENOTDIR, f"overlay: the {what} directory is not a directory", root)
         self._root_fds = {}
+        if union not in ("yes", "no"):
+            raise ValueError("overlay: -o union=yes|no")
+        if union == "yes":
+            # the merged view's reads (lookups, stat, readlink, listings, opens for
+            # reading) are the preload's, on these layers (native/vfs/union.c): the
+            # methods below answer the changes, and everything in the embedded mode
+            # or with -o union=no
+            self.union = Union(self.roots[UPPER], self.roots[1:])
 
     # Paths in a layer (as the loopback's _at: long paths go through a directory fd)
 

@@ -12,6 +12,7 @@ from .operations import (
     Passthrough,
     fuse_get_context,
 )
+from .union import Union
 
 __version__ = "0.1.0"
 
@@ -23,5 +24,6 @@ __all__ = [
     "LoggingMixIn",
     "Operations",
     "Passthrough",
+    "Union",
     "fuse_get_context",
 ]

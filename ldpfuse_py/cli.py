@@ -634,6 +634,7 @@ def launch(args, spec, point, own_env, cmd, die, script=False):
     mount_environment(env, mounts)
     env.pop("LDPFUSE_FIFO_DIR", None)   # an enclosing launcher's (embedded_mode makes its own)
     env.pop("LDPFUSE_BACKING", None)    # an enclosing launcher's (shared_mode sets its own)
+    env.pop("LDPFUSE_UNION", None)      # likewise
     env.pop("LDPFUSE_BACKING_OWNER", None)
     lib = os.path.join(PACKAGE_DIR, "libldpfuse.so")
     if not os.path.isfile(lib):

@@ -169,9 +169,34 @@ def backing_environment(env, objects):
                 raise RuntimeError(f"backing: {d!r} -> {b.lower!r}: a name with a control character")
             mask = b.mask() | (Backing.mask_of(Backing.CHANGES) if read_only else 0)
             records.append(f"{i}\x1f{mask}\x1f{d}\x1f{b.lower}")
-    if records:
-        env["LDPFUSE_BACKING"] = "\x1e".join(records)
+    unions = union_environment(objects)
+    if unions:
+        env["LDPFUSE_UNION"] = "\x1e".join(unions)
+    if records or unions:
+        if records:
+            env["LDPFUSE_BACKING"] = "\x1e".join(records)
         env["LDPFUSE_BACKING_OWNER"] = str(os.geteuid())     # as server/peers.c's owner
+
+
+def union_environment(objects):
+    """The unions the objects declare (ldpfuse_py.union.Union), for the preload:
+    ["MNT\x1fUPPER\x1fLOWER...", ...] (native/vfs/union.c). A read-only mount (-o ro)
+    declares none: its methods answer with EROFS where the kernel would."""
+    from .union import union_of
+
+    records = []
+    for i, ops in enumerate(objects):
+        ops = getattr(ops, "ops", ops)              # under --trace, TracedOps
+        if getattr(ops, "ro", False):
+            continue
+        ops = getattr(ops, "operations", ops)       # a fusepy class, FusepyOps
+        try:
+            u = union_of(ops)
+        except TypeError as e:
+            raise RuntimeError(str(e)) from None
+        if u is not None:
+            records.append(u.record(i))
+    return records
 
 
 def serve(listener, thread_safe):

@@ -373,10 +373,17 @@ enum {
 };
 /* the backend's table with the trees' methods over it (be itself when there are none) */
 struct backend_ops *backing_over(struct backend_ops *be);
-/* mnt has a backing tree: no answer about its names is kept (attrcache.c), no writer counted */
+/* mnt has a backing tree or is a union (vfs/union.c): no answer about its names is kept
+ * (attrcache.c), no writer counted */
 int backing_uncached(int mnt);
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
+/* ---- union backing (vfs/union.c): a mount that is an overlay's merged view, whose reads
+ * (lookups, stat, readlink, access, open for reading, readdir) the preload serves from
+ * the layers; every change goes to the class */
+struct backend_ops *union_over(struct backend_ops *be);
+int union_mount(int mnt);                           /* uncached as a backed mount */
+int union_fds_lost(unsigned first, unsigned last);  /* the lowest layer fd left */
 /* vfs/backing_dirs.c: the trees' directories, kept open */
 void backing_dirs_over(struct backend_ops *be);
 long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *slot);

@@ -313,6 +313,7 @@ struct backend_ops *backend_get(void)
         loading_here = 0;
         if (again == 0) {
             backend = backing_over(backend);    /* the mount's backing trees, if it has any */
+            backend = union_over(backend);      /* an overlay's merged view (vfs/union.c) */
             __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
         } else if (!waiting_logged) {
             waiting_logged = 1;

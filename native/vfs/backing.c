@@ -126,7 +126,8 @@ static int caller_served(void)
 
 int backing_uncached(int mnt)
 {
-    return UNLIKELY(mount_has_tree != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_has_tree[mnt];
+    return (UNLIKELY(mount_has_tree != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_has_tree[mnt]) ||
+           union_mount(mnt);    /* vfs/union.c: the same, for an overlay's merged view */
 }
 
 /* The program closed or replaced fds first..last: a tree whose fd was among them opens its
@@ -142,6 +143,8 @@ void backing_fds_lost(unsigned first, unsigned last)
             low = fd;
     }
     int kept = backing_dirs_lost(first, last);
+    int layers = union_fds_lost(first, last);      /* vfs/union.c's */
+    kept = layers < kept ? layers : kept;
     ldp_backing_low_fd = kept < low ? kept : low;
 }
 

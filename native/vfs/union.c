@@ -1,0 +1,908 @@
+/*
+ * Union backing: the read side of a copy-on-write overlay, in the preload. A class declares
+ * its mount a union of an upper directory over an ordered list of lower ones
+ * (ldpfuse_py.Union, docs/overlay.md), written as kernel overlayfs writes it: a whiteout is
+ * a character device 0/0, an opaque directory has trusted.overlay.opaque="y"; or as
+ * fuse-overlayfs writes it where the caller may not: a whiteout is an empty file .wh.NAME,
+ * an opaque directory holds .wh..wh..opq. Every layer is read in both forms.
+ *
+ * What only reads the merged view is done here, in the calling process, with the caller's
+ * own rights, on the layers: getattr, readlink, access, open for reading, opendir, readdir
+ * and releasedir. A name is looked up one component at a time in each layer of its
+ * directory, top first (fstatat, never following a link: a symlink among the directories
+ * is the core's to resolve, after ENOTDIR); the first non-directory hides what is below
+ * it, a whiteout hides everything below, directories of one name merge down to an opaque
+ * one. A listing is the layers' getdents merged: upper names over lower ones, whiteouts
+ * hiding, .wh. names never shown. Everything that changes something (copy-up, whiteouts,
+ * creates, renames) is the class's: the backend below, Python.
+ *
+ * Coherence: a union mount is uncached as a backed one (backing_uncached: no attribute
+ * cache, stamps 0, no open decisions, no writer bookkeeping), so a change the class makes
+ * to the upper directory is what the next call here reads. What a process keeps is the
+ * layers' directories of the merged directories it walked to, while nothing changed
+ * through the mount (below, "directories kept").
+ *
+ * The declaration comes from the launcher, which built the objects (shared mode):
+ * LDPFUSE_UNION = "MNT\x1fUPPER\x1fLOWER\x1f...\x1e..." (layers top first).
+ */
+#include "../ldpfuse.h"
+#include <dirent.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#define ASK_CLASS INT_MIN       /* a method's answer: the backend below decides */
+#define LAYERS_MAX 32
+#define UNION_FH 0x756e696f6eull    /* opendir's handle: this file's listing */
+#define OPAQUE_XATTR "trusted.overlay.opaque"
+#define WH ".wh."
+#define OPAQUE_FILE ".wh..wh..opq"
+
+struct layer {
+    char *dir;
+    int fd;                     /* O_PATH, high; -1 until used, or after the program closed it */
+};
+struct onion {
+    int mnt;
+    int n;                      /* layers: [0] upper, then the lowers top first */
+    struct layer *l;
+};
+static struct onion *unions;
+static int nunions;
+static unsigned char *mount_union;
+static uid_t owner;
+static int allow_other, allow_root;
+static struct backend_ops *inner;
+static struct backend_ops over;
+
+static void unions_init(void)
+{
+    const char *env = getenv("LDPFUSE_UNION");
+    if (env == NULL || *env == '\0' || ldp_nmounts == 0)
+        return;
+    mount_union = calloc((size_t)ldp_nmounts, 1);
+    int cap = 1;
+    for (const char *p = env; *p; p++)
+        cap += *p == '\x1e';
+    unions = calloc((size_t)cap, sizeof *unions);
+    if (unions == NULL || mount_union == NULL)
+        return;
+    char *copy = strdup(env), *save = NULL;
+    for (char *rec = copy ? strtok_r(copy, "\x1e", &save) : NULL; rec; rec = strtok_r(NULL, "\x1e", &save)) {
+        char *f[LAYERS_MAX + 1];
+        int n = 0;
+        for (char *p = rec; p && n <= LAYERS_MAX;) {
+            f[n++] = p;
+            p = strchr(p, '\x1f');
+            if (p)
+                *p++ = '\0';
+        }
+        int mnt = atoi(f[0]);
+        if (n < 3 || n > LAYERS_MAX + 1 || mnt < 0 || mnt >= ldp_nmounts || mount_union[mnt])
+            continue;
+        struct onion *u = &unions[nunions];
+        u->l = calloc((size_t)(n - 1), sizeof *u->l);
+        if (u->l == NULL)
+            continue;
+        int ok = 1;
+        for (int i = 1; i < n; i++) {
+            ok &= f[i][0] == '/';
+            u->l[i - 1].dir = strdup(f[i]);
+            u->l[i - 1].fd = -1;
+        }
+        if (!ok)
+            continue;
+        u->mnt = mnt;
+        u->n = n - 1;
+        mount_union[mnt] = 1;
+        nunions++;
+    }
+    free(copy);
+    const char *o = getenv("LDPFUSE_BACKING_OWNER");
+    owner = o ? (uid_t)strtoul(o, NULL, 10) : 0;
+    const char *a = getenv("LDPFUSE_ALLOW_OTHER");
+    allow_other = a && strcmp(a, "1") == 0;
+    a = getenv("LDPFUSE_ALLOW_ROOT");
+    allow_root = a && strcmp(a, "1") == 0;
+}
+
+/* Whom the layers serve here: as the backing trees (vfs/backing.c), the launcher's uid,
+ * any with allow_other, root with allow_root; asked again when the credentials change. */
+static TLS unsigned served_gen;
+static TLS int served;
+
+static int caller_served(void)
+{
+    if (allow_other)
+        return 1;
+    unsigned gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    if (LIKELY(served_gen == gen))
+        return served;
+    uid_t uid = geteuid();
+    served = uid == owner || (uid == 0 && allow_root);
+    served_gen = gen;
+    return served;
+}
+
+int union_mount(int mnt)
+{
+    return UNLIKELY(mount_union != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_union[mnt];
+}
+
+static struct onion *union_of(int mnt, const char *path)
+{
+    if (!union_mount(mnt) || strnlen(path, PATH_MAX) >= PATH_MAX || !caller_served())
+        return NULL;
+    for (int i = 0; i < nunions; i++)
+        if (unions[i].mnt == mnt)
+            return &unions[i];
+    return NULL;
+}
+
+static int layer_fd(struct layer *l)
+{
+    int fd = __atomic_load_n(&l->fd, __ATOMIC_ACQUIRE);
+    if (LIKELY(fd >= 0))
+        return fd;
+    fd = fs_fd(REAL(open)(l->dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (fd < 0)
+        return -errno;
+    int none = -1;
+    if (!__atomic_compare_exchange_n(&l->fd, &none, fd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        REAL(close)(fd);
+        return none;
+    }
+    if (fd < ldp_backing_low_fd)
+        ldp_backing_low_fd = fd;
+    return fd;
+}
+
+/* ---- lookup */
+
+/* A merged directory: its layers' O_PATH fds, top first. */
+struct stack {
+    int n;
+    int fd[LAYERS_MAX];
+    unsigned char owned[LAYERS_MAX];
+    int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
+    int slot;
+    uint64_t changes;           /* walked when the server's counts were this (changes_now; 0: keep nothing) */
+};
+
+static void dir_put(struct onion *u, const char *dir, struct stack *s);
+
+static void stack_free(struct stack *s)
+{
+    s->kept = 0;
+    for (int k = 0; k < s->n; k++)
+        if (s->owned[k])
+            REAL(close)(s->fd[k]);
+    s->n = 0;
+}
+
+static int root_stack(struct onion *u, struct stack *s)
+{
+    s->n = 0;
+    s->kept = 0;
+    s->changes = 0;
+    for (int k = 0; k < u->n; k++) {
+        int fd = layer_fd(&u->l[k]);
+        if (fd < 0)
+            return fd;
+        s->fd[s->n] = fd;
+        s->owned[s->n++] = 0;
+    }
+    return 0;
+}
+
+static int is_whiteout(const struct stat *st)
+{
+    return S_ISCHR(st->st_mode) && st->st_rdev == 0;
+}
+
+/* fuse-overlayfs' whiteout of name in dfd: .wh.NAME */
+static int whiteout_file(int dfd, const char *name)
+{
+    char wh[NAME_MAX + 1];
+    size_t len = strlen(name);
+    if (len + 4 > NAME_MAX)
+        return 0;       /* too long for the .wh. form: only the kernel's exists */
+    memcpy(wh, WH, 4);
+    memcpy(wh + 4, name, len + 1);
+    struct stat st;
+    return REAL(fstatat)(dfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* The directory name in dfd hides the layers below: the kernel's xattr or .wh..wh..opq */
+static int opaque(int dfd, const char *name)
+{
+    char p[PATH_MAX];
+    char v[2];
+    if ((size_t)snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dfd, name) < sizeof p &&
+        REAL(lgetxattr)(p, OPAQUE_XATTR, v, sizeof v) == 1 && v[0] == 'y')
+        return 1;
+    size_t len = strlen(name);
+    if (len + 1 + sizeof OPAQUE_FILE > PATH_MAX)
+        return 0;
+    memcpy(p, name, len);
+    p[len] = '/';
+    memcpy(p + len + 1, OPAQUE_FILE, sizeof OPAQUE_FILE);
+    struct stat st;
+    return REAL(fstatat)(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* What name is in the merged directory s: the top entry's stat in *st and the index of
+ * its layer in s in *top; *dirs, when asked, gets the directories of that name (top first,
+ * down to an opaque one) and *merged whether there are two or more. -ENOENT, or -errno. */
+static int step(struct stack *s, const char *name, struct stat *st, int *top, struct stack *dirs, int *merged)
+{
+    int found = 0, ndirs = 0;
+    if (dirs) {
+        dirs->n = 0;
+        dirs->kept = 0;
+        dirs->changes = 0;
+    }
+    for (int k = 0; k < s->n; k++) {
+        int more = k + 1 < s->n;
+        struct stat here;
+        if (REAL(fstatat)(s->fd[k], name, &here, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
+                return -errno;
+            if (more && whiteout_file(s->fd[k], name))
+                break;
+            continue;
+        }
+        if (is_whiteout(&here))
+            break;
+        if (!S_ISDIR(here.st_mode)) {
+            if (!found) {
+                *st = here;
+                *top = k;
+                found = 1;
+            }
+            break;
+        }
+        if (!found) {
+            *st = here;
+            *top = k;
+            found = 1;
+        }
+        ndirs++;
+        if (dirs) {
+            int fd = REAL(openat)(s->fd[k], name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0) {
+                int e = errno;
+                stack_free(dirs);
+                return -e;
+            }
+            dirs->fd[dirs->n] = fd;
+            dirs->owned[dirs->n++] = 1;
+        } else if (ndirs > 1) {
+            break;      /* merged: that is all getattr asks */
+        }
+        if (more && opaque(s->fd[k], name))
+            break;
+    }
+    if (merged)
+        *merged = ndirs > 1;
+    return found ? 0 : -ENOENT;
+}
+
+/* ---- directories kept: the stacks of the merged directories a process walked to
+ *
+ * A name in a subdirectory costs a step in its directory's layers, not a walk from the
+ * roots. A process keeps up to KEPT stacks (the layers' O_PATH fds, at high numbers), each
+ * used while:
+ *  - the server's count of every change made through the mount (coherence.h changes) is
+ *    what it was before the walk: a copy-up, a whiteout, a mkdir, a rename, an open for
+ *    writing (server/coherence.c counts it for this) by any process of the command, all of
+ *    them the class's, make every process walk again;
+ *  - attr_timeout has not passed since (a change made by a process outside the command, as
+ *    the rest of the mount's caches);
+ *  - this process has not changed its credentials (the walk checked its search rights).
+ * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
+ * connects to nothing). While a call uses a kept stack it holds its entry's read lock.
+ */
+#define KEPT 64                 /* power of two */
+#define KEPT_PATH 256
+#define KEPT_AFTER 8
+
+struct kept {
+    struct stack s;             /* s.changes 0: empty */
+    int mnt;
+    unsigned creds;
+    uint64_t hash;
+    struct timespec expires;
+    char path[KEPT_PATH];
+};
+static struct kept kept[KEPT];
+static pthread_rwlock_t kept_lock[KEPT];   /* one per entry: threads in other directories never wait */
+static TLS int holding;         /* a signal handler's call on this thread walks */
+static unsigned walks;
+static int fork_took;
+
+static void fork_prepare(void)
+{
+    fork_took = !holding;
+    for (int i = 0; fork_took && i < KEPT; i++)
+        pthread_rwlock_wrlock(&kept_lock[i]);
+}
+
+static void fork_done(void)
+{
+    for (int i = 0; fork_took && i < KEPT; i++)
+        pthread_rwlock_unlock(&kept_lock[i]);
+}
+
+static void fork_child(void)
+{
+    for (int i = 0; fork_took && i < KEPT; i++)  /* taken before fork: the child's to give back */
+        pthread_rwlock_init(&kept_lock[i], NULL);
+}
+
+/* The count of changes a stack walked now is good for, 0 if nothing is kept now. */
+static uint64_t changes_now(struct onion *u)
+{
+    struct timespec ttl;
+    if (inner->changes == NULL || inner->below_stamp == NULL || ldp_vfork_child || holding ||
+        !attrcache_timeout(&ttl))
+        return 0;
+    /* the root's stamp: 0 while the table is not mapped (mapped at the KEPT_AFTER-th walk),
+     * never 0 once it is (its global counter starts at 1); the count of changes may be 0 */
+    unsigned w = __atomic_load_n(&walks, __ATOMIC_RELAXED);
+    int connect = (w >= KEPT_AFTER ? w : __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED)) >= KEPT_AFTER;
+    uint64_t root = inner->below_stamp(u->mnt, "/", connect);
+    return root ? root + inner->changes() : 0;
+}
+
+static int later(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+/* Walk the merged directory dir ("/a/b") from the roots: its stack, or -ENOENT/-ENOTDIR. */
+static int walk_dir(struct onion *u, const char *dir, struct stack *s)
+{
+    int r = root_stack(u, s);
+    if (r < 0)
+        return r;
+    char name[NAME_MAX + 1];
+    for (const char *p = dir;;) {
+        while (*p == '/')
+            p++;
+        if (*p == '\0')
+            return 0;
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > NAME_MAX) {
+            stack_free(s);
+            return -ENAMETOOLONG;
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        p += len;
+        struct stack dirs;
+        struct stat st;
+        int top;
+        r = step(s, name, &st, &top, &dirs, NULL);
+        stack_free(s);
+        if (r < 0)
+            return r;
+        if (!S_ISDIR(st.st_mode)) {
+            stack_free(&dirs);
+            return -ENOTDIR;    /* a symlink among the directories: the core resolves it */
+        }
+        *s = dirs;
+    }
+}
+
+/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
+ * or walked now; give it back with dir_put. */
+static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
+{
+    uint64_t changes = len < KEPT_PATH && len > 1 ? changes_now(u) : 0;
+    uint64_t hash = 0;
+    if (changes) {
+        unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+        hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        int slot = (int)(hash & (KEPT - 1));
+        holding = 1;
+        pthread_rwlock_rdlock(&kept_lock[slot]);
+        struct kept *k = &kept[slot];
+        if (k->s.changes == changes && k->hash == hash && k->mnt == u->mnt && k->creds == creds &&
+            later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
+            *s = k->s;
+            memset(s->owned, 0, sizeof s->owned);
+            s->kept = 1;
+            s->slot = slot;
+            return 0;   /* holding the read lock until dir_put */
+        }
+        pthread_rwlock_unlock(&kept_lock[slot]);
+        holding = 0;
+    }
+    int r = walk_dir(u, dir, s);
+    if (r == 0)
+        s->changes = changes;
+    return r;
+}
+
+/* Done with dir_get's stack: kept for the next call if it was walked when it could be. */
+static void dir_put(struct onion *u, const char *dir, struct stack *s)
+{
+    if (s->kept) {
+        s->kept = 0;
+        s->n = 0;
+        pthread_rwlock_unlock(&kept_lock[s->slot]);
+        holding = 0;
+        return;
+    }
+    size_t len = strlen(dir);
+    struct timespec ttl, now;
+    int whole = s->n > 0;
+    for (int k = 0; k < s->n; k++)
+        whole &= s->owned[k];
+    if (!s->changes || !whole || len >= KEPT_PATH || !attrcache_timeout(&ttl)) {
+        stack_free(s);
+        return;
+    }
+    for (int k = 0; k < s->n; k++) {
+        s->fd[k] = fs_fd(s->fd[k]);
+        if (s->fd[k] < fs_fd_base())
+            whole = 0;          /* no room up there: nothing is kept */
+    }
+    if (!whole) {
+        stack_free(s);
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    int slot = (int)(hash & (KEPT - 1));
+    holding = 1;
+    pthread_rwlock_wrlock(&kept_lock[slot]);
+    struct kept *k = &kept[slot];
+    struct stack old = k->s;
+    k->s = *s;
+    k->s.kept = 0;
+    k->mnt = u->mnt;
+    k->hash = hash;
+    k->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    memcpy(k->path, dir, len + 1);
+    k->expires.tv_sec = now.tv_sec + ttl.tv_sec;
+    k->expires.tv_nsec = now.tv_nsec + ttl.tv_nsec;
+    if (k->expires.tv_nsec >= 1000000000L) {
+        k->expires.tv_sec++;
+        k->expires.tv_nsec -= 1000000000L;
+    }
+    for (int i = 0; i < s->n; i++)
+        if (s->fd[i] < ldp_backing_low_fd)
+            ldp_backing_low_fd = s->fd[i];
+    pthread_rwlock_unlock(&kept_lock[slot]);
+    holding = 0;
+    for (int i = 0; i < old.n; i++)
+        if (old.fd[i] >= 0)
+            REAL(close)(old.fd[i]);
+    s->n = 0;
+}
+
+/* The program closed or replaced fds first..last (vfs/backing.c backing_fds_lost): a layer
+ * whose fd was among them opens again at its next use. Returns the lowest fd left. */
+int union_fds_lost(unsigned first, unsigned last)
+{
+    int low = INT_MAX;
+    for (int i = 0; i < nunions; i++) {
+        for (int k = 0; k < unions[i].n; k++) {
+            struct layer *l = &unions[i].l[k];
+            int fd = __atomic_load_n(&l->fd, __ATOMIC_ACQUIRE);
+            if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last)
+                __atomic_store_n(&l->fd, -1, __ATOMIC_RELEASE);
+            else if (fd >= 0 && fd < low)
+                low = fd;
+        }
+    }
+    for (int i = 0; i < KEPT; i++) {
+        struct stack *s = &kept[i].s;
+        for (int k = 0; k < s->n; k++) {
+            int fd = __atomic_load_n(&s->fd[k], __ATOMIC_ACQUIRE);
+            if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last) {
+                __atomic_store_n(&s->changes, 0, __ATOMIC_RELEASE);    /* never used again */
+                __atomic_store_n(&s->fd[k], -1, __ATOMIC_RELEASE);     /* nor closed: the program's */
+            } else if (fd >= 0 && fd < low) {
+                low = fd;
+            }
+        }
+    }
+    return low;
+}
+
+/* A looked-up name: its parent's stack, its last component, where it is. */
+struct found {
+    struct stack parent;
+    char dir[PATH_MAX];         /* the parent's mount path */
+    char last[NAME_MAX + 1];    /* "" for the root */
+    struct stat st;
+    int top;                    /* index in parent (the root: 0, the upper) */
+    int merged;
+};
+
+static void found_put(struct onion *u, struct found *f)
+{
+    if (f->last[0])
+        dir_put(u, f->dir, &f->parent);
+    else
+        stack_free(&f->parent);
+}
+
+/* Look path ("/a/b") up: its parent directory's stack, then its last component. */
+static int lookup(struct onion *u, const char *path, struct found *f)
+{
+    const char *p = path;
+    while (*p == '/')
+        p++;
+    if (*p == '\0') {
+        int r = root_stack(u, &f->parent);
+        if (r < 0)
+            return r;
+        f->last[0] = '\0';
+        f->top = 0;
+        f->merged = u->n > 1;   /* every layer's root merges (as the kernel's) */
+        r = REAL(fstat)(f->parent.fd[0], &f->st) < 0 ? -errno : 0;
+        if (r < 0)
+            stack_free(&f->parent);
+        return r;
+    }
+    size_t plen = strlen(path);
+    while (plen > 1 && path[plen - 1] == '/')
+        plen--;
+    const char *slash = path + plen - 1;
+    while (slash > path && *slash != '/')
+        slash--;
+    size_t dl = (size_t)(slash - path), nl = plen - dl - 1;
+    if (nl > NAME_MAX)
+        return -ENAMETOOLONG;
+    if (dl >= sizeof f->dir)
+        return -ENAMETOOLONG;
+    memcpy(f->dir, path, dl);
+    f->dir[dl ? dl : 1] = '\0';
+    if (!dl)
+        f->dir[0] = '/';
+    memcpy(f->last, slash + 1, nl);
+    f->last[nl] = '\0';
+    int r = dir_get(u, f->dir, dl ? dl : 1, &f->parent);
+    if (r < 0)
+        return r;
+    r = step(&f->parent, f->last, &f->st, &f->top, NULL, &f->merged);
+    if (r < 0)
+        dir_put(u, f->dir, &f->parent);
+    return r;
+}
+
+/* The merged directory at path itself: its layers' fds in *s (give back with dir_put). */
+static int dir_stack(struct onion *u, const char *path, struct stack *s)
+{
+    return dir_get(u, path, strlen(path), s);
+}
+
+/* A layer's directory (an O_PATH fd) opened for reading: through /proc, which checks read
+ * permission on the directory alone, as opening it by name does (openat(fd, ".") would
+ * ask for search permission too: a directory of mode 0600 could not be listed). */
+static int open_listing(int dfd)
+{
+    char p[40];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", dfd);
+    int fd = REAL(open)(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        fd = REAL(openat)(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);     /* no /proc */
+    return fd;
+}
+
+/* ---- the methods */
+
+static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
+{
+    struct onion *u = union_of(mnt, path);
+    if (u == NULL)
+        return inner->getattr(mnt, path, fh, st);
+    struct found f;
+    int r = lookup(u, path, &f);
+    if (r < 0)
+        return r;
+    found_put(u, &f);
+    *st = f.st;
+    if (f.merged)
+        st->st_nlink = 1;       /* as the kernel: find and fts do not trust the count */
+    return 0;
+}
+
+static int u_readlink(int mnt, const char *path, char *buf, size_t size)
+{
+    struct onion *u = union_of(mnt, path);
+    if (u == NULL)
+        return inner->readlink(mnt, path, buf, size);
+    struct found f;
+    int r = lookup(u, path, &f);
+    if (r < 0)
+        return r;
+    if (!S_ISLNK(f.st.st_mode))
+        r = -EINVAL;
+    else {
+        ssize_t n = REAL(readlinkat)(f.parent.fd[f.top], f.last, buf, size);
+        r = n < 0 ? -errno : (int)n;
+    }
+    found_put(u, &f);
+    return r;
+}
+
+static int u_access(int mnt, const char *path, int mode)
+{
+    struct onion *u = union_of(mnt, path);
+    if (u == NULL)
+        return inner->access(mnt, path, mode);
+    struct found f;
+    int r = lookup(u, path, &f);
+    if (r < 0)
+        return r;
+    const char *last = f.last[0] ? f.last : "";
+    int flags = AT_SYMLINK_NOFOLLOW | (last[0] ? 0 : AT_EMPTY_PATH);
+    /* the real uid, as access(2): this process is the caller */
+    r = REAL(syscall)(SYS_faccessat2, f.parent.fd[f.top], last, mode, flags) < 0 ? -errno : 0;
+    found_put(u, &f);
+    return r;
+}
+
+static int reading(int flags)
+{
+    return (flags & O_ACCMODE) == O_RDONLY && !(flags & (O_TRUNC | O_CREAT | __O_TMPFILE));
+}
+
+/* A regular file of the merged view opened for reading where it is: an fd (passthrough),
+ * ASK_CLASS for anything else, or -errno. st: what it is. */
+static long open_reading(struct onion *u, const char *path, int flags, struct stat *st)
+{
+    struct found f;
+    int r = lookup(u, path, &f);
+    if (r < 0)
+        return r;
+    long fd = ASK_CLASS;
+    *st = f.st;
+    if (S_ISREG(f.st.st_mode) && f.last[0]) {
+        fd = REAL(openat)(f.parent.fd[f.top], f.last, flags | O_NOFOLLOW);
+        if (fd < 0)
+            fd = errno == ENOENT || errno == ELOOP ? ASK_CLASS : -errno;    /* changed since */
+    }
+    found_put(u, &f);
+    return fd;
+}
+
+static int open_result_fd(long fd, struct open_result *res)
+{
+    res->passthrough_fd = (int)fd;
+    res->fd_flags_set = 1;      /* opened with the caller's O_CLOEXEC, at its lowest free number */
+    res->fh = 0;
+    res->open_flags = 0;
+    return 0;
+}
+
+static int u_open(int mnt, const char *path, int flags, struct open_result *res)
+{
+    struct onion *u = reading(flags) ? union_of(mnt, path) : NULL;
+    struct stat st;
+    long fd = u ? open_reading(u, path, flags, &st) : ASK_CLASS;
+    if (fd == ASK_CLASS)
+        return inner->open(mnt, path, flags, res);
+    return fd < 0 ? (int)fd : open_result_fd(fd, res);
+}
+
+static int u_create_open(int mnt, const char *path, mode_t mode, int flags, int parent_is_dir,
+                         struct open_result *res, struct stat *st, int *outcome)
+{
+    struct onion *u = reading(flags) ? union_of(mnt, path) : NULL;
+    *outcome = CO_ASK;
+    if (u) {
+        long fd = open_reading(u, path, flags, st);
+        if (fd == -ENOENT) {
+            *outcome = CO_MISSING;
+            return -ENOENT;
+        }
+        if (fd >= 0) {
+            *outcome = CO_OPENED;
+            return open_result_fd(fd, res);
+        }
+        return 0;               /* the core looks up and opens as usual */
+    }
+    if (inner->create_open == NULL)
+        return 0;
+    return inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
+}
+
+static int u_opendir(int mnt, const char *path, uint64_t *fh)
+{
+    struct onion *u = union_of(mnt, path);
+    if (u == NULL)
+        return inner->opendir(mnt, path, fh);
+    struct stack s;
+    int r = dir_stack(u, path, &s);
+    if (r < 0)
+        return r;
+    /* read permission on the top directory, with the caller's rights */
+    int fd = open_listing(s.fd[0]);
+    r = fd < 0 ? -errno : 0;
+    if (fd >= 0)
+        REAL(close)(fd);
+    dir_put(u, path, &s);
+    if (r == 0)
+        *fh = UNION_FH;
+    return r;
+}
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* The names met so far (shown or hidden): open addressing, grown at half full. */
+struct names {
+    char **slot;
+    size_t cap, n;
+};
+
+static int names_add(struct names *t, const char *name)    /* 1 added, 0 there, -1 ENOMEM */
+{
+    if (2 * (t->n + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        char **slot = calloc(cap, sizeof *slot);
+        if (slot == NULL)
+            return -1;
+        for (size_t i = 0; i < t->cap; i++) {
+            if (t->slot[i] == NULL)
+                continue;
+            size_t h = fnv1a(0, t->slot[i], NULL) & (cap - 1);
+            while (slot[h])
+                h = (h + 1) & (cap - 1);
+            slot[h] = t->slot[i];
+        }
+        free(t->slot);
+        t->slot = slot;
+        t->cap = cap;
+    }
+    size_t h = fnv1a(0, name, NULL) & (t->cap - 1);
+    for (; t->slot[h]; h = (h + 1) & (t->cap - 1))
+        if (strcmp(t->slot[h], name) == 0)
+            return 0;
+    if ((t->slot[h] = strdup(name)) == NULL)
+        return -1;
+    t->n++;
+    return 1;
+}
+
+static void names_free(struct names *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        free(t->slot[i]);
+    free(t->slot);
+}
+
+/* One layer's entries under those of the layers above. */
+static int merge_layer(int dfd, struct names *seen, struct dirlist *out, char *buf, size_t size)
+{
+    int fd = open_listing(dfd);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    while (r == 0) {
+        long n = REAL(syscall)(SYS_getdents64, fd, buf, size);
+        if (n <= 0) {
+            r = n < 0 ? -errno : 0;
+            break;
+        }
+        for (long off = 0; off < n && r == 0;) {
+            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            const char *name = d->d_name;
+            if (strncmp(name, WH, 4) == 0) {
+                if (strcmp(name, OPAQUE_FILE) != 0 && names_add(seen, name + 4) < 0)
+                    r = -ENOMEM;
+                continue;
+            }
+            unsigned char type = d->d_type;
+            struct stat st;
+            if (type == DT_CHR || type == DT_UNKNOWN) {
+                if (REAL(fstatat)(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                    if (is_whiteout(&st)) {
+                        if (names_add(seen, name) < 0)
+                            r = -ENOMEM;
+                        continue;
+                    }
+                    type = IFTODT(st.st_mode);
+                }
+            }
+            int added = names_add(seen, name);
+            if (added < 0 || (added && dirlist_add(out, name, strlen(name), d->d_ino, type) < 0))
+                r = -ENOMEM;
+        }
+    }
+    REAL(close)(fd);
+    return r;
+}
+
+static int u_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
+{
+    struct onion *u = fh == UNION_FH ? union_of(mnt, path) : NULL;
+    if (u == NULL)
+        return inner->readdir(mnt, path, fh, out);
+    struct stack s;
+    int r = dir_stack(u, path, &s);
+    if (r < 0)
+        return r;
+    struct names seen = { 0 };
+    char *buf = malloc(32768);
+    r = buf ? 0 : -ENOMEM;
+    for (int k = 0; k < s.n && r == 0; k++)
+        r = merge_layer(s.fd[k], &seen, out, buf, 32768);
+    free(buf);
+    names_free(&seen);
+    dir_put(u, path, &s);
+    return r;
+}
+
+static int u_releasedir(int mnt, const char *path, uint64_t fh)
+{
+    if (fh == UNION_FH && union_mount(mnt))
+        return 0;
+    return inner->releasedir(mnt, path, fh);
+}
+
+/* No process keeps a name of a union mount (as a backed one): 0, "cannot tell". */
+static uint64_t u_stamp(int mnt, const char *path)
+{
+    if (union_mount(mnt))
+        return 0;
+    return inner->stamp ? inner->stamp(mnt, path) : 0;
+}
+
+static int u_written(int mnt, const char *path)
+{
+    if (union_mount(mnt))
+        return 1;
+    return inner->written ? inner->written(mnt, path) : 0;
+}
+
+static int u_open_decided(int mnt, const char *path, int flags)
+{
+    if (union_mount(mnt))
+        return -1;      /* errno as it was: opens here are not remembered */
+    return inner->open_decided ? inner->open_decided(mnt, path, flags) : -1;
+}
+
+struct backend_ops *union_over(struct backend_ops *be)
+{
+    static int done;
+    if (!done) {
+        done = 1;
+        unions_init();
+    }
+    if (be == NULL || nunions == 0 || be == &over)
+        return be;
+    inner = be;
+    for (int i = 0; i < KEPT; i++)
+        pthread_rwlock_init(&kept_lock[i], NULL);
+    pthread_atfork(fork_prepare, fork_done, fork_child);
+    over = *be;
+    over.getattr = u_getattr;
+    over.readlink = u_readlink;
+    over.access = u_access;
+    over.open = u_open;
+    over.create_open = u_create_open;
+    over.opendir = u_opendir;
+    over.readdir = u_readdir;
+    over.releasedir = u_releasedir;
+    over.stamp = u_stamp;
+    over.written = u_written;
+    over.open_decided = u_open_decided;
+    return &over;
+}
