@@ -134,8 +134,9 @@ static char hear(int fd)
     return b;
 }
 
-/* The child's side of one case: on 'c' open, change, close if asked, answer; on 'n' close
- * what it kept open. */
+/* The child's side of one case: on 'o' open and answer; on 'c' change, close if asked,
+ * answer; on 'n' close what it kept open. The parent stats between the open and the
+ * change, so that what it sees was not settled by the open. */
 static void child_loop(const char *f, enum call c, int mode, int close_first, long n, int in, int out)
 {
     int fd = -1;
@@ -143,6 +144,8 @@ static void child_loop(const char *f, enum call c, int mode, int close_first, lo
         hear(in);
         fd = open(f, mode);
         must(fd >= 0, "child open");
+        say(out, 'o');
+        hear(in);
         must(change(c, fd, i) == 0, names[c]);
         if (close_first) {
             close(fd);
@@ -181,12 +184,15 @@ static void run_case(const char *dir, enum call c, int mode, int close_first, lo
     char what[128] = "";
     for (long i = 0; i < n; i++) {
         struct stat st;
-        must(stat(f, &st) == 0, "stat before");
         int fd = -1;
         if (two) {
+            say(to_child[1], 'o');
+            hear(from_child[0]);
+            must(stat(f, &st) == 0, "stat before");
             say(to_child[1], 'c');
             hear(from_child[0]);
         } else {
+            must(stat(f, &st) == 0, "stat before");
             fd = open(f, mode);
             must(fd >= 0, "open");
             must(change(c, fd, i) == 0, names[c]);
