@@ -10,12 +10,16 @@ from run import (ARCHIVE_GZ_VS_FUSE, BENCH, FIRSTOP_TARGET_MS, ISSUE24, MEMORY_T
                  NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
-DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt']
+DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nobacking', 'ldp-loop-filter', 'ldp-loop-nopt',
+                'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt', 'libfuse-pthp']
 MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-embedded', 'fusepy-mem']
 TARGET_CONFIG = 'ldp-loop'
 LABELS = {
     'native': 'native (disk)', 'ldp-loop': 'ldpfuse-py loopback',
     'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no',
+    'ldp-loop-nobacking': 'ldpfuse-py loopback, backing=no',
+    'ldp-loop-filter': 'ldpfuse-py loopback, Python sees create+unlink+open_write',
+    'libfuse-pthp': 'libfuse passthrough_hp (FUSE)',
     'ldp-loop-embedded': 'ldpfuse-py loopback, --mode embedded', 'fusepy-loop': 'fusepy loopback (FUSE)',
     'libfuse-pt': 'libfuse C passthrough (FUSE)', 'native-tmpfs': 'native (tmpfs)',
     'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-embedded': 'ldpfuse-py memory, --mode embedded',
