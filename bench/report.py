@@ -6,16 +6,20 @@ import os
 import statistics
 
 import data_loader as DL
-from run import (ARCHIVE_GZ_VS_FUSE, BENCH, FIRSTOP_TARGET_MS, ISSUE24, MEMORY_TARGET, MICRO, NONMOUNT,
+from run import (ARCHIVE_GZ_VS_FUSE, BENCH, FIRSTOP_TARGET_MS, ISSUE24, ISSUE33, MEMORY_TARGET, MICRO, NONMOUNT,
                  NONMOUNT_TARGET_NS,
                  RESULTS_MD, RESULTS_PNG, TARGETS, THESIS, THESIS_TARGET)
 
-DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nopt', 'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt']
+DISK_CONFIGS = ['native', 'ldp-loop', 'ldp-loop-nobacking', 'ldp-loop-filter', 'ldp-loop-nopt',
+                'ldp-loop-embedded', 'fusepy-loop', 'libfuse-pt', 'libfuse-pthp']
 MEM_CONFIGS = ['native-tmpfs', 'ldp-mem', 'ldp-mem-embedded', 'fusepy-mem']
 TARGET_CONFIG = 'ldp-loop'
 LABELS = {
     'native': 'native (disk)', 'ldp-loop': 'ldpfuse-py loopback',
     'ldp-loop-nopt': 'ldpfuse-py loopback, passthrough=no',
+    'ldp-loop-nobacking': 'ldpfuse-py loopback, backing=no',
+    'ldp-loop-filter': 'ldpfuse-py loopback, Python sees create+unlink+open_write',
+    'libfuse-pthp': 'libfuse passthrough_hp (FUSE)',
     'ldp-loop-embedded': 'ldpfuse-py loopback, --mode embedded', 'fusepy-loop': 'fusepy loopback (FUSE)',
     'libfuse-pt': 'libfuse C passthrough (FUSE)', 'native-tmpfs': 'native (tmpfs)',
     'ldp-mem': 'ldpfuse-py memory', 'ldp-mem-embedded': 'ldpfuse-py memory, --mode embedded',
@@ -303,6 +307,45 @@ def issue24_targets(results, md):
     return rows
 
 
+def round_ratio(results, cfg, key, ref):
+    """The median over rounds of cfg's value / ref's in the same round (None if no round has both)."""
+    fields = {m[0]: m[2] for m in MICRO}
+    by = {}
+    for row in results.get('micro', []):
+        k = '%s:%s' % (row['workload'], row.get('threads'))
+        if k == key and not row.get('error') and fields.get(k) in row:
+            by.setdefault(row['config'], {})[row['round']] = float(row[fields[k]])
+    for row in results.get('thesis', []):
+        if row['workload'] == key:
+            by.setdefault(row['config'], {})[row['round']] = row['mb_per_s']
+    a, b = by.get(cfg, {}), by.get(ref, {})
+    rs = [a[r] / b[r] for r in a if b.get(r)]
+    return statistics.median(rs) if rs else None
+
+
+def issue33_section(results, md):
+    """The backed loopback (ldp-loop) against native, and the same without backing."""
+    out = ['', '## Targets of issue 33 (default mode, the loopback example on a backing tree)', '',
+           'Two ratios per cell: of the medians, and (in brackets) the median of the per-round '
+           'ratios (each run against the native run of its round). Met when both are at or '
+           'above the target. `-o backing=no` is the same example with every name operation '
+           'through its Python methods.', '',
+           '| target | backed (`ldp-loop`) | `-o backing=no` | |', '|---|---|---|---|']
+    titles = {m[0]: m[1] for m in MICRO}
+    items = [('%s' % titles['create:%d' % t], 'create:%d' % t, ISSUE33['create']) for t in (1, 2, 8)]
+    items += [('thesis %s' % t[0], t[0], ISSUE33['thesis']) for t in THESIS]
+    for title, key, want in items:
+        cells, met = [], None
+        for cfg in ('ldp-loop', 'ldp-loop-nobacking'):
+            r, rr = md.ratio(cfg, key, 'native'), round_ratio(results, cfg, key, 'native')
+            cells.append('-' if r is None else '%s (%s)' % (fmt_ratio(r), fmt_ratio(rr)))
+            if cfg == 'ldp-loop' and r is not None and rr is not None:
+                met = r >= want and rr >= want
+        out.append('| %s >= x%g | %s | %s | %s |' % (title, want, cells[0], cells[1],
+                                                 'not run' if met is None else mark(met)))
+    return out
+
+
 def issue24_section(results, md):
     out = ['', '## Targets of issue 24 (default mode)', '',
            'ldpfuse-py as a user runs it, with no `--mode` flag: the loopback example (`ldp-loop`), the '
@@ -455,6 +498,7 @@ def write(results, md_path=RESULTS_MD, png_path=RESULTS_PNG):
             LABELS[cfg], FIRSTOP_TARGET_MS, '-' if v is None else '%.1f ms' % v,
             mark(None if v is None else v < FIRSTOP_TARGET_MS)))
     out += issue24_section(results, md)
+    out += issue33_section(results, md)
 
     # ---- micro tables
     out += ['', '## Micro-benchmarks (bench/microbench.c), disk', '']

@@ -38,19 +38,31 @@ MOUNT_BASE = '/tmp/ldpfuse-bench-mnt'
 
 # ---------------------------------------------------------------- scales
 
+# filebench: the bigfileset of each read workload, as the fio sizes above (the .f files'
+# own sizes, 2 GiB a workload, are laid out again for every run: minutes per round here).
+# The create workloads keep theirs: they are timed, and only a prefix of the set is made.
+FB_SIZES = {
+    'full': {'sq-re-4KB-1th-1f': dict(size='1g'), 'sq-re-4KB-32th-32f': dict(size='32m'),
+             'web-server-100th': dict(entries='4000'), 'file-server-50th': dict(entries='10000')},
+    'quick': {'sq-re-4KB-1th-1f': dict(size='256m'), 'sq-re-4KB-32th-32f': dict(size='8m'),
+              'web-server-100th': dict(entries='2000'), 'file-server-50th': dict(entries='2000')},
+}
+
 SCALES = {
     'full': dict(rounds=5, duration=0.5, warmup=0.1, large_mb=256, mem_large_mb=64,
                  firstop_n=20, thesis_rounds=3, fio_runtime=4, loader_rounds=3, loader_files=10000,
                  fio=dict(FIO_SQ1_SIZE='1g', FIO_SQ32_SIZE='32m', FIO_CRWR_NRFILES='200000',
                           FIO_CRWR32_NRFILES='6250', FIO_WEB_NRFILES='4000',
                           FIO_FS_NRFILES='200'),
-                 fio_fuse=dict(FIO_CRWR_NRFILES='10000', FIO_CRWR32_NRFILES='320')),
+                 fio_fuse=dict(FIO_CRWR_NRFILES='10000', FIO_CRWR32_NRFILES='320'),
+                 fb=FB_SIZES['full']),
     'quick': dict(rounds=2, duration=0.2, warmup=0.05, large_mb=64, mem_large_mb=32,
                   firstop_n=5, thesis_rounds=1, fio_runtime=2, loader_rounds=2, loader_files=2000,
                   fio=dict(FIO_SQ1_SIZE='256m', FIO_SQ32_SIZE='8m', FIO_CRWR_NRFILES='40000',
                            FIO_CRWR32_NRFILES='1250', FIO_WEB_NRFILES='2000',
                            FIO_FS_NRFILES='40'),
-                  fio_fuse=dict(FIO_CRWR_NRFILES='3000', FIO_CRWR32_NRFILES='100')),
+                  fio_fuse=dict(FIO_CRWR_NRFILES='3000', FIO_CRWR32_NRFILES='100'),
+                  fb=FB_SIZES['quick']),
 }
 
 # ---------------------------------------------------------------- workloads
@@ -106,6 +118,9 @@ ISSUE24 = dict(
     loop={'orc:1': 0.8, 'orc:8': 0.8, 'create:1': 0.7, 'create:8': 0.7},   # ldp-loop vs native
     thesis=0.9,                # ldp-loop vs native, each thesis workload
 )
+# Issue 33, the backed loopback example in the default mode vs native: every thesis workload,
+# and the create cycle with 1, 2 and 8 threads (report.py's "Targets of issue 33")
+ISSUE33 = dict(thesis=0.92, create=0.9)
 # Issue 31: the archive example on a .tar.gz within twice ratarmount's time over kernel FUSE
 ARCHIVE_GZ_VS_FUSE = 0.5       # speed ratio: archive-ldp-gz vs rat-fuse-gz, each worker count
 
@@ -483,8 +498,34 @@ class LibfusePassthrough(FuseDaemon):
         return self.mnt + self.ctx.lower
 
 
+class LibfusePassthroughHp(FuseDaemon):
+    # libfuse 3's low-level passthrough_hp, as a user runs it: its caches on (entry and
+    # attribute timeouts of a day), kernel passthrough of reads and writes where the
+    # kernel has it (6.9+), splice, as many threads as it wants. Not packaged: built from
+    # libfuse's source (meson setup build && ninja -C build example/passthrough_hp),
+    # found at $LIBFUSE_PASSTHROUGH_HP or /tmp/libfuse-src/build/example/passthrough_hp.
+    name, label = 'libfuse-pthp', 'libfuse passthrough_hp (FUSE)'
+    in_quick = False
+    # It keeps an O_PATH fd of every inode the kernel has looked up, for as long as the
+    # kernel keeps its entry (a day): a few runs of the thesis workloads (tens of thousands
+    # of files) take it past the fd limit (20000 here), and every later open fails with
+    # EMFILE. Each thesis run gets a fresh mount, as a user's next mount would be.
+    remount_per_run = True
+
+    def daemon_cmd(self):
+        exe = os.environ.get('LIBFUSE_PASSTHROUGH_HP',
+                             '/tmp/libfuse-src/build/example/passthrough_hp')
+        if not os.access(exe, os.X_OK):
+            raise Skip('%s not built (libfuse source: meson setup build && '
+                       'ninja -C build example/passthrough_hp; or set LIBFUSE_PASSTHROUGH_HP)' % exe)
+        return [exe, '--foreground', self.ctx.lower, self.mnt]
+
+    def root(self):
+        return self.mnt
+
+
 CONFIG_CLASSES = [Native, LdpfuseLoopback, LdpfuseLoopbackNoBacking, LdpfuseLoopbackFilter, LdpfuseLoopbackNoPassthrough, LdpfuseLoopbackEmbedded,
-                  FusepyLoopback, LibfusePassthrough, NativeTmpfs, LdpfuseMemory,
+                  FusepyLoopback, LibfusePassthrough, LibfusePassthroughHp, NativeTmpfs, LdpfuseMemory,
                   LdpfuseMemoryEmbedded, FusepyMemory]
 CONFIG_NAMES = [c.name for c in CONFIG_CLASSES]
 
@@ -664,6 +705,16 @@ def prepare_thesis(ctx):
     log('synced and read %d MiB of thesis files in %.1fs' % (nbytes >> 20, time.time() - t0))
 
 
+def fb_scaled(text, sizes):
+    """The filebench workload with its bigfileset's size= and entries= set to sizes."""
+    def fix(m):
+        line = m.group(0)
+        for key, val in sizes.items():
+            line = re.sub(r'\b%s=[^,\s]+' % key, '%s=%s' % (key, val), line)
+        return line
+    return re.sub(r'^define fileset name=bigfileset,.*$', fix, text, flags=re.M)
+
+
 def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
     base_lower = os.path.join(ctx.lower, 'thesis')
     base = os.path.join(cfg.root(), 'thesis')
@@ -677,11 +728,15 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
         for i in range(32):
             os.makedirs(os.path.join(fresh, 'd%d' % i))
         base = os.path.join(base, sub)
+    if getattr(cfg, 'remount_per_run', False):
+        cfg.stop()
+        cfg.start()
     out_file = os.path.join(OUT, 'fio-%s-%s.json' % (name, cfg.name))
     if ctx.use_filebench:
         with open(os.path.join(WORKLOADS, fbfile)) as f:
             text = f.read().replace('__DIR__', base)
         text = re.sub(r'^run \d+', 'run %d' % ctx.scale['fio_runtime'], text, flags=re.M)
+        text = fb_scaled(text, ctx.scale['fb'].get(name, {}))
         fb = os.path.join(OUT, 'fb-%s.f' % name)
         with open(fb, 'w') as f:
             f.write(text)
@@ -902,6 +957,8 @@ def main():
     ap.add_argument('--quick', action='store_true', help='short run (about 3 minutes)')
     ap.add_argument('--rounds', type=int, help='interleaved rounds of micro-benchmarks')
     ap.add_argument('--thesis-rounds', type=int, help='interleaved rounds of thesis workloads')
+    ap.add_argument('--thesis-runtime', type=int,
+                    help='seconds of each timed thesis run (default 4, --quick 2)')
     ap.add_argument('--only', action='append', default=[],
                     help='comma-separated: micro, thesis, nonmount, firstop, cache, loader, loader-gz, workload names '
                          '(stat, orc, create, seqread, randread, readdir, orc:8, sq-re-4KB-1th-1f, ...) '
@@ -934,6 +991,8 @@ def main():
         scale['thesis_rounds'] = args.thesis_rounds
     if args.loader_files:
         scale['loader_files'] = args.loader_files
+    if args.thesis_runtime:
+        scale['fio_runtime'] = args.thesis_runtime
     ctx = Context(args, scale)
     ctx.results['filtered'] = bool(args.only)
 
