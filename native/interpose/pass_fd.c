@@ -9,7 +9,7 @@
  * backend's pass: the server keeps a reference to that open file description) before the
  * send, for the receiver to claim.
  *
- * Receiving (recvmsg, recvmmsg): an fd that is a page cache of ours (/memfd:ldpfuse:...)
+ * Receiving (recvmsg, recvmmsg): an fd that is a page cache of ours (/memfd:ldpfuse:/PATH)
  * would otherwise be a plain memfd here, whose writes never reach the file system. With
  * the shared server, the server tells which open file it is, if the kernel says the fd is
  * the very open file description a process passed (kcmp), and lets this process (and
@@ -76,7 +76,8 @@ static void take_received(int fd)
     char link[64], target[40];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = REAL(readlink)(link, target, sizeof target - 1);
-    if (n < 15 || memcmp(target, "/memfd:ldpfuse:", 15) != 0 || fdtable_get(fd) != NULL)
+    /* a page cache's name is its path (the server's table of counters is ldpfuse:coherence) */
+    if (n < 16 || memcmp(target, "/memfd:ldpfuse:/", 16) != 0 || fdtable_get(fd) != NULL)
         return;
     struct backend_ops *be = backend_get();
     if (be == NULL)
@@ -89,8 +90,14 @@ static void take_received(int fd)
         guard_enter();
         int r = be->claim(fd, &mnt, &flags, path, sizeof path, &fh);
         guard_leave();
-        if (r < 0 || mnt < 0 || mnt >= ldp_nmounts)
+        if (r < 0 || mnt < 0 || mnt >= ldp_nmounts) {
+            static int warned;
+            if (r != -EIO && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                ldp_log(LOG_WARNING, "fd %d came over a unix socket from a page cache, but no open file the "
+                        "server knows (its sender closed it before this process received it?): writes "
+                        "through it do not reach the file system (logged once)", fd);
             return;
+        }
         vpath_begin(&vp, mnt);
         memcpy(vp.path, path, sizeof path);
         vfs_adopt(fd, VF_FILE, &vp, flags, &fh);
@@ -103,7 +110,7 @@ static void take_received(int fd)
         return;
     char name[sizeof vp.path + 64];
     n = REAL(readlink)(link, name, sizeof name - 1);
-    if (n <= 15 || (size_t)n >= sizeof name - 1)
+    if (n <= 16 || (size_t)n >= sizeof name - 1)
         return;
     name[n] = '\0';
     if (n > 10 && strcmp(name + n - 10, " (deleted)") == 0)

@@ -7,7 +7,9 @@
  * learned (from a file, a log, another process) is of no use to a process that does not
  * descend from the opener: the request's connection brings its process's parents as read
  * at connect (peers.c, struct lineage), and the handle names its opener by pid and start
- * time (may_use). So a process cannot read or write through another's files, close the
+ * time (may_use); a process an fd of it was passed to over a unix socket is named in the
+ * handle too, once the kernel said it holds that open file (grants, at the end of this
+ * file). So a process cannot read or write through another's files, close the
  * server's own fds, or release what others hold. The token also says what the handle is (a file's, a directory's, a
  * cache's), on which mount, and with which access mode it was opened.
  *
@@ -493,7 +495,7 @@ int handle_pass(struct client *cl, struct handle *h, int fd)
     snprintf(link, sizeof link, "/proc/self/fd/%d", d);
     ssize_t n = readlink(link, target, sizeof target - 1);
     int fl = fcntl(d, F_GETFL);
-    if (n < 15 || memcmp(target, "/memfd:ldpfuse:", 15) != 0 || fl < 0 ||
+    if (n < 16 || memcmp(target, "/memfd:ldpfuse:/", 16) != 0 || fl < 0 ||
         (fl & O_ACCMODE) != (h->flags & O_ACCMODE)) {
         close(d);
         return -EBADF;
