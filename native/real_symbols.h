@@ -205,6 +205,8 @@ REAL_SYM(munmap, int, (void *, size_t))
 /* fds sent over Unix sockets */
 REAL_SYM(sendmsg, ssize_t, (int, const struct msghdr *, int))
 REAL_SYM(sendmmsg, int, (int, struct mmsghdr *, unsigned, int))
+REAL_SYM(recvmsg, ssize_t, (int, struct msghdr *, int))
+REAL_SYM(recvmmsg, int, (int, struct mmsghdr *, unsigned, int, struct timespec *))
 /* processes */
 REAL_SYM(waitpid, pid_t, (pid_t, int *, int))
 REAL_SYM(wait4, pid_t, (pid_t, int *, int, struct rusage *))

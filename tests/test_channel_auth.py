@@ -270,7 +270,10 @@ def test_a_learned_handle_token_reads_nothing(tmp, users_lower):
     """Root's process of the command opens /secret; a child it forks reads through the
     handle (it inherited it). The token, written to a file, is learned by two processes of
     the command that were never given the fd (uid 65534, -o allow_other; and one of root):
-    their read and release are EBADF. uid 65534's W_WRITTEN about root's 0600 file is
+    their read and release are EBADF. The holder has said it passes an fd of the file
+    (W_PASS, as a sendmsg of it does): the learned token passes nothing (EBADF), and a
+    claim with an fd of the learner's own, one like the holder's, is no claim (ENOENT):
+    the token still reads nothing. uid 65534's W_WRITTEN about root's 0600 file is
     EACCES. Root's holder still reads its file at the end. (On 2e84571 the learned token
     read `root only` and released root's handle; W_WRITTEN was OK.)"""
     lower = users_lower
@@ -289,5 +292,9 @@ def test_a_learned_handle_token_reads_nothing(tmp, users_lower):
     assert "inherited-read root only" in lines, r.stdout + r.stderr
     assert lines.count("learned-read EBADF") == 2, r.stdout + r.stderr
     assert lines.count("learned-release EBADF") == 2, r.stdout
+    assert "passed OK" in lines, r.stdout + r.stderr
+    assert lines.count("learned-pass EBADF") == 2, r.stdout
+    assert lines.count("learned-claim ENOENT") == 2, r.stdout
+    assert lines.count("learned-read-after-claim EBADF") == 2, r.stdout
     assert "written EACCES" in lines, r.stdout
     assert lines[-1] == "root only" and r.returncode == 0, r.stdout + r.stderr

@@ -230,6 +230,13 @@ struct backend_ops {
      * permissions changed by this process past the backend (vfs/backing.c): every
      * process's kept directories there are forgotten before this returns. NULL: none kept. */
     int (*moved)(int mnt, const char *path, const char *path2);
+    /* An fd of the open file fh is about to be sent over a unix socket (SCM_RIGHTS): noted,
+     * for its receiver to claim (interpose/pass_fd.c). NULL: handles are the process's own. */
+    int (*pass)(int mnt, uint64_t fh, int fd);
+    /* fd came over a unix socket: the open file it is, if some process passed it (pass):
+     * its mount, open flags, path (size bytes) and handle (*fh), which this process may
+     * use from now on; -errno if it is none. NULL: the same as pass. */
+    int (*claim)(int fd, int *mnt, int *flags, char *path, size_t size, uint64_t *fh);
 };
 #define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };

@@ -91,7 +91,9 @@ static inline int coh_fs_stuck(const struct coherence *t)
 /* The stamp of an answer about path (an FS path, "/" = the mount's root); with written
  * 0, of what does not change when the file's data is written past the server (which file
  * a name leads to: shared.c's open decisions). */
-static inline uint64_t coherence_stamp_of(const struct coherence *t, int mnt, const char *path, int written)
+/* The walk both stamps share: the global counter plus the below[] counter of each
+ * directory above path (an FS path, "/" = the mount's root); *slot is path's own slot. */
+static inline uint64_t coh_walk_above(const struct coherence *t, int mnt, const char *path, unsigned *slot)
 {
     uint64_t h = coh_seed(mnt), s = coh_get(&t->global);
     const char *p = path;
@@ -106,7 +108,15 @@ static inline uint64_t coherence_stamp_of(const struct coherence *t, int mnt, co
             s += coh_get(&t->below[h & (COH_SLOTS - 1)]);     /* each directory above */
         h = coh_step(h, (unsigned char)*p);
     }
-    return s + coh_get(&t->self[h & (COH_SLOTS - 1)]) + (written ? coh_get(&t->written[h & (COH_SLOTS - 1)]) : 0);
+    *slot = (unsigned)(h & (COH_SLOTS - 1));
+    return s;
+}
+
+static inline uint64_t coherence_stamp_of(const struct coherence *t, int mnt, const char *path, int written)
+{
+    unsigned i;
+    uint64_t s = coh_walk_above(t, mnt, path, &i);
+    return s + coh_get(&t->self[i]) + (written ? coh_get(&t->written[i]) : 0);
 }
 
 static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const char *path)
@@ -120,20 +130,9 @@ static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const
  * directories of backing trees by it. */
 static inline uint64_t coherence_stamp_below(const struct coherence *t, int mnt, const char *path)
 {
-    uint64_t h = coh_seed(mnt), s = coh_get(&t->global);
-    const char *p = path;
-    if (*p == '/') {
-        h = coh_step(h, '/');
-        p++;
-        if (*p)
-            s += coh_get(&t->below[h & (COH_SLOTS - 1)]);
-    }
-    for (; *p; p++) {
-        if (*p == '/')
-            s += coh_get(&t->below[h & (COH_SLOTS - 1)]);
-        h = coh_step(h, (unsigned char)*p);
-    }
-    return s + coh_get(&t->below[h & (COH_SLOTS - 1)]);
+    unsigned i;
+    uint64_t s = coh_walk_above(t, mnt, path, &i);
+    return s + coh_get(&t->below[i]);
 }
 
 /* The slot of the first len bytes of path. */

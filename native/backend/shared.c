@@ -1092,6 +1092,36 @@ static int sh_moved(int mnt, const char *path, const char *path2)
     return simple(W_MOVED, mnt, path, path2, 0, 0, NULL) == 0;
 }
 
+/* An fd of an open file about to go to another process (interpose/pass_fd.c): the server
+ * takes its own reference to the open file description, for the receiver's claim. */
+static int sh_pass(int mnt, uint64_t fh, int fd)
+{
+    return simple(W_PASS, mnt, "/", NULL, fd, 0, &fh);
+}
+
+/* An fd that came over a unix socket: the server says whether it is the open file
+ * description some process passed (kcmp), and then lets this process use its handle. */
+static int sh_claim(int fd, int *mnt, int *flags, char *path, size_t size, uint64_t *fh)
+{
+    CALL(W_CLAIM, 0, "/");
+    c.rq.a = fd;
+    int64_t r = xact(&c);
+    struct wire_claim wc;
+    size_t pl = c.out_len - sizeof wc;
+    if (r == 0 && (c.out_len < sizeof wc + 1 || pl >= size))
+        r = -EIO;
+    if (r == 0) {
+        memcpy(&wc, c.out_alloc, sizeof wc);
+        memcpy(path, c.out_alloc + sizeof wc, pl);
+        path[pl] = '\0';
+        *mnt = wc.mnt;
+        *flags = wc.flags;
+        *fh = c.fh;
+    }
+    free(c.out_alloc);
+    return (int)r;
+}
+
 /* FUSE's ioctl: the caller's _IOC_SIZE(cmd) bytes go to the server and come back; they are
  * written back only where the file system changed them (a request that only reads the
  * caller's buffer may point at read-only memory). Many requests carry a number, not an
@@ -1165,7 +1195,7 @@ static struct backend_ops shared_ops = {
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .release_cached = sh_release_cached, .settle = sh_settle,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,
 };
 

@@ -62,8 +62,17 @@ enum wire_op {
                        from path to path2, or had its permissions changed by this process,
                        past the server: the server bumps what lies below both names in the
                        table (coherence.h) before it answers (path2 = path but for a rename) */
+    W_PASS,         /* the caller is about to send its fd a (of the open file fh) over a unix
+                       socket (SCM_RIGHTS): the server takes its own reference to that open
+                       file description (pidfd_getfd), for a receiver to prove it holds the
+                       same one (W_CLAIM) */
+    W_CLAIM,        /* the caller received fd a over a unix socket: if the kernel says it is
+                       the open file description some process passed (W_PASS; kcmp
+                       KCMP_FILE), the caller and the processes below it may use that handle
+                       too; the answer's fh is its token, the data a struct wire_claim and
+                       the handle's path (server/handles.c, interpose/pass_fd.c) */
 };
-#define W_OP_MAX W_MOVED
+#define W_OP_MAX W_CLAIM
 
 /* The method a request calls, for the log and --stats (the user's method names, as fusepy's). */
 static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
@@ -79,6 +88,7 @@ static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
     [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
     [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
     [W_WRITTEN] = "(written)", [W_LOCK] = "lock", [W_MOVED] = "(moved)",
+    [W_PASS] = "(fd passed)", [W_CLAIM] = "(fd received)",
 };
 
 static inline const char *wire_op_name(unsigned op)
@@ -114,6 +124,11 @@ struct wire_create_open {
     uint64_t cache_token;
     uint64_t stamp;         /* coherence_stamp() of the path before the lookup: a process that
                                had no table yet (its first request) keeps what it learnt */
+};
+/* W_CLAIM's answer, then the handle's path (no NUL) */
+struct wire_claim {
+    int32_t mnt;
+    int32_t flags;          /* the open's flags */
 };
 /* W_UNLINK and W_RMDIR answer in fh the coherence stamp of the name gone just after, or 0
  * if another change may have come in between. */

@@ -125,7 +125,7 @@ static void adopt_fds(void)
                 if (pl < sizeof vp.path) {
                     memcpy(vp.path, p + off, pl);
                     vp.path[pl] = '\0';
-                    vfs_adopt(fd, kind, &vp, flags);
+                    vfs_adopt(fd, kind, &vp, flags, NULL);
                 }
             }
         }

@@ -40,9 +40,10 @@ static __thread uint64_t t_caps;
 static __thread int t_ngroups = -1;
 static __thread gid_t *t_groups;
 
-static int caps_get(uint64_t *eff, uint64_t *prm, uint64_t *inh)
+/* The capability sets of process pid (0: this thread), as 64-bit masks; -1 if it has ended. */
+static int capget_of(pid_t pid, uint64_t *eff, uint64_t *prm, uint64_t *inh)
 {
-    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, pid };
     struct __user_cap_data_struct d[2];
     if (syscall(SYS_capget, &h, d) < 0)
         return -1;
@@ -70,7 +71,7 @@ int creds_init(void)
     uint64_t eff;
     own_uid = geteuid();
     own_gid = getegid();
-    if (own_uid != 0 || caps_get(&eff, &own_permitted, &own_inheritable) < 0)
+    if (own_uid != 0 || capget_of(0, &eff, &own_permitted, &own_inheritable) < 0)
         return 0;
     return 1;
 }
@@ -226,11 +227,10 @@ int proc_groups(pid_t pid, gid_t **out)
  * is served with what it had at connect only. */
 static uint64_t caps_now(pid_t pid, uint64_t at_connect, uint64_t before)
 {
-    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, pid };
-    struct __user_cap_data_struct d[2];
-    if (syscall(SYS_capget, &h, d) < 0)
+    uint64_t eff, prm, inh;
+    if (capget_of(pid, &eff, &prm, &inh) < 0)
         return before;      /* it has ended: what it last had releases what it held */
-    return (d[0].effective | (uint64_t)d[1].effective << 32) & at_connect;
+    return eff & at_connect;
 }
 
 /* Who this request runs as: the kernel's word for the connection; a root client (who may

@@ -309,6 +309,29 @@ void do_op(struct client *cl)
         if (r == 0)
             coh_written(mnt, path);
         break;
+    case W_PASS: case W_CLAIM: {
+        /* the look into the caller's fds (pidfd_getfd, kcmp: ptrace's rules) is the
+         * server's own, as the FIFO directory is: another user's process is not the
+         * caller's to look into, but is the launcher's */
+        struct wire_claim *ans = rq->op == W_CLAIM ? malloc(sizeof *ans + WIRE_PATH_MAX) : NULL;
+        if (rq->op == W_CLAIM && ans == NULL) {
+            r = -ENOMEM;
+            break;
+        }
+        become(own_uid, own_gid, 0, NULL, ~0ULL);
+        if (rq->op == W_PASS)
+            r = cl->href ? handle_pass(cl, cl->href, (int)rq->a) : -EBADF;
+        else
+            r = handle_claim(cl, (int)rq->a, ans, &fh, (char *)(ans + 1));
+        become(cl->as_uid, cl->as_gid, cl->as_ngroups, cl->as_groups, cl->as_caps);
+        if (rq->op == W_CLAIM && r == 0) {
+            out = ans;
+            out_len = sizeof *ans + strlen((char *)(ans + 1));
+        } else {
+            free(ans);
+        }
+        break;
+    }
     case W_MOVED:
         /* a notice that only makes caches forget (every process's kept directories of a
          * backing tree, vfs/backing_dirs.c): never stale, so anyone the door let in */

@@ -7,7 +7,9 @@
  * learned (from a file, a log, another process) is of no use to a process that does not
  * descend from the opener: the request's connection brings its process's parents as read
  * at connect (peers.c, struct lineage), and the handle names its opener by pid and start
- * time (may_use). So a process cannot read or write through another's files, close the
+ * time (may_use); a process an fd of it was passed to over a unix socket is named in the
+ * handle too, once the kernel said it holds that open file (grants, at the end of this
+ * file). So a process cannot read or write through another's files, close the
  * server's own fds, or release what others hold. The token also says what the handle is (a file's, a directory's, a
  * cache's), on which mount, and with which access mode it was opened.
  *
@@ -20,6 +22,8 @@
 #include <sys/file.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
+#include <linux/kcmp.h>
 
 #define HBUCKETS 4096           /* power of two */
 static struct handle *htab[HBUCKETS];
@@ -81,9 +85,13 @@ static int may_use(const struct handle *h, const struct lineage *line)
 {
     if (line == NULL)
         return 1;
-    for (int i = 0; i < line->n; i++)
+    for (int i = 0; i < line->n; i++) {
         if (line->pid[i] == h->pid && line->start[i] == h->start)
             return 1;
+        for (int g = 0; g < h->ngrants && g < HANDLE_GRANTS; g++)     /* it received the fd */
+            if (line->pid[i] == h->grant_pid[g] && line->start[i] == h->grant_start[g])
+                return 1;
+    }
     return 0;
 }
 
@@ -298,9 +306,15 @@ struct handle *handle_take(int kind, int mnt, uint64_t token, const struct linea
     return h;
 }
 
+static int npassed;      /* handles holding a passed open file description (below) */
+
 void handle_free(struct handle *h)
 {
     handle_quiesce(h);
+    if (h->passed_fd1) {
+        close(h->passed_fd1 - 1);
+        __atomic_sub_fetch(&npassed, 1, __ATOMIC_RELAXED);
+    }
     free(h->path);
     free(h);
 }
@@ -439,4 +453,109 @@ void answer_dropped(struct client *cl)
     srv_current = cl;
     handle_release(h);
     srv_current = NULL;
+}
+
+/* ---- fds passed over unix sockets (SCM_RIGHTS: interpose/pass_fd.c)
+ *
+ * A handle's fd sent to a process that does not descend from its opener (a sibling, the
+ * parent) is usable there, as the kernel's open file is, and only there: a token learnt
+ * any other way still opens nothing. The sender says, before the send, which fd of its
+ * own goes (W_PASS): the server takes a reference to that open file description
+ * (pidfd_getfd) and keeps it with the handle. The receiver, once it has the fd, asks
+ * (W_CLAIM): if the kernel says its fd is the same open file description (kcmp
+ * KCMP_FILE), it and the processes below it may use the handle, as long as the handle
+ * lives (its opener's last close releases it, as a forked child's use ends then too). */
+
+static int same_file(pid_t pid1, int fd1, pid_t pid2, int fd2)
+{
+    long r = syscall(SYS_kcmp, pid1, pid2, KCMP_FILE, fd1, fd2);
+    return r == 0 ? 1 : r > 0 ? 0 : -errno;
+}
+
+/* cl is about to send its fd `fd` of the open file h (referenced by the request). */
+int handle_pass(struct client *cl, struct handle *h, int fd)
+{
+    pid_t ppid;
+    unsigned long long start;
+    int pidfd = (int)syscall(SYS_pidfd_open, cl->pid, 0);
+    if (pidfd < 0)
+        return -errno;
+    /* the pidfd is of the process that connected (its start time), not one that took its pid */
+    int d = -1, e = ESRCH;
+    if (proc_stat(cl->pid, &ppid, &start) == 0 && cl->line.n > 0 && cl->line.pid[0] == cl->pid &&
+        start == cl->line.start[0]) {
+        d = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        e = errno;
+    }
+    close(pidfd);
+    if (d < 0)
+        return e == EBADF ? -EBADF : -e;
+    /* what a client of ours holds for a cached file: a page cache's memfd, opened as h was */
+    char link[64], target[32] = "";
+    snprintf(link, sizeof link, "/proc/self/fd/%d", d);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    int fl = fcntl(d, F_GETFL);
+    if (n < 16 || memcmp(target, "/memfd:ldpfuse:/", 16) != 0 || fl < 0 ||
+        (fl & O_ACCMODE) != (h->flags & O_ACCMODE)) {
+        close(d);
+        return -EBADF;
+    }
+    int drop = -1;
+    pthread_mutex_lock(&handles_lock);
+    if (!h->live) {
+        drop = d;
+    } else if (h->passed_fd1 == 0) {
+        h->passed_fd1 = d + 1;
+        __atomic_add_fetch(&npassed, 1, __ATOMIC_RELAXED);
+    } else if (same_file(getpid(), h->passed_fd1 - 1, getpid(), d) == 1) {
+        drop = d;       /* sent before */
+    } else {
+        drop = h->passed_fd1 - 1;   /* another description of it (one kept: the latest) */
+        h->passed_fd1 = d + 1;
+    }
+    int r = h->live ? 0 : -EBADF;
+    pthread_mutex_unlock(&handles_lock);
+    if (drop >= 0)
+        close(drop);
+    return r;
+}
+
+/* cl received fd `fd`: which passed handle is it, if any? Its token in *token, mount and
+ * flags in *out, path in path_out (WIRE_PATH_MAX bytes); -ENOENT if none, -ENOSYS without
+ * kcmp (the kernel's CONFIG_KCMP). */
+int handle_claim(struct client *cl, int fd, struct wire_claim *out, uint64_t *token, char *path_out)
+{
+    if (__atomic_load_n(&npassed, __ATOMIC_RELAXED) == 0 || cl->line.n == 0 || cl->line.pid[0] != cl->pid)
+        return -ENOENT;
+    pid_t self = getpid();
+    int r = -ENOENT;
+    pthread_mutex_lock(&handles_lock);
+    for (struct proc *p = procs; p && r == -ENOENT; p = p->next)
+        for (struct handle *h = p->handles; h && r == -ENOENT; h = h->next) {
+            if (h->passed_fd1 == 0)
+                continue;
+            int same = same_file(self, h->passed_fd1 - 1, cl->pid, fd);
+            if (same < 0 && same != -EBADF)
+                r = same;       /* no kcmp, or the caller is not ours to look at */
+            else if (same < 0)
+                r = -EBADF;     /* no such fd in the caller */
+            if (same != 1)
+                continue;
+            int g = 0;
+            while (g < h->ngrants && g < HANDLE_GRANTS &&
+                   !(h->grant_pid[g] == cl->pid && h->grant_start[g] == cl->line.start[0]))
+                g++;
+            if (g == h->ngrants || g == HANDLE_GRANTS) {
+                g = h->ngrants++ % HANDLE_GRANTS;     /* the oldest grant goes first */
+                h->grant_pid[g] = cl->pid;
+                h->grant_start[g] = cl->line.start[0];
+            }
+            out->mnt = h->mnt;
+            out->flags = h->flags;
+            *token = h->token;
+            snprintf(path_out, WIRE_PATH_MAX, "%s", h->path);
+            r = 0;
+        }
+    pthread_mutex_unlock(&handles_lock);
+    return r;
 }

@@ -261,7 +261,7 @@ static void refuse(int fd, int err, const struct ucred *who, const char *why)
  * /proc/PID/stat (ppid, start time) and each older than its child: a pid that ended and
  * was reused on the way is younger than the child that named it. 1 in (the chain in
  * line[], the peer first), 0 out. */
-static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
+int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
 {
     char buf[512];
     if (!read_proc(pid, "stat", buf, sizeof buf))

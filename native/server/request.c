@@ -108,6 +108,8 @@ static const struct op_rule rules[W_OP_MAX + 1] = {
     [W_WRITTEN] = { 0 },
     [W_LOCK] = { .data = 1, .fh = FH_MUST, .kind = W_OPEN },
     [W_MOVED] = { .path2 = 1 },
+    [W_PASS] = { .fh = FH_MUST, .kind = W_OPEN },
+    [W_CLAIM] = { 0 },
 };
 
 static int valid_id(int64_t id)
@@ -167,6 +169,10 @@ static int request_check(struct client *cl, struct wire_req *rq)
     case W_CACHE_OPEN:
         if (rq->a < 0)
             return -EINVAL;
+        break;
+    case W_PASS: case W_CLAIM:     /* an fd number of the caller's */
+        if (rq->a < 0 || rq->a > INT32_MAX)
+            return -EBADF;
         break;
     case W_RELEASE:     /* b: a page cache's token, released too (dispatch.c checks it) */
         if (rq->c != 0 && rq->c != RELEASE_CACHE_TOO)

@@ -87,6 +87,7 @@ struct lineage {
 };
 
 /* A handle a process was given (handles.c): the client knows it by `token` only. */
+#define HANDLE_GRANTS 8
 struct handle {
     struct handle *next;        /* in its process's list */
     struct handle *hnext;       /* in the table of tokens */
@@ -102,6 +103,11 @@ struct handle {
     unsigned long long start;   /* and its start time: the opener, for good (lineage) */
     int locked;             /* the class's lock (1) or flock (2) took a lock through it: let go
                                of when the process goes without closing it (handle_release) */
+    int passed_fd1;         /* 1 + the server's reference to the open file description a
+                               holder sent over a unix socket (W_PASS), 0: none */
+    int ngrants;            /* the processes that proved they received it (W_CLAIM), and */
+    pid_t grant_pid[HANDLE_GRANTS];     /* may use it as its opener's descendants do */
+    unsigned long long grant_start[HANDLE_GRANTS];
 };
 
 struct proc {
@@ -196,6 +202,11 @@ void answer_dropped(struct client *cl);
 void orphans_sweep(void);
 int orphans_pending(void);
 int read_proc(pid_t pid, const char *name, char *buf, size_t size);
+int handle_pass(struct client *cl, struct handle *h, int fd);
+int handle_claim(struct client *cl, int fd, struct wire_claim *out, uint64_t *token, char *path_out);
+
+/* peers.c: ppid and start time (clock ticks since boot) of a live process, from /proc */
+int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start);
 
 /* credentials.c */
 extern int switch_creds;

@@ -554,23 +554,26 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg)
 }
 
 /* A virtual fd inherited through exec: the record comes from the old image, the FS
- * handle does not (this process has its own FS object); one is opened when needed. */
-void vfs_adopt(int fd, int kind, const struct vpath *vp, int flags)
+ * handle does not (this process has its own FS object); one is opened when needed. Or one
+ * received over a unix socket (interpose/pass_fd.c): with the handle the server let this
+ * process use (fh), or, with no server, one opened when needed. */
+int vfs_adopt(int fd, int kind, const struct vpath *vp, int flags, const uint64_t *fh)
 {
-    struct vfile *v = vfile_new(kind, vp, flags, 0, 0);
+    struct vfile *v = vfile_new(kind, vp, flags, fh ? *fh : 0, fh ? 2 : 0);
     if (v == NULL)
-        return;
+        return -1;
     if (kind == VF_FILE && (v->pc = pcache_adopt(fd, vp)) == NULL) {
-        ldp_log(LOG_WARNING, "inherited fd %d (%s): no cache of it here", fd, vp->path);
+        ldp_log(LOG_WARNING, "fd %d (%s): no cache of it here", fd, vp->path);
         free(v->path);
         free(v);
-        return;
+        return -1;
     }
     if (kind == VF_FILE && fd == 0 && (flags & O_ACCMODE) != O_WRONLY)
         pcache_fill(v, 0, 0, 1);    /* stdin: glibc's stdio reads it past every wrapper */
     if (kind == VF_PASSTHROUGH && vfile_writes(v))
         writer_counted(v, 1);
     fdtable_set(fd, v);
+    return 0;
 }
 
 /* Give an adopted vfile an FS handle of this process. */

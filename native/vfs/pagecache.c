@@ -304,12 +304,20 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
     return pc;
 }
 
-/* An fd inherited through exec: this process's entry for the file is that memfd. */
+/* An fd inherited through exec, or received over a unix socket: this process's entry for
+ * the file is that memfd. If it holds another cache of the file already (a private one),
+ * NULL: fills of that one would not reach the fd. */
 struct pcache *pcache_adopt(int fd, const struct vpath *vp)
 {
     table_enter();
     struct pcache *pc = find(vp->mnt, vp->path);
     if (pc) {
+        struct stat a, b;
+        if (REAL(fstat)(fd, &a) < 0 || REAL(fstat)(pc->mfd, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+            table_leave();
+            errno = EXDEV;
+            return NULL;
+        }
         pc->refs++;
         table_leave();
         return pc;

@@ -33,8 +33,9 @@ import time
  W_LINK, W_CHMOD, W_CHOWN, W_TRUNCATE, W_OPEN, W_CREATE, W_READ, W_WRITE, W_STATFS,
  W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
  W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR, W_APPEND, W_CACHE_OPEN,
- W_CACHE_CLOSE, W_FIFO, W_COHERENCE, W_IOCTL, W_CREATE_OPEN, W_WRITTEN, W_LOCK, W_MOVED) = range(1, 40)
-W_OP_MAX = W_MOVED
+ W_CACHE_CLOSE, W_FIFO, W_COHERENCE, W_IOCTL, W_CREATE_OPEN, W_WRITTEN, W_LOCK, W_MOVED,
+ W_PASS, W_CLAIM) = range(1, 42)
+W_OP_MAX = W_CLAIM
 FLOCK = struct.Struct("hhqqi4x")                  # struct flock, 32 bytes
 F_SETLK, F_RDLCK, F_WRLCK, LOCK_EX = 6, 0, 1, 2
 OP_NAMES = {v: k for k, v in globals().items() if k.startswith("W_") and k != "W_OP_MAX"}
@@ -767,6 +768,10 @@ def attack_hold_handle(args):
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
+    # an fd of its own said to be the file's, about to be passed (W_PASS): the server then
+    # holds a passed description, which a claim by anyone else must not match
+    passed = os.open(f"/proc/self/fd/{os.memfd_create('ldpfuse:' + path)}", os.O_RDONLY)
+    say("passed", errname(c.call(W_PASS, path, a=passed, fh=fh).result))
     with open(tokenfile + ".tmp", "w") as f:
         f.write(str(fh))
     os.chmod(tokenfile + ".tmp", 0o644)
@@ -787,6 +792,12 @@ def attack_learned_handle(args):
         return ans.data.decode(errors="replace").strip() if ans.result >= 0 else errname(ans.result)
     probe("learned-read", read)
     probe("learned-release", lambda: errname(c.call(W_RELEASE, path, fh=fh).result))
+    # the token does not let it pass the handle on, and no fd of its own (one like the
+    # holder's: a memfd of that name, opened read-only) is the holder's passed one
+    probe("learned-pass", lambda: errname(c.call(W_PASS, path, a=0, fh=fh).result))
+    mine = os.open(f"/proc/self/fd/{os.memfd_create('ldpfuse:' + path)}", os.O_RDONLY)
+    probe("learned-claim", lambda: errname(c.call(W_CLAIM, path, a=mine).result))
+    probe("learned-read-after-claim", read)
 
 
 def attack_written(args):
