@@ -164,6 +164,7 @@ struct vfile {
     unsigned filled_gen;        /* is the cache's generation (holes made since: +1) */
     uint64_t whole_stamp;       /* the cache was seen filled whole at this attrcache_stamp of */
     unsigned whole_gen;         /* the name (0: never; stamps are not) and this generation */
+    off_t whole_size;           /* and the cache's size then */
     off_t seq_small, seq_next;  /* bytes read in a row by small reads found filled page by
                                  * page (pcache_fill), and where the next would start */
     off_t data_looks;           /* small reads found filled by a look each since the last
@@ -261,6 +262,10 @@ int pcache_filled(const struct vfile *v, off_t off, size_t len);
  * offset is served from it)? Only where every process hears of every change (the shared
  * mode); a read at the end still asks pcache_fill whether the file grew. */
 int pcache_whole(const struct vfile *v);
+/* A 0 from the kernel's read of a cache seen whole: the end of the file, nothing to ask? */
+int pcache_whole_end(const struct vfile *v);
+/* v's open brought its new cache filled whole (backend.h cache_whole_stamp): note it whole */
+void pcache_brought_whole(struct vfile *v);
 /* write through: the FS first, then the cache; positional = pwrite at `at` */
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
 int pcache_ftruncate(struct vfile *v, off_t len);

@@ -6,7 +6,7 @@ The program sees the same bytes and errors as when it reads them itself."""
 import subprocess
 import sys
 
-from conftest import LOOPBACK, base_env, ldpfuse_run_argv
+from conftest import LOOPBACK, base_env, ldpfuse_run_argv, need
 from test_stats import rows
 
 
@@ -100,3 +100,58 @@ def test_a_read_that_fails_or_disagrees_with_getattr_is_met_by_the_programs_own_
     # rest of the data will be substituted with zeroes"), a long one cut, an error EIO
     assert got["shared"] == ("M/short b'abc" + "\\x00" * 7 + "'\nM/boom 5\nM/long b'yyyyyyyyyy'\n"
                              "M/ok b'fine\\n'\n"), got
+
+
+# A cache its open filled with the file whole is read with no look at all (issue 34:
+# vfs/pagecache.c pcache_brought_whole, pcache_whole_end): the program's reads are the
+# kernel's, one system call each, as on a native file. dd reads its input on fd 0 (a dup2
+# that fills the cache whole first, unless it is) with read() until 0.
+def test_a_small_file_brought_whole_is_read_with_the_native_calls(tmp_path):
+    need("strace", "dd")
+    native = tmp_path / "native"
+    native.mkdir()
+    (native / "f2").write_bytes(b"%d\n" % 2 * 3000)
+    calls = {}
+    for where in ("native", "mount"):
+        log = tmp_path / f"{where}.log"
+        cmd = f"strace -o {log} dd if=$D/f2 of=/dev/null bs=64k status=none"
+        if where == "native":
+            r = subprocess.run(["sh", "-c", cmd.replace("$D", str(native))], capture_output=True, timeout=60)
+        else:
+            r = run(tmp_path, cmd.replace("$D", str(tmp_path / "mnt")))
+        assert r.returncode == 0, r.stderr
+        text = log.read_text()
+        calls[where] = (text.count("lseek("), text.count("read(0,"), text.count("newfstatat(0,"))
+    assert calls["mount"] == calls["native"], calls
+
+
+# ...and a change made after it, by another process, is seen as without it: an append past
+# the end the reader met, a truncation under it.
+CHANGED_AFTER = r'''
+import os, subprocess, sys
+d = sys.argv[1]
+fd = os.open(d + "/f1", os.O_RDONLY)
+out = [len(os.read(fd, 65536)), os.read(fd, 65536)]     # whole, then the end
+subprocess.run(["sh", "-c", f"printf tail >> {d}/f1"], check=True)
+out += [os.read(fd, 65536), os.pread(fd, 100, 3998), os.read(fd, 10)]
+subprocess.run(["truncate", "-s", "3", f"{d}/f1"], check=True)
+out += [os.pread(fd, 100, 0), os.read(fd, 100), os.fstat(fd).st_size]
+print(out)
+'''
+
+
+def test_a_small_file_brought_whole_sees_later_changes_of_other_processes(tmp_path):
+    need("truncate")
+    (tmp_path / "changed.py").write_text(CHANGED_AFTER)
+    native = tmp_path / "native"
+    native.mkdir()
+    (native / "f1").write_bytes(b"1\n" * 2000)
+    want = subprocess.run([sys.executable, str(tmp_path / "changed.py"), str(native)], capture_output=True,
+                          timeout=60)
+    assert want.returncode == 0, want.stderr
+    assert want.stdout == b"[4000, b'', b'tail', b'1\\ntail', b'', b'1\\n1', b'', 3]\n", want.stdout
+    # the default mode only: in the embedded one no process hears of another's truncation
+    # (its caches are its own, docs/processes-and-modes.md), with or without this
+    r = run(tmp_path, f"{sys.executable} {tmp_path / 'changed.py'} {tmp_path / 'mnt'}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want.stdout

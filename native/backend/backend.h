@@ -156,6 +156,11 @@ struct backend_ops {
     int (*cache_open)(int mnt, const char *path, off_t size, const uint64_t *fh, int *fd, int *fresh,
                       uint64_t *token);
     void (*cache_close)(int mnt, const char *path, uint64_t token);
+    /* After a cache_open that gave a new cache: the attrcache_stamp of the name at which
+     * the backend knows it filled with the file whole (the open that brought it read the
+     * file into it), taken before that open's request; 0 if not (or unknown). Read once.
+     * NULL: never known. */
+    uint64_t (*cache_whole_stamp)(void);
     /* release and then cache_close of token, as one request: a file's last close in the
      * process that was also its page cache's (NULL: the two calls) */
     void (*release_cached)(int mnt, const char *path, int flags, uint64_t fh, uint64_t token);

@@ -413,14 +413,24 @@ static int decision_open(int mnt, const char *path, int flags)
     return fd;      /* failed (gone, refused): the server says what it is now */
 }
 
-static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t token);
+static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t token, uint64_t stamp);
+
+/* The stamp a cache brought filled whole is known whole at (brought.whole_stamp): the
+ * name's, taken before the request, so that a change during it is a change (0: none yet). */
+static uint64_t stamp_before(int mnt, const char *path)
+{
+    uint64_t s = sh_stamp(mnt, path);
+    return s ? attrcache_stamp_from(s) : 0;
+}
 
 static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, struct open_result *res)
 {
     uint64_t gen = decision_stamp(mnt, path);     /* a change during the call: not kept */
+    int want_cache = op == W_OPEN && !pcache_held(mnt, path);
+    uint64_t before = want_cache ? stamp_before(mnt, path) : 0;
     CALL(op, mnt, path);
     c.rq.a = a;
-    c.rq.b = op == W_OPEN ? want_lower() | (pcache_held(mnt, path) ? 0 : WANT_CACHE) : b;
+    c.rq.b = op == W_OPEN ? want_lower() | (want_cache ? WANT_CACHE : 0) : b;
     c.keep_on_exec = !((op == W_OPEN ? a : b) & O_CLOEXEC);
     int64_t r = xact(&c);
     if (op == W_OPEN && r >= 0 && (r & OPEN_CACHE_BROUGHT)) {
@@ -428,7 +438,7 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
         struct wire_open_cache oc;
         if (c.fd >= 0 && c.out_len == sizeof oc) {
             memcpy(&oc, c.out_alloc, sizeof oc);
-            brought_keep(mnt, path, c.fd, oc.cache == 2, oc.cache_token);
+            brought_keep(mnt, path, c.fd, oc.cache, oc.cache_token, before);
         } else if (c.fd >= 0) {
             REAL(close)(c.fd);
         }
@@ -478,8 +488,11 @@ static __thread struct {     /* small: the preload's TLS must fit ld.so's static
                                  surplus (an LD_AUDIT exec loads it there) */
     int fd, fresh, mnt;
     uint64_t token;
+    uint64_t whole_stamp;       /* the server filled it with the file whole: the stamp before
+                                   the request (0: not whole, or no stamp) */
     char *path;                 /* malloc'd */
 } brought = { .fd = -1 };
+static __thread uint64_t t_whole_stamp;    /* of the cache sh_cache_open just gave */
 
 static void brought_drop(int tell_server)
 {
@@ -493,11 +506,13 @@ static void brought_drop(int tell_server)
     brought.path = NULL;
 }
 
-static void brought_keep(int mnt, const char *path, int fd, int fresh, uint64_t token)
+/* cache: the answer's (wire.h: 2 new, 3 new and filled whole) */
+static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t token, uint64_t stamp)
 {
     brought_drop(1);
     brought.fd = fd;
-    brought.fresh = fresh;
+    brought.fresh = cache >= 2;
+    brought.whole_stamp = cache == 3 ? stamp : 0;
     brought.mnt = mnt;
     brought.token = token;
     brought.path = strdup(path);
@@ -527,6 +542,7 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     struct wire_create_open *ans = &got.ans;
     uint64_t gen = decision_stamp(mnt, path);     /* a change during the call: not kept */
     int had_table = sh_stamp(mnt, path) != 0;
+    uint64_t before = stamp_before(mnt, path);
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
@@ -538,7 +554,8 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     if (c.fd >= 0 && c.out_len >= sizeof *ans && ans->cache) {
         /* not a passthrough file: the page cache, for pcache_open to take */
         if (r >= 0)
-            brought_keep(mnt, path, c.fd, ans->cache == 2, ans->cache_token);
+            brought_keep(mnt, path, c.fd, ans->cache, ans->cache_token,
+                         had_table ? before : ans->stamp ? attrcache_stamp_from(ans->stamp) : 0);
         else
             REAL(close)(c.fd);
         c.fd = -1;
@@ -886,11 +903,13 @@ static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *
         *fd = brought.fd;       /* the open brought it */
         *fresh = brought.fresh;
         *token = brought.token;
+        t_whole_stamp = brought.whole_stamp;
         brought.fd = -1;
         free(brought.path);
         brought.path = NULL;
         return 0;
     }
+    t_whole_stamp = 0;
     CALL(W_CACHE_OPEN, mnt, path);
     c.rq.a = size;
     if (fh) {
@@ -907,6 +926,13 @@ static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *
     *fresh = r == 1;
     *token = c.fh;
     return 0;
+}
+
+static uint64_t sh_cache_whole_stamp(void)
+{
+    uint64_t s = t_whole_stamp;
+    t_whole_stamp = 0;
+    return s;
 }
 
 static void sh_cache_close(int mnt, const char *path, uint64_t token)
@@ -1195,7 +1221,7 @@ static struct backend_ops shared_ops = {
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .release_cached = sh_release_cached, .settle = sh_settle,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .cache_whole_stamp = sh_cache_whole_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,
 };
 

@@ -112,14 +112,16 @@ static inline const char *wire_op_name(unsigned op)
  * let go of after the release (W_CACHE_CLOSE in the same request) */
 #define RELEASE_CACHE_TOO 1
 struct wire_open_cache {
-    int32_t cache;          /* 1: the file's page cache, 2: a new one */
+    int32_t cache;          /* 1: the file's page cache, 2: a new one, 3: a new one the open
+                               filled with the file whole (dispatch.c, fill_first_window) */
     int32_t unused;
     uint64_t cache_token;
 };
 struct wire_create_open {
     int32_t outcome;        /* CO_* (backend.h) */
     int32_t cache;          /* WANT_CACHE answered: 1, the fd riding along is the file's page
-                               cache (2: a new one), cache_token its handle; 0: none */
+                               cache (2: a new one, 3: a new one filled whole), cache_token
+                               its handle; 0: none */
     struct stat st;         /* CO_OPENED, CO_EXISTS: what getattr said */
     uint64_t cache_token;
     uint64_t stamp;         /* coherence_stamp() of the path before the lookup: a process that

@@ -73,8 +73,9 @@ static ssize_t direct_readv(struct vfile *v, int fd, const struct iovec *iov, in
 }
 
 /* read() of a cache filled whole (pcache_whole) is the kernel's wherever the offset is: it
- * is tried first, and only a read that meets the end (0) goes on to before_read, which asks
- * whether the file grew. */
+ * is tried first, and a read that meets the end (0) is the end when the attribute cache
+ * says the file is no longer than the cache (pcache_whole_end); else it goes on to
+ * before_read, which asks whether the file grew. */
 ssize_t read(int fd, void *buf, size_t n)
 {
     struct vfile *v = cached(fd);
@@ -83,7 +84,8 @@ ssize_t read(int fd, void *buf, size_t n)
     if (v->direct_io)
         return direct_read(v, fd, buf, n, -1);
     ssize_t r;
-    if (n > 0 && pcache_whole(v) && (r = REAL(read)(fd, buf, n)) != 0)
+    if (n > 0 && pcache_whole(v) &&
+        ((r = REAL(read)(fd, buf, n)) != 0 || pcache_whole_end(v)))
         return r;
     if (before_read(fd, v, -1, n) == 0)
         return REAL(read)(fd, buf, n);
@@ -98,8 +100,9 @@ ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
     if (v->direct_io && n <= buflen)
         return direct_read(v, fd, buf, n, -1);
     ssize_t r;
-    if (n > 0 && n <= buflen && pcache_whole(v) && (r = REAL(read)(fd, buf, n)) != 0)
-        return r;       /* as read(): a read that meets the end goes on */
+    if (n > 0 && n <= buflen && pcache_whole(v) &&
+        ((r = REAL(read)(fd, buf, n)) != 0 || pcache_whole_end(v)))
+        return r;       /* as read() */
     if (before_read(fd, v, -1, n) == 0)
         return REAL(__read_chk)(fd, buf, n, buflen);
     return -1;
@@ -111,8 +114,9 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
         return direct_read(v, fd, buf, n, off);
     ssize_t r;
-    if (UNLIKELY(v != NULL) && n > 0 && off >= 0 && pcache_whole(v) && (r = REAL(pread)(fd, buf, n, off)) != 0)
-        return r;       /* as read(): a read that meets the end goes on */
+    if (UNLIKELY(v != NULL) && n > 0 && off >= 0 && pcache_whole(v) &&
+        ((r = REAL(pread)(fd, buf, n, off)) != 0 || pcache_whole_end(v)))
+        return r;       /* as read() */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(pread)(fd, buf, n, off);
     return -1;
@@ -124,8 +128,9 @@ ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0)
         return direct_read(v, fd, buf, n, off);
     ssize_t r;
-    if (UNLIKELY(v != NULL) && n > 0 && off >= 0 && pcache_whole(v) && (r = REAL(pread64)(fd, buf, n, off)) != 0)
-        return r;       /* as read(): a read that meets the end goes on */
+    if (UNLIKELY(v != NULL) && n > 0 && off >= 0 && pcache_whole(v) &&
+        ((r = REAL(pread64)(fd, buf, n, off)) != 0 || pcache_whole_end(v)))
+        return r;       /* as read() */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(pread64)(fd, buf, n, off);
     return -1;
@@ -137,8 +142,9 @@ ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0 && n <= buflen)
         return direct_read(v, fd, buf, n, off);
     ssize_t r;
-    if (UNLIKELY(v != NULL) && n > 0 && n <= buflen && off >= 0 && pcache_whole(v) && (r = REAL(pread)(fd, buf, n, off)) != 0)
-        return r;       /* as read(): a read that meets the end goes on */
+    if (UNLIKELY(v != NULL) && n > 0 && n <= buflen && off >= 0 && pcache_whole(v) &&
+        ((r = REAL(pread)(fd, buf, n, off)) != 0 || pcache_whole_end(v)))
+        return r;       /* as read() */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(__pread_chk)(fd, buf, n, off, buflen);
     return -1;
@@ -150,8 +156,9 @@ ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen)
     if (UNLIKELY(v != NULL && v->direct_io) && off >= 0 && n <= buflen)
         return direct_read(v, fd, buf, n, off);
     ssize_t r;
-    if (UNLIKELY(v != NULL) && n > 0 && n <= buflen && off >= 0 && pcache_whole(v) && (r = REAL(pread64)(fd, buf, n, off)) != 0)
-        return r;       /* as read(): a read that meets the end goes on */
+    if (UNLIKELY(v != NULL) && n > 0 && n <= buflen && off >= 0 && pcache_whole(v) &&
+        ((r = REAL(pread64)(fd, buf, n, off)) != 0 || pcache_whole_end(v)))
+        return r;       /* as read() */
     if (LIKELY(v == NULL) || off < 0 || before_read(fd, v, off, n) == 0)
         return REAL(__pread64_chk)(fd, buf, n, off, buflen);
     return -1;

@@ -110,20 +110,22 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
  *  - when the FS gives exactly the size its getattr gave: anything else (an error, a
  *    short or long read) is left for the caller's own read to meet, as without this.
  * The client notes the memfd's state as it receives it (a fresh cache), so the data counts
- * as read from the FS, not as owed to it. */
+ * as read from the FS, not as owed to it. Returns 1 if the memfd is now the file whole: the
+ * answer says so (cache 3), and the client's reads then look at nothing before the kernel's
+ * (vfs/pagecache.c, pcache_whole), as for a cache it saw filled. */
 #define FIRST_WINDOW (128u << 10)
 
-static void fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int flags)
+static int fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int flags)
 {
     struct stat k;
     if (!serialise || (flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) || fstat(fd, &k) < 0 ||
         k.st_size <= 0 || k.st_size > (off_t)FIRST_WINDOW)
-        return;
+        return 0;
     char *buf = malloc((size_t)k.st_size);
     ssize_t n = buf ? fs_ops->read(mnt, path, buf, (size_t)k.st_size, 0, fh) : -1;
-    if (n == (ssize_t)k.st_size)
-        (void)!pwrite(fd, buf, (size_t)n, 0);   /* a part (no memory): the rest stays holes */
+    int whole = n == (ssize_t)k.st_size && pwrite(fd, buf, (size_t)n, 0) == n;  /* a part (no memory): the rest stays holes */
     free(buf);
+    return whole;
 }
 
 /* A cached open's page cache, brought along with its answer (the client would ask for it
@@ -132,14 +134,14 @@ static void fill_first_window(int fd, int mnt, const char *path, uint64_t fh, in
 static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st, uint64_t fh, int flags,
                        int32_t *cache, uint64_t *cache_token)
 {
-    int fresh;
+    int fresh, whole = 0;
     uint64_t id, token;
     /* a file just made: empty, as far as this open knows (the cache's own getattr says) */
     int fd = st ? scache_open_sized(mnt, path, st, &fresh, &id) : scache_open(mnt, path, 0, NULL, &fresh, &id);
     if (fd < 0)
         return -1;
     if (fresh)
-        fill_first_window(fd, mnt, path, fh, flags);
+        whole = fill_first_window(fd, mnt, path, fh, flags);
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
     int file_kind = cl->added_kind;
     if (hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &token) < 0) {
@@ -151,7 +153,7 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
     cl->added_cache = token;
     cl->added = file;
     cl->added_kind = file_kind;
-    *cache = fresh ? 2 : 1;
+    *cache = whole ? 3 : fresh ? 2 : 1;
     *cache_token = token;
     return fd;
 }

@@ -196,6 +196,8 @@ static int open_cached(const struct vpath *vp, int flags, const struct open_resu
         return -1;
     }
     v->pc = pc;
+    if (fresh && !trunc)
+        pcache_brought_whole(v);
     v->direct_io = (res->open_flags & OPEN_DIRECT_IO) != 0;
     v->noflush = (res->open_flags & OPEN_NOFLUSH) != 0;
     if ((flags & O_APPEND) && size > 0 && (flags & O_ACCMODE) != O_RDONLY)

@@ -40,7 +40,8 @@ struct pcache {
     char *path;                 /* under table_lock (rename) */
     uint64_t ino;               /* the file's inode number as the FS gave it (0: unknown) */
     int mfd;                    /* our own O_RDWR description of the memfd */
-    uint64_t turn;              /* its key in the lock file of turns (cache_turn.c) */
+    uint64_t turn;              /* its key in the lock file of turns (cache_turn.c; 0: not
+                                 * taken yet, entry_lock) */
     int unlinked;
     int size_unknown;           /* the FS said st_size 0: read until it gives nothing */
     int mapped;                 /* mapped shared and writable: stores bypass write() */
@@ -48,6 +49,8 @@ struct pcache {
     uint64_t backend_token;     /* its name for our hold on it (cache_close) */
     unsigned gen;               /* +1 whenever this process makes holes (truncate, punch) */
     uint64_t open_stamp;        /* the name's attrcache_stamp when this process got it */
+    uint64_t brought_whole;     /* the backend filled it whole with the open, at this stamp:
+                                 * for that open's vfile (pcache_brought_whole), then 0 */
     struct timespec known_mtime;    /* the memfd after our last fill or write: a change */
     off_t known_size;               /* since then came from past the wrappers (stdio) */
     int no_xattr;                   /* the memfd takes no user xattr: known is ours only */
@@ -97,7 +100,11 @@ static void table_leave(void)
  * stands, then a mutex for this process's view of the entry. */
 static void entry_lock(struct pcache *pc)
 {
-    cache_turn_take(pc->turn);
+    /* the key (an fstat of the memfd) at the first lock: a small file read whole from a
+     * cache its open filled takes none */
+    if (__atomic_load_n(&pc->turn, __ATOMIC_ACQUIRE) == 0)
+        __atomic_store_n(&pc->turn, cache_turn_key(pc->mfd), __ATOMIC_RELEASE);
+    cache_turn_take(__atomic_load_n(&pc->turn, __ATOMIC_ACQUIRE));
     guard_enter();
     pthread_mutex_lock(&pc->lock);
 }
@@ -106,7 +113,7 @@ static void entry_unlock(struct pcache *pc)
 {
     pthread_mutex_unlock(&pc->lock);
     guard_leave();
-    cache_turn_give(pc->turn);
+    cache_turn_give(__atomic_load_n(&pc->turn, __ATOMIC_ACQUIRE));
 }
 
 /* The memfd as our own fills and writes left it (under the entry's lock). */
@@ -198,7 +205,6 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     pc->refs = 1;
     pc->mnt = mnt;
     pc->mfd = mfd;
-    pc->turn = cache_turn_key(mfd);
     pthread_mutex_init(&pc->lock, NULL);
     pc->next = table;
     table = pc;
@@ -292,6 +298,8 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
     }
     pc->backend_ref = r == 0;
     pc->backend_token = token;
+    if (r == 0 && server_fresh && be->cache_whole_stamp)
+        pc->brought_whole = be->cache_whole_stamp();
     pc->open_stamp = attrcache_stamp(vp->mnt, vp->path);
     pc->ino = ino;
     pc->size_unknown = size == 0 && !size_known;
@@ -633,6 +641,28 @@ static void note_whole(struct pcache *pc, struct vfile *v, unsigned gen)
     if (!whole)
         return;
     v->whole_gen = gen;
+    v->whole_size = h;
+    v->whole_stamp = stamp;
+}
+
+/* A small file's data came with its open (the server filled the new cache with the file
+ * whole before it answered, server/dispatch.c fill_first_window): the cache is whole at
+ * the stamp taken before that open's request, with no look at all (the first read() of
+ * each small file looked at the fd's offset, the hole after it and the cache's size). */
+void pcache_brought_whole(struct vfile *v)
+{
+    struct pcache *pc = v->pc;
+    table_enter();
+    uint64_t stamp = pc->brought_whole;
+    pc->brought_whole = 0;
+    table_leave();
+    /* the memfd's size as this process received it (pcache_open's note_known_first): what
+     * the server filled */
+    off_t size = __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED);
+    if (stamp == 0 || pc->size_unknown || size <= 0 || !attrcache_coherent())
+        return;
+    v->whole_gen = __atomic_load_n(&pc->gen, __ATOMIC_ACQUIRE);
+    v->whole_size = size;
     v->whole_stamp = stamp;
 }
 
@@ -641,6 +671,19 @@ int pcache_whole(const struct vfile *v)
     uint64_t s = v->whole_stamp;
     return s != 0 && v->whole_gen == __atomic_load_n(&v->pc->gen, __ATOMIC_ACQUIRE) &&
            attrcache_stamp(v->mnt, v->path) == s;
+}
+
+/* The kernel's read of a cache seen whole (pcache_whole) gave 0: is that the end of the
+ * file, with nothing to ask? While the cache stays whole it only grows (holes, a shorter
+ * size, come with a change of the stamp or of the generation), so the read's offset is at
+ * least whole_size: the end, if the attribute cache says the file is no longer than that
+ * (what pcache_fill finds with a look at the offset and at the hole past it, found here with
+ * no system call). */
+int pcache_whole_end(const struct vfile *v)
+{
+    struct stat st;
+    return pcache_whole(v) && attrcache_get(v->mnt, v->path, &st) > 0 && S_ISREG(st.st_mode) &&
+           st.st_size <= v->whole_size;
 }
 
 /* Is [off, off+len) in the memfd already, with nothing to ask the FS? 1 yes; 0 a part is a
@@ -666,6 +709,8 @@ int pcache_filled(const struct vfile *v, off_t off, size_t len)
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
 {
     struct pcache *pc = v->pc;
+    if (to_end && pcache_whole_end(v))
+        return 0;       /* the file whole in the cache (a small file's open brought it) */
     if (!to_end && len > 0 && off >= 0) {
         /* already filled (the common case): no lock. SEEK_HOLE costs the distance to the
          * next hole, so what it said is kept for the next reads of this open file. */
