@@ -421,6 +421,18 @@ static void step_anew(int *a, const char *served, int b)
     lseek(*a, keep, SEEK_SET);
 }
 
+/* the steps between those of a family of its own (pass, uring): k 0, now and then anew
+ * (else as 1); 1, an lseek to off; 2 and on, a read of at most 20,000 bytes */
+static void step_between(int k, int *a, const char *served, int b, off_t off, size_t n)
+{
+    if (k == 0 && pick(ANEW_EVERY) == 0)
+        step_anew(a, served, b);
+    else if (k <= 1)
+        step_lseek(*a, b, off);
+    else
+        step_read(*a, b, n % 20000);
+}
+
 static void vec(struct iovec *iov, int *cnt, char *base)
 {
     *cnt = 1 + (int)pick(4);
@@ -1106,7 +1118,8 @@ static void pass_family(const char *served, const char *native, long ops)
         off_t off = some_offset();
         long at = pick(3) ? (long)off : -1;
         int many = (int)pick(2);
-        switch (pick(6)) {
+        int k = (int)pick(6);
+        switch (k) {
         case 0:
             ra = pass_to_self(self_a, a, at, (long)n, many, buf_a);
             rb = pass_to_self(self_b, b, at, (long)n, many, buf_b);
@@ -1123,17 +1136,8 @@ static void pass_family(const char *served, const char *native, long ops)
                 same_bytes("passed", buf_a, buf_b, (size_t)rb, at);
             break;
         }
-        case 3:
-            if (pick(ANEW_EVERY) == 0) {
-                step_anew(&a, served, b);
-                break;
-            }
-            /* fall through */
-        case 4:
-            step_lseek(a, b, off);
-            break;
         default:
-            step_read(a, b, n % 20000);
+            step_between(k - 3, &a, served, b, off, n);
             break;
         }
         same_offset(a, b);
@@ -1408,7 +1412,8 @@ static void uring_family(const char *served, const char *native, long ops)
         if (n > BUF)
             n = BUF;
         off_t off = some_offset();
-        switch (pick(6)) {
+        int k = (int)pick(6);
+        switch (k) {
         case 0: case 1: {
             off_t at = pick(3) ? off : -1;
             ra = ring_read(&r, a, 0, at, n, buf_a);
@@ -1435,17 +1440,8 @@ static void uring_family(const char *served, const char *native, long ops)
                 same_bytes("io_uring read of a registered file", buf_a, buf_b, (size_t)rb, (long)off);
             break;
         }
-        case 3:
-            if (pick(ANEW_EVERY) == 0) {
-                step_anew(&a, served, b);
-                break;
-            }
-            /* fall through */
-        case 4:
-            step_lseek(a, b, off);
-            break;
         default:
-            step_read(a, b, n % 20000);
+            step_between(k - 3, &a, served, b, off, n);
             break;
         }
         same_offset(a, b);
