@@ -32,7 +32,10 @@
  * Each seed opens both files anew (a fresh page cache when the mount keeps none); pass,
  * uring and mremap open the served one anew about 25 times a seed besides.
  * SCRATCH_SERVED: where copy_file_range of the served file writes (default: beside the
- * native file, another file system, where it fails with EXDEV as over kernel FUSE).
+ * native file, another file system, where it fails with EXDEV as over kernel FUSE); the
+ * scratch files' names end in the checker's pid, so that several can run at once on
+ * parts of the seeds. DIFFERENTIAL_CREATE: the served file is written first, by the
+ * checker that creates it (the others wait until it is whole).
  * Prints "ok FAMILY SEEDS OPS" and exits 0, or the mismatch and exits 1; bad usage or a
  * native failure exits 2.
  */
@@ -1457,9 +1460,18 @@ static void uring_family(const char *served, const char *native, long ops)
  * system of the embedded mode lives in the process) */
 static void copy_into(const char *served, const char *native)
 {
-    int in = open_or_die(native), out = open(served, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int out = open(served, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (out < 0 && errno == EEXIST) {
+        /* another checker of the same run (shared mode: one file system) writes it: its
+         * size is whole once the last write is done */
+        struct stat st;
+        for (int i = 0; i < 6000 && stat(served, &st) == 0 && st.st_size < file_size; i++)
+            usleep(10000);
+        return;
+    }
     if (out < 0)
         die(served);
+    int in = open_or_die(native);
     char b[65536];
     ssize_t n;
     while ((n = read(in, b, sizeof b)) > 0)
@@ -1515,10 +1527,12 @@ int main(int argc, char **argv)
     close(nfd);
     /* copy_file_range's destinations: a file beside each (in the mount, when given) */
     char scratch_a[4200], scratch_b[4200];
-    snprintf(scratch_b, sizeof scratch_b, "%s.scratch", native);
-    snprintf(scratch_a, sizeof scratch_a, "%s", argc == 8 ? argv[7] : "");
-    if (argc != 8)
-        snprintf(scratch_a, sizeof scratch_a, "%s.scratch-served", native);
+    /* each checker its own (the test runs several at once, on parts of the seeds) */
+    snprintf(scratch_b, sizeof scratch_b, "%s.scratch.%d", native, (int)getpid());
+    if (argc == 8)
+        snprintf(scratch_a, sizeof scratch_a, "%s.%d", argv[7], (int)getpid());
+    else
+        snprintf(scratch_a, sizeof scratch_a, "%s.scratch-served.%d", native, (int)getpid());
     for (seed_now = first; seed_now < first + seeds; seed_now++) {
         rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)seed_now * 0x2545F4914F6CDD1Dull;
         next();
