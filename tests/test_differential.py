@@ -18,17 +18,17 @@ Each seed opens the file anew and the mount keeps no idle cache
 (issue 31) was glibc's fseek reading an aligned block from the memfd's holes past every
 wrapper, zeros in place of the data.
 
-One process per family and configuration runs all its seeds: 20 seeds x 10,000 ops for
-every family on every configuration (issue 31's standard). What keeps that within a few
-minutes a mode: the children of the child family live through a seed (each inherits the
-fd once across fork and exec, then reads at the parent's command; one in a thousand of
-its reads is still a child forked and exec'd for it alone); the families that open the
-file anew (pass, uring, mremap) do so about 25 times a seed, as many fresh caches in all
-as the shorter runs had, where each costs a 4 MiB fill; the mapping families compare the
-served mapping with the native bytes read once (the native file is still mapped, for
-mmap's and mremap's results). LDPFUSE_DIFFERENTIAL_SEEDS and LDPFUSE_DIFFERENTIAL_OPS
-change the counts (docs/testing.md), and docs/cache.md says what the last long run
-found."""
+20 seeds x 10,000 ops for every family on every configuration (issue 31's standard), the
+seeds cut into one run of the checker a core (LDPFUSE_DIFFERENTIAL_JOBS), all in one
+mount. What keeps that within a few minutes a mode: the children of the child family
+live through a seed (each inherits the fd once across fork and exec, then reads at the
+parent's command; one in a thousand of its reads is still a child forked and exec'd for
+it alone); the families that open the file anew (pass, uring, mremap) do so about 25
+times a seed, as many fresh caches in all as the shorter runs had, where each costs a 4
+MiB fill; the mapping families compare the served mapping with the native bytes read
+once (the native file is still mapped, for mmap's and mremap's results).
+LDPFUSE_DIFFERENTIAL_SEEDS and LDPFUSE_DIFFERENTIAL_OPS change the counts
+(docs/testing.md), and docs/cache.md says what the last long run found."""
 
 import os
 import random
