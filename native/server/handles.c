@@ -486,7 +486,8 @@ void answer_dropped(struct client *cl)
  * (pidfd_getfd) and keeps it with the handle. The receiver, once it has the fd, asks
  * (W_CLAIM): if the kernel says its fd is the same open file description (kcmp
  * KCMP_FILE), it and the processes below it may use the handle, as long as the handle
- * lives (its opener's last close releases it, as a forked child's use ends then too). */
+ * lives: while its opener holds it, or a claimant does (a handle the opener let go of
+ * with its fd in flight lingers: at the end of this file). */
 
 static int same_file(pid_t pid1, int fd1, pid_t pid2, int fd2)
 {
