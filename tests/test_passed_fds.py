@@ -15,6 +15,7 @@ said 12 bytes, the loopback's lower file kept its old bytes).
 The memory example runs in the shared mode only: in the embedded mode every process builds
 its own tree, so a sibling's writes are not its parent's (docs/processes-and-modes.md)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import pytest
 from conftest import LDP_MODE, LOOPBACK, MEMORY, run_ldp, run_native
 
 PROGRAM = Path(__file__).parent / "programs" / "passed_fd.py"
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
 
 
 @pytest.mark.parametrize("role", ["parent", "sibling"])
@@ -87,3 +89,65 @@ def test_a_passed_fd_its_sender_let_go_of_before_the_receive_is_usable(tmp_path,
     assert "no open file the server knows" not in got.stderr
     if fs == "loopback":
         assert (lower / "f").read_bytes() == (native / "f").read_bytes()
+
+
+# A child opens f, sends its fd to the parent and closes it before the parent's recvmsg;
+# the parent then receives it, writes and closes it (claimed), or drops the socket with the
+# fd still in it (never-received). Each step is a line of the log the FS writes too.
+LET_GO = """
+import array, os, socket, sys, time
+d, log, how = sys.argv[1:]
+def note(what):
+    with open(log, "a") as out:
+        out.write(what + "\\n")
+open(d + "/f", "wb").write(b"hello")
+a, b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    f = os.open(d + "/f", os.O_RDWR)
+    a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [f]))])
+    os.close(f)
+    note("sender closed")
+    os._exit(0)
+os.waitpid(pid, 0)
+if how == "claimed":
+    msg, anc, flags, addr = b.recvmsg(1, socket.CMSG_LEN(4))
+    fd = array.array("i", anc[0][2])[0]
+    os.pwrite(fd, b"HELLO", 0)
+    os.close(fd)
+    note("receiver closed")
+    for i in range(500):    # a release is not waited for (as FUSE's): 5 s at most
+        seen = open(log).read().split("sender closed")[1]
+        if "release /f" in seen:
+            break
+        time.sleep(0.01)
+else:
+    b.close()
+    note("socket dropped")
+note("end")
+"""
+
+
+@pytest.mark.parametrize("how", ["claimed", "never-received"])
+def test_a_passed_fd_its_sender_let_go_of_is_released_once_at_the_right_time(tmp_path, how):
+    """The class's flush and release of a handle whose fd its opener sent, then closed:
+    at the receiver's close once it claimed it; never received, at the command's end, before
+    destroy() (it would be 10 s after the sender's close in a longer command). On 6f8b6bc
+    the sender's close released it at once: the receiver's close reached no method."""
+    if LDP_MODE == "embedded":
+        pytest.skip("the embedded mode has no server: a received fd is a handle of the "
+                    "receiver's own (released at its close), one never received holds none")
+    log = tmp_path / "log"
+    mnt = tmp_path / "mnt"
+    got = run_ldp(f"{FIXTURES}:ReleaseLog", [log], [sys.executable, "-c", LET_GO, mnt, log, how],
+                  mnt, timeout=120)
+    assert got.returncode == 0, got.stderr
+    lines = log.read_text().splitlines()
+    after = lines[lines.index("sender closed") + 1:]
+    assert after[-1] == "destroy" and "flush /f" in after and "release /f" in after, lines
+    if how == "claimed":
+        # the receiver's close (its flush, then its release) ends the handle
+        assert after.index("flush /f") < after.index("release /f") < after.index("end"), lines
+    else:
+        assert after == ["socket dropped", "end", "flush /f", "release /f", "destroy"], lines
+    assert lines.count("release /f") == 2, lines     # the creation's, the opener's
