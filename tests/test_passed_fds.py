@@ -151,3 +151,51 @@ def test_a_passed_fd_its_sender_let_go_of_is_released_once_at_the_right_time(tmp
     else:
         assert after == ["socket dropped", "end", "flush /f", "release /f", "destroy"], lines
     assert lines.count("release /f") == 2, lines     # the creation's, the opener's
+
+
+# A child opens N files, sends each fd to the parent and closes it; once it has ended the
+# parent receives them all, writes through each and closes it.
+MANY = """
+import array, os, socket, sys, time
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    open(f"{d}/f{i}", "wb").write(b"hello")
+a, b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    for i in range(n):
+        f = os.open(f"{d}/f{i}", os.O_RDWR)
+        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [f]))])
+        os.close(f)
+    os._exit(0)
+os.waitpid(pid, 0)
+for i in range(n):
+    msg, anc, flags, addr = b.recvmsg(1, socket.CMSG_LEN(4))
+    fd = array.array("i", anc[0][2])[0]
+    os.pwrite(fd, b"HELLO", 0)
+    os.close(fd)
+"""
+
+
+def test_the_handles_left_lingering_by_one_user_are_bounded(tmp_path):
+    """At most 64 handles of a user linger for a receiver (server/handles.c,
+    LINGER_PER_UID): past that the sender's close releases at once, as before, and the
+    receiver's writes through those fds reach no file (one warning): the loopback's lower
+    files (passthrough=no: served through its write) have 64 of the 66 writes; natively all
+    66 files do. The bound keeps a sender from making the server hold unbounded memory."""
+    if LDP_MODE == "embedded":
+        pytest.skip("the embedded mode has no server: each receiver opens a handle of its own")
+    native = tmp_path / "native"
+    native.mkdir()
+    want = run_native([sys.executable, "-c", MANY, native, "66"], timeout=60)
+    assert want.returncode == 0, want.stderr
+    assert sum((native / f"f{i}").read_bytes() == b"HELLO" for i in range(66)) == 66
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    mnt = tmp_path / "mnt"
+    got = run_ldp(LOOPBACK, [lower], [sys.executable, "-c", MANY, mnt, "66"], mnt,
+                  options={"passthrough": "no"}, timeout=120)
+    assert got.returncode == 0, got.stderr
+    written = [(lower / f"f{i}").read_bytes() == b"HELLO" for i in range(66)]
+    assert written == [True] * 64 + [False] * 2, got.stderr
+    assert "no open file the server knows" in got.stderr
