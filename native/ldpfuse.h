@@ -223,7 +223,8 @@ int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 int path_last_is_dot(const char *path);      /* last component "." (1), ".." (2), else 0 */
 void vfs_patch_open_size(const struct vpath *vp, struct stat *st);
 /* An fd this process got without opening it (exec, a unix socket), as a vfile; fh: the
- * handle it may use (received: claimed, fh_valid 2), NULL: one is opened when needed.
+ * handle it may use (received: claimed, released at its last close), NULL: one is opened
+ * when needed.
  * 0, or -1 if it is not the cache this process holds of that file. */
 int vfs_adopt(int fd, int kind, const struct vpath *vp, int flags, const uint64_t *fh);
 /* vfs/passthrough.c: the kernel changed a passthrough file (through v, or through fd with

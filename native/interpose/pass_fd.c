@@ -14,7 +14,9 @@
  * the shared server, the server tells which open file it is, if the kernel says the fd is
  * the very open file description a process passed (kcmp), and lets this process (and
  * those below it) use that handle, as the kernel lets a receiver use the file: the fd
- * becomes a served one. A token learnt any other way still opens nothing. Without a
+ * becomes a served one, whose last close here tells the server (W_RELEASE: the handle
+ * lives on while its opener or another claimant holds it, server/handles.c). A token
+ * learnt any other way still opens nothing. Without a
  * server (the embedded mode), the fd is taken as an exec'd one is (vfs_adopt: the file
  * with its path, a handle of this process's own opened at its first use) if the memfd is
  * of this process's user (made by a process with its rights) and there is one mount (its
@@ -94,7 +96,7 @@ static void take_received(int fd)
             static int warned;
             if (r != -EIO && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
                 ldp_log(LOG_WARNING, "fd %d came over a unix socket from a page cache, but no open file the "
-                        "server knows (its sender closed it before this process received it?): writes "
+                        "server knows (its sender let go of it over 10 s before this process received it?): writes "
                         "through it do not reach the file system (logged once)", fd);
             return;
         }

@@ -357,10 +357,11 @@ void do_op(struct client *cl)
     case W_FLUSH: r = fs_ops->flush(mnt, path, hfh); break;
     case W_RELEASE: {
         handle_put(&cl->href);      /* its own use: the release waits for the others' */
-        struct handle *h = handle_take(W_OPEN, mnt, rq->fh, &cl->line);
+        int kept;       /* a handle whose fd went over a unix socket lives on (handles.c) */
+        struct handle *h = handle_let_go(mnt, rq->fh, &cl->line, &kept);
         if (h)
             handle_quiesce(h);
-        r = h ? fs_ops->release(mnt, path, h->flags, h->fh) : -EBADF;   /* flags: the open's */
+        r = h ? fs_ops->release(mnt, path, h->flags, h->fh) : kept ? 0 : -EBADF;   /* flags: the open's */
         if (h)
             handle_free(h);
         if (rq->c == RELEASE_CACHE_TOO) {

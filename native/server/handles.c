@@ -64,13 +64,18 @@ static struct handle **bucket_of(uint64_t token, struct handle *h)
     return p;
 }
 
+static struct handle *lingering;   /* handles whose opener let go of them (below) */
+static int nlingering;
+
 /* Out of the table and out of its process's list (handles_lock held). */
 static void handle_unlink(struct handle *h)
 {
     struct handle **p = bucket_of(h->token, h);
     if (*p)
         *p = h->hnext;
-    for (p = &h->owner->handles; *p; p = &(*p)->next)
+    if (h->lingering)
+        nlingering--;
+    for (p = h->lingering ? &lingering : &h->owner->handles; *p; p = &(*p)->next)
         if (*p == h) {
             *p = h->next;
             break;
@@ -207,6 +212,9 @@ struct handle *handle_add(struct client *cl, int kind, int mnt, const char *path
     h->owner = cl->proc;
     h->pid = cl->proc->pid;
     h->start = cl->line.n > 0 && cl->line.pid[0] == cl->pid ? cl->line.start[0] : 0;
+    h->uid = cl->as_uid;
+    h->gid = cl->as_gid;
+    h->caps = cl->as_caps;
     pthread_mutex_lock(&handles_lock);
     h->token = token_new();
     h->hnext = htab[h->token & (HBUCKETS - 1)];
@@ -319,6 +327,8 @@ void handle_free(struct handle *h)
     free(h);
 }
 
+static int handle_linger(struct handle *h);
+
 /* Let go of one handle as the file system sees it (its process closed it, or ended). */
 void handle_release(struct handle *h)
 {
@@ -334,6 +344,8 @@ void handle_release(struct handle *h)
         }
         if ((locked & 2) && fs_ops->flock)
             fs_ops->flock(h->mnt, h->path, h->fh, LOCK_UN);
+        if (handle_linger(h))
+            return;     /* its fd went over a unix socket: released when no one holds that */
         fs_ops->flush(h->mnt, h->path, h->fh);
         fs_ops->release(h->mnt, h->path, h->flags, h->fh);
     } else if (h->kind == W_OPENDIR) {
@@ -356,6 +368,16 @@ void handles_renamed(int mnt, const char *from, const char *to)
         for (struct handle *h = p->handles; h; h = h->next) {
             if (h->mnt != mnt || strncmp(h->path, from, fl) != 0 || (h->path[fl] != '\0' && h->path[fl] != '/'))
                 continue;
+            char *np = malloc(strlen(to) + strlen(h->path + fl) + 1);
+            if (np == NULL)
+                continue;
+            strcpy(np, to);
+            strcat(np, h->path + fl);
+            free(h->path);
+            h->path = np;
+        }
+    for (struct handle *h = lingering; h; h = h->next)
+        if (h->mnt == mnt && strncmp(h->path, from, fl) == 0 && (h->path[fl] == '\0' || h->path[fl] == '/')) {
             char *np = malloc(strlen(to) + strlen(h->path + fl) + 1);
             if (np == NULL)
                 continue;
@@ -464,7 +486,8 @@ void answer_dropped(struct client *cl)
  * (pidfd_getfd) and keeps it with the handle. The receiver, once it has the fd, asks
  * (W_CLAIM): if the kernel says its fd is the same open file description (kcmp
  * KCMP_FILE), it and the processes below it may use the handle, as long as the handle
- * lives (its opener's last close releases it, as a forked child's use ends then too). */
+ * lives: while its opener holds it, or a claimant does (a handle the opener let go of
+ * with its fd in flight lingers: at the end of this file). */
 
 static int same_file(pid_t pid1, int fd1, pid_t pid2, int fd2)
 {
@@ -523,39 +546,196 @@ int handle_pass(struct client *cl, struct handle *h, int fd)
 /* cl received fd `fd`: which passed handle is it, if any? Its token in *token, mount and
  * flags in *out, path in path_out (WIRE_PATH_MAX bytes); -ENOENT if none, -ENOSYS without
  * kcmp (the kernel's CONFIG_KCMP). */
+/* handle_claim's look at one list of handles (handles_lock held): r as handle_claim's. */
+static int claim_in(struct handle *h, struct client *cl, int fd, struct wire_claim *out, uint64_t *token,
+                    char *path_out)
+{
+    int r = -ENOENT;
+    for (; h && r == -ENOENT; h = h->next) {
+        if (h->passed_fd1 == 0)
+            continue;
+        int same = same_file(getpid(), h->passed_fd1 - 1, cl->pid, fd);
+        if (same < 0 && same != -EBADF)
+            r = same;       /* no kcmp, or the caller is not ours to look at */
+        else if (same < 0)
+            r = -EBADF;     /* no such fd in the caller */
+        if (same != 1)
+            continue;
+        int g = 0;
+        while (g < h->ngrants && g < HANDLE_GRANTS &&
+               !(h->grant_pid[g] == cl->pid && h->grant_start[g] == cl->line.start[0]))
+            g++;
+        if (g == h->ngrants || g == HANDLE_GRANTS) {
+            g = h->ngrants++ % HANDLE_GRANTS;     /* the oldest grant goes first */
+            h->grant_pid[g] = cl->pid;
+            h->grant_start[g] = cl->line.start[0];
+            h->grant_holds[g] = 0;
+        }
+        h->grant_holds[g]++;        /* its last close releases it (W_RELEASE: handle_let_go) */
+        out->mnt = h->mnt;
+        out->flags = h->flags;
+        *token = h->token;
+        snprintf(path_out, WIRE_PATH_MAX, "%s", h->path);
+        r = 0;
+    }
+    return r;
+}
+
+/* cl received fd `fd`: which passed handle is it, if any? Its token in *token, mount and
+ * flags in *out, path in path_out (WIRE_PATH_MAX bytes); -ENOENT if none, -ENOSYS without
+ * kcmp (the kernel's CONFIG_KCMP). A handle its opener has let go of meanwhile is found
+ * too (it lingers: below). */
 int handle_claim(struct client *cl, int fd, struct wire_claim *out, uint64_t *token, char *path_out)
 {
     if (__atomic_load_n(&npassed, __ATOMIC_RELAXED) == 0 || cl->line.n == 0 || cl->line.pid[0] != cl->pid)
         return -ENOENT;
-    pid_t self = getpid();
-    int r = -ENOENT;
     pthread_mutex_lock(&handles_lock);
+    int r = claim_in(lingering, cl, fd, out, token, path_out);
     for (struct proc *p = procs; p && r == -ENOENT; p = p->next)
-        for (struct handle *h = p->handles; h && r == -ENOENT; h = h->next) {
-            if (h->passed_fd1 == 0)
-                continue;
-            int same = same_file(self, h->passed_fd1 - 1, cl->pid, fd);
-            if (same < 0 && same != -EBADF)
-                r = same;       /* no kcmp, or the caller is not ours to look at */
-            else if (same < 0)
-                r = -EBADF;     /* no such fd in the caller */
-            if (same != 1)
-                continue;
-            int g = 0;
-            while (g < h->ngrants && g < HANDLE_GRANTS &&
-                   !(h->grant_pid[g] == cl->pid && h->grant_start[g] == cl->line.start[0]))
-                g++;
-            if (g == h->ngrants || g == HANDLE_GRANTS) {
-                g = h->ngrants++ % HANDLE_GRANTS;     /* the oldest grant goes first */
-                h->grant_pid[g] = cl->pid;
-                h->grant_start[g] = cl->line.start[0];
-            }
-            out->mnt = h->mnt;
-            out->flags = h->flags;
-            *token = h->token;
-            snprintf(path_out, WIRE_PATH_MAX, "%s", h->path);
-            r = 0;
-        }
+        r = claim_in(p->handles, cl, fd, out, token, path_out);
     pthread_mutex_unlock(&handles_lock);
     return r;
+}
+
+/* ---- a passed handle its opener lets go of
+ *
+ * The sender of an fd often closes it at once (or ends) before the receiver's recvmsg, as
+ * the kernel allows: the open file lives on in the message. Its handle does too: while the
+ * server holds a passed description of it (W_PASS) and either no process has claimed it
+ * yet (it may be in flight) or a claimant still holds it, the opener's release (its close,
+ * or its end) leaves it in the table, on the lingering list, with no process of its own.
+ * A claimant's last close (W_RELEASE) counts its hold down; the last one releases the
+ * handle as the class sees it. One never claimed is released LINGER_NS after its opener
+ * let go (flush, then release, as its opener's close would have), and so is one whose
+ * claimants have all ended without a close; at the command's end (serve_loop's return,
+ * before destroy()) every one left is. At most LINGER_PER_UID of a user linger: past that
+ * its handles are released at once, as before (the receiver's fd is then a bare memfd,
+ * a warning in its log). */
+
+#define LINGER_NS (10ull * 1000 * 1000 * 1000)
+#define LINGER_PER_UID 64
+
+static int holds_of(const struct handle *h)
+{
+    int n = 0;
+    for (int g = 0; g < h->ngrants && g < HANDLE_GRANTS; g++)
+        n += h->grant_holds[g];
+    return n;
+}
+
+/* Should h, out of the table, linger rather than be released now (handles_lock held)?
+ * Then it is back in the table, on the lingering list. */
+static int linger_locked(struct handle *h)
+{
+    if (h->kind != W_OPEN || h->passed_fd1 == 0 || h->lingering || (h->ngrants > 0 && holds_of(h) == 0))
+        return 0;
+    int mine = 0;
+    for (struct handle *o = lingering; o; o = o->next)
+        mine += o->uid == h->uid;
+    if (mine >= LINGER_PER_UID)
+        return 0;
+    h->lingering = 1;
+    h->linger_until = chan_now_ns() + LINGER_NS;
+    h->owner = NULL;
+    h->live = 1;
+    h->hnext = htab[h->token & (HBUCKETS - 1)];
+    htab[h->token & (HBUCKETS - 1)] = h;
+    h->next = lingering;
+    lingering = h;
+    nlingering++;
+    return 1;
+}
+
+static int handle_linger(struct handle *h)
+{
+    pthread_mutex_lock(&handles_lock);
+    int r = linger_locked(h);
+    pthread_mutex_unlock(&handles_lock);
+    return r;
+}
+
+/* W_RELEASE of token by the process of line: the handle to release now, taken out of the
+ * table; NULL with *kept 1 if the release is counted but the handle lives on (a
+ * claimant's while others hold it, or its opener's while it lingers); NULL, *kept 0: no
+ * such handle of this process's. */
+struct handle *handle_let_go(int mnt, uint64_t token, const struct lineage *line, int *kept)
+{
+    *kept = 0;
+    pthread_mutex_lock(&handles_lock);
+    struct handle *h = htab[token & (HBUCKETS - 1)];
+    while (h && h->token != token)
+        h = h->hnext;
+    if (h && (token == 0 || h->kind != W_OPEN || h->mnt != mnt || !may_use(h, line)))
+        h = NULL;
+    if (h && h->passed_fd1 && line && line->n > 0 && line->pid[0] != h->pid) {
+        /* not its opener: a claimant's last close of its fd (the handle stays its opener's
+         * while that one holds it), else nothing of this process's to release */
+        int g = 0;
+        while (g < h->ngrants && g < HANDLE_GRANTS &&
+               !(h->grant_pid[g] == line->pid[0] && h->grant_start[g] == line->start[0] && h->grant_holds[g] > 0))
+            g++;
+        int claimant = g < h->ngrants && g < HANDLE_GRANTS;
+        if (claimant)
+            h->grant_holds[g]--;
+        if (!claimant || !h->lingering || holds_of(h) > 0) {
+            *kept = 1;
+            h = NULL;
+        }
+    } else if (h && h->lingering) {
+        *kept = 1;      /* let go of already */
+        h = NULL;
+    }
+    if (h) {
+        handle_unlink(h);
+        if (linger_locked(h)) {
+            *kept = 1;
+            h = NULL;
+        }
+    }
+    pthread_mutex_unlock(&handles_lock);
+    return h;
+}
+
+/* Are there lingering handles (lingering_sweep has work, or will have)? */
+int lingering_pending(void)
+{
+    return __atomic_load_n(&nlingering, __ATOMIC_RELAXED) > 0;
+}
+
+/* Is a claimant of h that still holds it alive (handles_lock held)? */
+static int claimant_alive(const struct handle *h)
+{
+    for (int g = 0; g < h->ngrants && g < HANDLE_GRANTS; g++) {
+        pid_t ppid;
+        unsigned long long start;
+        if (h->grant_holds[g] > 0 && proc_stat(h->grant_pid[g], &ppid, &start) == 0 &&
+            start == h->grant_start[g] && pid_alive(h->grant_pid[g]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Release the lingering handles that are due (all: every one, at the command's end), as
+ * their openers' identity, on a thread that may call the FS. */
+void lingering_sweep(int all)
+{
+    struct handle *due = NULL;
+    uint64_t now = chan_now_ns();
+    pthread_mutex_lock(&handles_lock);
+    for (struct handle *h = lingering, *next; h; h = next) {
+        next = h->next;
+        if (all || (now >= h->linger_until && !claimant_alive(h))) {
+            handle_unlink(h);
+            h->next = due;
+            due = h;
+        }
+    }
+    pthread_mutex_unlock(&handles_lock);
+    srv_current = NULL;
+    while (due) {
+        struct handle *h = due;
+        due = h->next;
+        become(h->uid, h->gid, 0, NULL, h->caps);
+        handle_release(h);      /* lingering: flush, then release */
+    }
 }

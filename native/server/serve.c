@@ -517,10 +517,15 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
         fs_pass(1);
         if (orphans_pending())
             orphans_sweep();    /* a process seen leaving may have been mid-exit */
+        if (lingering_pending())
+            lingering_sweep(0);     /* passed fds no one claimed (handles.c) */
         Py_END_ALLOW_THREADS
         if (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE) && PyErr_CheckSignals() < 0)
             return NULL;
     }
+    Py_BEGIN_ALLOW_THREADS
+    lingering_sweep(1);     /* the command has ended: every passed fd's handle, before destroy() */
+    Py_END_ALLOW_THREADS
     become_self();
     Py_RETURN_NONE;
 }

@@ -108,6 +108,13 @@ struct handle {
     int ngrants;            /* the processes that proved they received it (W_CLAIM), and */
     pid_t grant_pid[HANDLE_GRANTS];     /* may use it as its opener's descendants do */
     unsigned long long grant_start[HANDLE_GRANTS];
+    int grant_holds[HANDLE_GRANTS];     /* its fds of it not yet released (W_RELEASE) */
+    int lingering;          /* its opener let go of it while a passed description of it may
+                               still be in flight or held by a claimant (handles.c) */
+    uint64_t linger_until;  /* CLOCK_MONOTONIC ns: no claim by then, released */
+    uid_t uid;              /* the opener's identity, for a release after it has gone */
+    gid_t gid;
+    uint64_t caps;
 };
 
 struct proc {
@@ -200,6 +207,9 @@ void handles_renamed(int mnt, const char *from, const char *to);
 void release_all(struct client *cl, struct handle *handles);
 void answer_dropped(struct client *cl);
 void orphans_sweep(void);
+struct handle *handle_let_go(int mnt, uint64_t token, const struct lineage *line, int *kept);
+void lingering_sweep(int all);
+int lingering_pending(void);
 int orphans_pending(void);
 int read_proc(pid_t pid, const char *name, char *buf, size_t size);
 int handle_pass(struct client *cl, struct handle *h, int fd);

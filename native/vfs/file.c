@@ -561,7 +561,9 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg)
  * process use (fh), or, with no server, one opened when needed. */
 int vfs_adopt(int fd, int kind, const struct vpath *vp, int flags, const uint64_t *fh)
 {
-    struct vfile *v = vfile_new(kind, vp, flags, fh ? *fh : 0, fh ? 2 : 0);
+    /* a claimed handle: this process's last close says so (W_RELEASE: the server counts
+     * the claimant's hold down, the handle staying its opener's while it holds it) */
+    struct vfile *v = vfile_new(kind, vp, flags, fh ? *fh : 0, fh ? 1 : 0);
     if (v == NULL)
         return -1;
     if (kind == VF_FILE && (v->pc = pcache_adopt(fd, vp)) == NULL) {

@@ -8,7 +8,9 @@ comes from the thread that built it.  ``Slow`` (thread_safe) answers ``/slow`` a
 ``Whoami`` answers any ``/whoami*`` with ``fuse_get_context()`` of the reader.
 ``PerProcess`` asks for the embedded mode; ``/pid`` holds the pid of the process that
 built the object; ``BootLog`` also logs which processes started one (tests/test_embedded_fallback.py).
-``ThreadSafeLoopback`` is the loopback example declared thread_safe.
+``ThreadSafeLoopback`` is the loopback example declared thread_safe. ``ReleaseLog`` is the
+memory example that logs its flush, release and destroy calls, one line each, to the file
+its argument names (tests/test_passed_fds.py).
 """
 
 import errno
@@ -206,3 +208,26 @@ class ThreadSafeLoopback(_example("loopback").Loopback):
     thread of its own, kept for the next connection when it ends."""
 
     thread_safe = True
+
+
+class ReleaseLog(_example("memory").Memory):
+    """The memory example; its flush, release and destroy calls are lines of the file log."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def _note(self, what):
+        with open(self.log, "a") as f:
+            f.write(what + "\n")
+
+    def flush(self, path, fh):
+        self._note("flush " + path)
+        return super().flush(path, fh)
+
+    def release(self, path, fh):
+        self._note("release " + path)
+        return super().release(path, fh)
+
+    def destroy(self, path):
+        self._note("destroy")
