@@ -15,8 +15,13 @@ renames) goes to the class's methods, which must answer them, and the read metho
 (the embedded mode, and a caller the mount does not serve here, still calls them).
 docs/overlay.md says what a class must keep true for the two sides to agree.
 """
+from __future__ import annotations
+
 import os
-from typing import Any, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: never imported at run time (operations.py does the same)
+    from typing import Any, Sequence
 
 
 class Union:

@@ -284,6 +284,20 @@ int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fre
     return scache_get(mnt, path, st->st_size, st, NULL, fresh, id);
 }
 
+static int memfd_passed_on(int mfd, const struct stat *k);
+
+/* A held cache whose file's attributes (st, just asked) are no longer those it was filled
+ * against, while the name's stamp says nothing changed it through the mount, and whose
+ * memfd holds nothing the FS did not get: the file changed behind the mount. */
+static int held_changed_behind(const struct scache *s, const struct stat *st)
+{
+    struct stat k;
+    return s->attrs_known && S_ISREG(st->st_mode) && s->valid_stamp == name_stamp(s->mnt, s->path) &&
+           (s->size != st->st_size || s->mtime.tv_sec != st->st_mtim.tv_sec ||
+            s->mtime.tv_nsec != st->st_mtim.tv_nsec) &&
+           fstat(s->mfd, &k) == 0 && memfd_passed_on(s->mfd, &k);
+}
+
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
                       int *fresh, uint64_t *id)
 {
@@ -313,6 +327,19 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
                 s = NULL;
             }
         }
+    }
+    if (s && s->refs > 0 && s->attrs_known && !have_st) {
+        pthread_mutex_unlock(&scache_lock);
+        have_st = fs_ops->getattr(mnt, path, fh, &st) == 0;
+        pthread_mutex_lock(&scache_lock);
+        s = scache_find(mnt, path);
+    }
+    if (s && s->refs > 0 && have_st && held_changed_behind(s, &st)) {
+        /* held, but the file changed behind the mount since its attributes were taken (no
+         * change through it explains them): its holders keep theirs, this open gets the
+         * file as it is now, as kernel FUSE's open drops a page cache whose file changed */
+        scache_drop(s);
+        s = NULL;
     }
     for (int asked = 0; s == NULL; asked++) {
         /* the file's size now, asked without the lock (a method may take long); if a cache
