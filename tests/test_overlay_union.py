@@ -201,6 +201,11 @@ def test_union_reads_what_kernel_overlayfs_reads(tmp_path):
     assert "./b.txt" not in first and "./d/d2.txt" not in first and "./d/d1.txt" in first
 
 
+@pytest.mark.xfail(strict=True, reason="without the union, a process that read a lower file, then "
+                   "appended to it (copy-up), opens it again on the lower file: the core's open_decided "
+                   "(backend/shared.c) reuses the open it decided before the copy-up, as an open for "
+                   "writing without O_TRUNC does not move the name's stamp (server/coherence.c: it "
+                   "would tell inotify watchers IN_MODIFY of an open); the union keeps no decided opens")
 def test_without_union_the_example_reads_what_kernel_overlayfs_reads(tmp_path):
     need_root()
     script = tmp_path / "script.py"

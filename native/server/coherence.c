@@ -182,10 +182,16 @@ uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const 
     case W_OPEN:
         if ((open_flags & O_ACCMODE) == O_RDONLY)
             return 0;
-        /* without O_TRUNC too: the class may have changed what the name leads to (an
-         * overlay copies the file and its directories up), so the name's stamp moves
-         * (every process forgets the open it decided for it: backend/shared.c) and the
-         * count of every change (vfs/union.c forgets the directories it walked) */
+        if (!(open_flags & O_TRUNC)) {
+            /* no name changed, but the class may have made some (an overlay copies the
+             * file and its directories up): the count of every change moves, by which
+             * vfs/union.c keeps the directories it walked. Not the name's stamp: a
+             * watcher would be told IN_MODIFY of an open (vfs/notify.c), so a process
+             * that decided an open of the name before may still reuse it (the xfail in
+             * tests/test_overlay_union.py) */
+            __atomic_add_fetch(&t->changes, 1, __ATOMIC_SEQ_CST);
+            return 0;
+        }
         /* fall through */
     case W_TRUNCATE: case W_UTIMENS: case W_WRITE: case W_APPEND:
         c.self[c.nself++] = coh_slot(mnt, path, strlen(path));
