@@ -385,6 +385,8 @@ struct backend_ops *backing_over(struct backend_ops *be);
 /* mnt has a backing tree or is a union (vfs/union.c): no answer about its names is kept
  * (attrcache.c), no writer counted */
 int backing_uncached(int mnt);
+void backing_served_init(void);     /* whom backed and union mounts serve (the launcher's env) */
+int backing_caller_served(void);    /* this process's caller, asked again at a credentials change */
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
 /* ---- union backing (vfs/union.c): a mount that is an overlay's merged view, whose reads

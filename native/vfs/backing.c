@@ -58,8 +58,21 @@ int ldp_backing_low_fd = INT_MAX;   /* the lowest fd number of a tree's: close/d
 static struct backend_ops *inner;
 static struct backend_ops over;
 
+/* Who may be served here (the environment the launcher set): read by trees_init and by
+ * vfs/union.c's unions_init, before either mount is used. */
+void backing_served_init(void)
+{
+    const char *o = getenv("LDPFUSE_BACKING_OWNER");
+    owner = o ? (uid_t)strtoul(o, NULL, 10) : 0;
+    const char *a = getenv("LDPFUSE_ALLOW_OTHER");
+    allow_other = a && strcmp(a, "1") == 0;
+    a = getenv("LDPFUSE_ALLOW_ROOT");
+    allow_root = a && strcmp(a, "1") == 0;
+}
+
 static void trees_init(void)
 {
+    backing_served_init();
     const char *env = getenv("LDPFUSE_BACKING");
     if (env == NULL || *env == '\0' || ldp_nmounts == 0)
         return;
@@ -98,12 +111,6 @@ static void trees_init(void)
         mount_has_tree[mnt] = 1;
     }
     free(copy);
-    const char *o = getenv("LDPFUSE_BACKING_OWNER");
-    owner = o ? (uid_t)strtoul(o, NULL, 10) : 0;
-    const char *a = getenv("LDPFUSE_ALLOW_OTHER");
-    allow_other = a && strcmp(a, "1") == 0;
-    a = getenv("LDPFUSE_ALLOW_ROOT");
-    allow_root = a && strcmp(a, "1") == 0;
 }
 
 /* Asked again only when this process changes its credentials (interpose/creds.c): a
@@ -111,7 +118,7 @@ static void trees_init(void)
 static TLS unsigned served_gen;
 static TLS int served;
 
-static int caller_served(void)
+int backing_caller_served(void)
 {
     if (allow_other)
         return 1;
@@ -182,7 +189,7 @@ static struct tree *tree_at(int mnt, const char *path, const char **rel)
             continue;
         best = t;
     }
-    if (best == NULL || !caller_served())
+    if (best == NULL || !backing_caller_served())
         return NULL;
     const char *r = path + best->dirlen;
     while (*r == '/')

@@ -51,13 +51,12 @@ struct onion {
 static struct onion *unions;
 static int nunions;
 static unsigned char *mount_union;
-static uid_t owner;
-static int allow_other, allow_root;
 static struct backend_ops *inner;
 static struct backend_ops over;
 
 static void unions_init(void)
 {
+    backing_served_init();      /* whom the layers serve: as the backing trees */
     const char *env = getenv("LDPFUSE_UNION");
     if (env == NULL || *env == '\0' || ldp_nmounts == 0)
         return;
@@ -99,30 +98,6 @@ static void unions_init(void)
         nunions++;
     }
     free(copy);
-    const char *o = getenv("LDPFUSE_BACKING_OWNER");
-    owner = o ? (uid_t)strtoul(o, NULL, 10) : 0;
-    const char *a = getenv("LDPFUSE_ALLOW_OTHER");
-    allow_other = a && strcmp(a, "1") == 0;
-    a = getenv("LDPFUSE_ALLOW_ROOT");
-    allow_root = a && strcmp(a, "1") == 0;
-}
-
-/* Whom the layers serve here: as the backing trees (vfs/backing.c), the launcher's uid,
- * any with allow_other, root with allow_root; asked again when the credentials change. */
-static TLS unsigned served_gen;
-static TLS int served;
-
-static int caller_served(void)
-{
-    if (allow_other)
-        return 1;
-    unsigned gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
-    if (LIKELY(served_gen == gen))
-        return served;
-    uid_t uid = geteuid();
-    served = uid == owner || (uid == 0 && allow_root);
-    served_gen = gen;
-    return served;
 }
 
 int union_mount(int mnt)
@@ -132,7 +107,7 @@ int union_mount(int mnt)
 
 static struct onion *union_of(int mnt, const char *path)
 {
-    if (!union_mount(mnt) || strnlen(path, PATH_MAX) >= PATH_MAX || !caller_served())
+    if (!union_mount(mnt) || strnlen(path, PATH_MAX) >= PATH_MAX || !backing_caller_served())
         return NULL;
     for (int i = 0; i < nunions; i++)
         if (unions[i].mnt == mnt)
