@@ -356,6 +356,20 @@ void handle_release(struct handle *h)
     handle_free(h);
 }
 
+/* h's path, if it is from or below it, moved under to */
+static void handle_renamed(struct handle *h, int mnt, const char *from, size_t fl, const char *to)
+{
+    if (h->mnt != mnt || strncmp(h->path, from, fl) != 0 || (h->path[fl] != '\0' && h->path[fl] != '/'))
+        return;
+    char *np = malloc(strlen(to) + strlen(h->path + fl) + 1);
+    if (np == NULL)
+        return;
+    strcpy(np, to);
+    strcat(np, h->path + fl);
+    free(h->path);
+    h->path = np;
+}
+
 /* A name renamed (from -> to) or gone (from NULL): handles follow their file, as an open
  * file description does, so a page cache asked for under the new name finds them. */
 void handles_renamed(int mnt, const char *from, const char *to)
@@ -365,27 +379,10 @@ void handles_renamed(int mnt, const char *from, const char *to)
     size_t fl = strlen(from);
     pthread_mutex_lock(&handles_lock);
     for (struct proc *p = procs; p; p = p->next)
-        for (struct handle *h = p->handles; h; h = h->next) {
-            if (h->mnt != mnt || strncmp(h->path, from, fl) != 0 || (h->path[fl] != '\0' && h->path[fl] != '/'))
-                continue;
-            char *np = malloc(strlen(to) + strlen(h->path + fl) + 1);
-            if (np == NULL)
-                continue;
-            strcpy(np, to);
-            strcat(np, h->path + fl);
-            free(h->path);
-            h->path = np;
-        }
+        for (struct handle *h = p->handles; h; h = h->next)
+            handle_renamed(h, mnt, from, fl, to);
     for (struct handle *h = lingering; h; h = h->next)
-        if (h->mnt == mnt && strncmp(h->path, from, fl) == 0 && (h->path[fl] == '\0' || h->path[fl] == '/')) {
-            char *np = malloc(strlen(to) + strlen(h->path + fl) + 1);
-            if (np == NULL)
-                continue;
-            strcpy(np, to);
-            strcat(np, h->path + fl);
-            free(h->path);
-            h->path = np;
-        }
+        handle_renamed(h, mnt, from, fl, to);
     pthread_mutex_unlock(&handles_lock);
 }
 
