@@ -22,8 +22,9 @@
 # decompressors cannot be copied: there a restart point is only where a new
 # stream starts (pbzip2 writes one per block); reads in the archive's order
 # stay cheap, others start over. The index and the points are built where the
-# object is: once in the default mode, in every process that touches the mount
-# in the embedded mode (each inflates the whole stream once).
+# object is: once in the default mode (with -o workers=N too: the workers are
+# forks of the first instance), in every process that touches the mount in the
+# embedded mode (each inflates the whole stream once).
 #
 # Run it:
 #
@@ -206,9 +207,12 @@ class Node:
 class Archive(Operations):
     """Serve the archive at ``path`` read-only at the mount point."""
 
-    # read-only, and each instance indexes the archive itself: -o workers=N may serve one
-    # command from N of them (docs/operations.md)
-    workers_safe = True
+    # read-only after __init__: -o workers=N may serve one command from N instances, and
+    # each worker may be a fork of the first, which indexed the archive once
+    # (docs/operations.md): what a fork shares with it is safe to share, since reads go
+    # through os.pread (Stored, Decompressed: no shared file offset) and a zip is read
+    # through a ZipFile of the process's own (_contents)
+    workers_safe = "fork"
 
     def __init__(self, path, spacing=SPACING, max_points=MAX_POINTS):
         self.path = os.path.realpath(path)

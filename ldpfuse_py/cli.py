@@ -502,8 +502,8 @@ WORKERS_SHARED_ONLY = ("-o workers is an option of the shared mode (--mode embed
 
 
 def take_workers_options(args, own_env):
-    """-o workers=N|auto and -o workers_safe (ldpfuse_py/workers.py) out of args.options,
-    into own_env (LDPFUSE_WORKERS when N > 1, LDPFUSE_WORKERS_SAFE)."""
+    """-o workers=N|auto and -o workers_safe[=fork] (ldpfuse_py/workers.py) out of
+    args.options, into own_env (LDPFUSE_WORKERS when N > 1, LDPFUSE_WORKERS_SAFE)."""
     from . import workers
 
     for kv in list(args.options):
@@ -516,8 +516,10 @@ def take_workers_options(args, own_env):
             own_env.pop(workers.ENV, None)
             if n > 1:
                 own_env[workers.ENV] = str(n)
-        elif kv == "workers_safe":
-            own_env[workers.SAFE_ENV] = "1"
+        elif key == "workers_safe" and value in ("", workers.FORK):
+            own_env[workers.SAFE_ENV] = value or "1"
+        elif key == "workers_safe":
+            die(f"-o workers_safe takes no value, or fork, got {value!r}")
         else:
             continue
         args.options.remove(kv)

@@ -83,13 +83,16 @@ def start(argv_exec, env, die):
         die(f"the file system could not start: {e}")
     from . import workers
 
-    refused = workers.check(env, _runtime_objects())
+    objects = _runtime_objects()
+    refused = workers.check(env, objects)
     if refused:
         die(refused)
     if workers.wanted(env) > 1:
-        # N instances answer side by side (native/server/workers.c): a thread per client
+        # N instances answer side by side (native/server/workers.c): a thread per client;
+        # started before any thread of the server's (forks of this process, if the class
+        # says workers_safe = "fork")
         try:
-            workers.start(env)
+            workers.start(env, objects)
         except RuntimeError as e:
             die(f"-o workers={workers.wanted(env)}: {e}")
         thread_safe = True

@@ -140,12 +140,13 @@ def ldpfuse_run_argv():
 
 
 def declares_workers_safe(fs_spec):
-    """Does the file of a path/to/file.py:Class spec say `workers_safe = True` (the
-    examples loopback and archive do)? Read, not imported: a class whose instances keep
-    their state in the process (memory.py) would diverge under -o workers."""
+    """Does the file of a path/to/file.py:Class spec say `workers_safe = True` or
+    `= "fork"` (the examples loopback and archive do)? Read, not imported: a class whose
+    instances keep their state in the process (memory.py) would diverge under -o workers."""
     path, _, _ = str(fs_spec).rpartition(":")
     try:
-        return path.endswith(".py") and "    workers_safe = True" in Path(path).read_text()
+        text = Path(path).read_text() if path.endswith(".py") else ""
+        return "    workers_safe = True" in text or '    workers_safe = "fork"' in text
     except OSError:
         return False
 

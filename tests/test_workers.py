@@ -310,3 +310,108 @@ def test_a_worker_has_its_callers_rights_only(shared_tmp):
                            timeout=120, env=base_env(), cwd="/")
         assert r.returncode == 0, r.stderr
         assert r.stdout == "root only\n"
+
+
+# 4 processes (4 connections, spread over the instances) each read /who 8 times: the pairs
+# (built, served) the instances answered
+WHO = r"""
+import os, sys
+root = sys.argv[1]
+def child(w):
+    seen = set()
+    for _ in range(8):
+        with open(f"{root}/who", "rb") as f:
+            seen.add(f.read(64).split(b"\n")[0].decode())
+    os.write(w, "\n".join(seen).encode())
+    os._exit(0)
+kids = []
+for k in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        child(w)
+    os.close(w)
+    kids.append((pid, r))
+seen = set()
+for pid, r in kids:
+    seen |= set(os.read(r, 65536).decode().split("\n"))
+    assert os.waitpid(pid, 0)[1] == 0
+print(os.getppid())
+print("\n".join(sorted(seen)))
+"""
+BUILT_ONCE = FS_FIXTURES / "built_once.py"
+
+
+def served_by(tmp_path, cls, workers=2, options=None):
+    """Run WHO over built_once.py's cls: (launcher pid, {(built, served)}, log lines, stderr).
+    (The launcher builds the class twice: ldpfuse-run's check of its arguments, then the
+    instance it serves with.)"""
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "who.py"
+    script.write_text(WHO)
+    log = tmp_path / f"{cls}.log"
+    r = run_ldp(f"{BUILT_ONCE}:{cls}", [log], [sys.executable, script, mnt], mnt,
+                options=dict(options or {}, workers=workers))
+    assert r.returncode == 0, r.stderr
+    launcher, *pairs = r.stdout.split("\n")
+    return (int(launcher), {tuple(map(int, p.split())) for p in pairs if p}, log.read_text().splitlines(),
+            r.stderr)
+
+
+def ended(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@shared_only
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_class_that_says_fork_is_built_once_and_forked(tmp_path, workers):
+    launcher, pairs, log, stderr = served_by(tmp_path, "Forked", workers)
+    # no __init__ but the launcher's; each instance served (4 connections over the
+    # instances, each its own process), and each called its destroy() and ended
+    assert {line for line in log if line.startswith("init")} == {f"init {launcher}"}
+    assert {built for built, _ in pairs} == {launcher}
+    served = {s for _, s in pairs}
+    assert launcher in served and len(served) >= 2, pairs
+    destroyed = sorted(int(line.split()[1]) for line in log if line.startswith("destroy"))
+    assert len(destroyed) == workers and len(set(destroyed)) == workers and launcher in destroyed
+    assert all(ended(pid) for pid in destroyed if pid != launcher)
+    assert "fork" not in stderr
+
+
+@shared_only
+def test_a_class_that_does_not_say_fork_gets_fresh_instances(tmp_path):
+    launcher, pairs, log, _ = served_by(tmp_path, "Fresh")
+    inits = [int(line.split()[1]) for line in log if line.startswith("init")]
+    assert len(set(inits)) == 2 and launcher in inits
+    assert all(built == served for built, served in pairs) and len(pairs) == 2, pairs
+
+
+@shared_only
+def test_users_word_forks_a_class_that_does_not_say(tmp_path):
+    launcher, pairs, log, _ = served_by(tmp_path, "Fresh", options={"workers_safe": "fork"})
+    assert {line for line in log if line.startswith("init")} == {f"init {launcher}"}
+    assert {built for built, _ in pairs} == {launcher} and len(pairs) == 2, pairs
+
+
+@shared_only
+def test_a_class_whose_init_started_a_thread_is_not_forked(tmp_path):
+    launcher, pairs, log, stderr = served_by(tmp_path, "Threaded")
+    inits = [int(line.split()[1]) for line in log if line.startswith("init")]
+    assert len(set(inits)) == 2 and launcher in inits
+    assert all(built == served for built, served in pairs) and len(pairs) == 2, pairs
+    said = [line for line in stderr.splitlines() if "fork" in line]
+    assert len(said) == 1, stderr
+    # (3: the launcher's main thread, and one of each instance the launcher built)
+    assert said[0] == ("ldpfuse-run: -o workers=2: the process has 3 threads once Threaded is built (its module "
+                       "or __init__ started them), and a fork of a process with threads is unsafe: each worker "
+                       "builds its own instance instead (docs/operations.md)"), said
+
+
+def test_workers_safe_takes_fork_or_nothing(tmp_path):
+    r = run_ldp(PIDS, [], ["true"], tmp_path / "mnt", options={"workers_safe": "yes"}, mode="shared")
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == ["ldpfuse-run: -o workers_safe takes no value, or fork, got 'yes'"]

@@ -11,7 +11,9 @@
  *               FUSE() thread, which the server's loop holds: then a process too);
  *   worker 1..  a process of its own (ldpfuse_py/workers.py: a fresh interpreter that
  *               builds its instance from the same description, as the embedded mode's
- *               processes do), reached over a unix stream socket.
+ *               processes do, or, for a class that says workers_safe = "fork", a fork of
+ *               this process made after its instance was built and before any thread of
+ *               the server's), reached over a unix stream socket.
  * A handle the class gave (open, create, opendir) is known by the forwarding table's own
  * number (a slot: the worker and the class's fh); every call with it goes to that worker.
  * A call without one goes to the serving thread's own worker, or another idle one. A
@@ -1023,7 +1025,9 @@ static void str_free(char **v)
 /* _embedded.workers_start(n, argv, env, local=True): n - 1 worker processes besides this
  * one's instance (local False: n, this one's instance unused: a fusepy script's whose calls
  * must run on its FUSE() thread, which serve_loop holds), each built (its hello) before
- * this returns; RuntimeError if one could not. */
+ * this returns; RuntimeError if one could not. argv None: the workers are forks of this
+ * process already made (workers.py, fork_workers), env the server's end of each one's
+ * socket, taken over here. */
 PyObject *ldp_workers_start(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1031,12 +1035,29 @@ PyObject *ldp_workers_start(PyObject *self, PyObject *args)
     PyObject *pargv, *penv;
     if (!PyArg_ParseTuple(args, "iOO|p", &n, &pargv, &penv, &local))
         return NULL;
+    int first = local ? 1 : 0;
     if (fs_ops == NULL || n < 2 || n > WK_MAX) {
         PyErr_Format(PyExc_RuntimeError, "workers: 2 to %d, after serve_init()", WK_MAX);
         return NULL;
     }
-    char **argv = str_list(pargv), **envp = str_list(penv);
-    if (!argv || !envp) {
+    char **argv = NULL, **envp = NULL;
+    int forks[WK_MAX];
+    if (pargv == Py_None) {
+        PyObject *l = PySequence_Fast(penv, "workers: a list of fds");
+        if (l == NULL)
+            return NULL;
+        int bad = PySequence_Fast_GET_SIZE(l) != n - first;
+        for (int i = 0; !bad && i < n - first; i++) {
+            forks[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(l, i));
+            bad = forks[i] < 0;
+        }
+        Py_DECREF(l);
+        if (bad) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_RuntimeError, "workers: one fd for each forked worker");
+            return NULL;
+        }
+    } else if (!(argv = str_list(pargv)) || !(envp = str_list(penv))) {
         str_free(argv);
         str_free(envp);
         PyErr_SetString(PyExc_RuntimeError, "workers: bad argv or environment");
@@ -1046,10 +1067,12 @@ PyObject *ldp_workers_start(PyObject *self, PyObject *args)
     if (t && *t)
         wk_timeout_ms = (int)(strtod(t, NULL) * 1000);
     wks[0] = (struct worker){ .fd = -1, .pidfd = -1, .pid = getpid() };
-    int ok = 1, first = local ? 1 : 0;
+    int ok = 1;
+    for (int i = first; i < n; i++)
+        wks[i] = (struct worker){ .fd = -1, .pidfd = -1 };
     Py_BEGIN_ALLOW_THREADS
     for (int i = first; i < n && ok; i++) {
-        wks[i] = (struct worker){ .fd = spawn(argv, envp), .pidfd = -1 };
+        wks[i] = (struct worker){ .fd = argv ? spawn(argv, envp) : forks[i - first], .pidfd = -1 };
         ok = wks[i].fd >= 0;
     }
     /* each worker says it is built (its pid) */
