@@ -1,16 +1,25 @@
 """A small file's data comes with its open's answer (issue 24, server/dispatch.c
 fill_first_window): in the default mode, the open that makes a file's page cache fills it
 when the file is no bigger than the first read would fetch, so that read asks nothing.
-The program sees the same bytes and errors as when it reads them itself."""
+The program sees the same bytes and errors as when it reads them itself. With -o
+workers=2 too (issue 34): the instance that opens the file reads it in the same call
+(server/workers.c, workers_open)."""
 
 import subprocess
 import sys
 
+import pytest
+
 from conftest import LOOPBACK, base_env, ldpfuse_run_argv, need
 from test_stats import rows
 
+# 1: the launcher's instance alone; 2: it and a worker process (loopback: workers_safe)
+workers_too = pytest.mark.parametrize("workers", [1, 2])
 
-def run(tmp_path, cmd, *flags, mode="shared", fs=None, fs_args=None):
+
+def run(tmp_path, cmd, *flags, mode="shared", fs=None, fs_args=None, workers=1):
+    if workers > 1:
+        flags += ("-o", f"workers={workers}")
     lower = tmp_path / "lower"
     if not lower.exists():
         lower.mkdir()
@@ -24,11 +33,12 @@ def run(tmp_path, cmd, *flags, mode="shared", fs=None, fs_args=None):
     return subprocess.run(argv, capture_output=True, timeout=120, env=base_env(), cwd="/")
 
 
-def test_small_files_are_read_with_their_open(tmp_path):
+@workers_too
+def test_small_files_are_read_with_their_open(tmp_path, workers):
     m = tmp_path / "mnt"
     log = tmp_path / "trace.log"
     r = run(tmp_path, f"for i in 0 1 2 3 4; do cat {m}/f$i; done", "--stats", "--trace",
-            "--log-file", str(log))
+            "--log-file", str(log), workers=workers)
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"".join(b"%d\n" % i * (i + 1) * 1000 for i in range(5))
     table = rows(log.read_text())      # --log-file: the table goes there too
@@ -40,12 +50,13 @@ def test_small_files_are_read_with_their_open(tmp_path):
         assert f"read('/f{i}', {2 * (i + 1) * 1000}, 0," in line, line
 
 
-def test_a_larger_file_and_an_open_that_cannot_read_are_not_read_at_open(tmp_path):
+@workers_too
+def test_a_larger_file_and_an_open_that_cannot_read_are_not_read_at_open(tmp_path, workers):
     m = tmp_path / "mnt"
     log = tmp_path / "trace.log"
     r = run(tmp_path, f"head -c 10 {m}/big >/dev/null; exec 3<>{m}/f1; {sys.executable} -c 'import os; "
             f"os.close(os.open(\"{m}/f0\", os.O_WRONLY)); os.close(os.open(\"{m}/f2\", os.O_RDWR | os.O_TRUNC))'",
-            "--stats", "--trace", "--log-file", str(log))
+            "--stats", "--trace", "--log-file", str(log), workers=workers)
     assert r.returncode == 0, r.stderr
     reads = [line for line in log.read_text().splitlines() if "] read(" in line]
     # head's own read of big (256 KiB: its first window only); f0 opened write-only, f1
@@ -106,7 +117,8 @@ def test_a_read_that_fails_or_disagrees_with_getattr_is_met_by_the_programs_own_
 # vfs/pagecache.c pcache_brought_whole, pcache_whole_end): the program's reads are the
 # kernel's, one system call each, as on a native file. dd reads its input on fd 0 (a dup2
 # that fills the cache whole first, unless it is) with read() until 0.
-def test_a_small_file_brought_whole_is_read_with_the_native_calls(tmp_path):
+@workers_too
+def test_a_small_file_brought_whole_is_read_with_the_native_calls(tmp_path, workers):
     need("strace", "dd")
     native = tmp_path / "native"
     native.mkdir()
@@ -118,7 +130,7 @@ def test_a_small_file_brought_whole_is_read_with_the_native_calls(tmp_path):
         if where == "native":
             r = subprocess.run(["sh", "-c", cmd.replace("$D", str(native))], capture_output=True, timeout=60)
         else:
-            r = run(tmp_path, cmd.replace("$D", str(tmp_path / "mnt")))
+            r = run(tmp_path, cmd.replace("$D", str(tmp_path / "mnt")), workers=workers)
         assert r.returncode == 0, r.stderr
         text = log.read_text()
         calls[where] = (text.count("lseek("), text.count("read(0,"), text.count("newfstatat(0,"))
@@ -140,7 +152,8 @@ print(out)
 '''
 
 
-def test_a_small_file_brought_whole_sees_later_changes_of_other_processes(tmp_path):
+@workers_too
+def test_a_small_file_brought_whole_sees_later_changes_of_other_processes(tmp_path, workers):
     need("truncate")
     (tmp_path / "changed.py").write_text(CHANGED_AFTER)
     native = tmp_path / "native"
@@ -152,6 +165,6 @@ def test_a_small_file_brought_whole_sees_later_changes_of_other_processes(tmp_pa
     assert want.stdout == b"[4000, b'', b'tail', b'1\\ntail', b'', b'1\\n1', b'', 3]\n", want.stdout
     # the default mode only: in the embedded one no process hears of another's truncation
     # (its caches are its own, docs/processes-and-modes.md), with or without this
-    r = run(tmp_path, f"{sys.executable} {tmp_path / 'changed.py'} {tmp_path / 'mnt'}")
+    r = run(tmp_path, f"{sys.executable} {tmp_path / 'changed.py'} {tmp_path / 'mnt'}", workers=workers)
     assert r.returncode == 0, r.stderr
     assert r.stdout == want.stdout

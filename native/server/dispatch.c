@@ -106,7 +106,9 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
  *    thread_safe): then no other process holds it, nor can get it before this answer, and
  *    every write to the file comes as a request after this one, so nothing newer is
  *    written over (with threads, the fills' order is the clients' turn, vfs/cache_turn.c,
- *    which the server does not take);
+ *    which the server does not take); or, with -o workers, with the data the instance
+ *    that opened the file read in the same call (workers.c, workers_open), into a memfd
+ *    no other open gets until it is filled (page_caches.c, scache_open_to_fill);
  *  - when the FS gives exactly the size its getattr gave: anything else (an error, a
  *    short or long read) is left for the caller's own read to meet, as without this.
  * The client notes the memfd's state as it receives it (a fresh cache), so the data counts
@@ -115,11 +117,16 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
  * (vfs/pagecache.c, pcache_whole), as for a cache it saw filled. */
 #define FIRST_WINDOW (128u << 10)
 
-static int fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int flags)
+static int fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int flags,
+                             const struct open_window *w)
 {
     struct stat k;
-    if (!serialise || (flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) || fstat(fd, &k) < 0 ||
-        k.st_size <= 0 || k.st_size > (off_t)FIRST_WINDOW)
+    if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) || fstat(fd, &k) < 0 || k.st_size <= 0 ||
+        k.st_size > (off_t)FIRST_WINDOW)
+        return 0;
+    if (w && w->len >= 0)   /* brought by the open (a worker's) */
+        return w->len == (ssize_t)k.st_size && pwrite(fd, w->data, (size_t)w->len, 0) == w->len;
+    if (!serialise)
         return 0;
     char *buf = malloc((size_t)k.st_size);
     ssize_t n = buf ? fs_ops->read(mnt, path, buf, (size_t)k.st_size, 0, fh) : -1;
@@ -130,18 +137,30 @@ static int fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int
 
 /* A cached open's page cache, brought along with its answer (the client would ask for it
  * next): its fd, its token in ans; -1 if there is none (the client then asks). fh and
- * flags: the open's, for fill_first_window. */
+ * flags: the open's, for fill_first_window; w: what the open brought (a worker's), or
+ * NULL. */
 static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st, uint64_t fh, int flags,
-                       int32_t *cache, uint64_t *cache_token)
+                       const struct open_window *w, int32_t *cache, uint64_t *cache_token)
 {
     int fresh, whole = 0;
-    uint64_t id, token;
-    /* a file just made: empty, as far as this open knows (the cache's own getattr says) */
-    int fd = st ? scache_open_sized(mnt, path, st, &fresh, &id) : scache_open(mnt, path, 0, NULL, &fresh, &id);
-    if (fd < 0)
+    uint64_t id = 0, token;
+    /* a file just made: empty, as far as this open knows (the cache's own getattr says);
+     * a worker's open: the attributes its instance gave right after it */
+    int brought = w && w->len >= 0;
+    if (w && w->have_st)
+        st = &w->st;
+    int fd = brought ? scache_open_to_fill(mnt, path, st, &fresh, &id)
+             : st    ? scache_open_sized(mnt, path, st, &fresh, &id)
+                     : scache_open(mnt, path, 0, NULL, &fresh, &id);
+    if (fd < 0) {
+        if (brought)
+            scache_filled(id);      /* (a new one that could not be opened: dropped) */
         return -1;
+    }
     if (fresh)
-        whole = fill_first_window(fd, mnt, path, fh, flags);
+        whole = fill_first_window(fd, mnt, path, fh, flags, w);
+    if (brought && fresh)
+        scache_filled(id);
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
     int file_kind = cl->added_kind;
     if (hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &token) < 0) {
@@ -252,8 +271,24 @@ void do_op(struct client *cl)
     case W_OPEN:
     case W_CREATE: {
         struct open_result res = { .passthrough_fd = -1 };
-        r = rq->op == W_OPEN ? fs_open(mnt, path, (int)rq->a, &res)
-                             : fs_create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
+        struct open_window win = { .len = -1 };
+        int flags = (int)rq->a;
+        /* with -o workers, a cached open's attributes come with it, and a small file's data
+         * when it has no page cache yet and may be read (fill_first_window) */
+        int windowed = rq->op == W_OPEN && (rq->b & WANT_CACHE) && workers_count() > 1 &&
+                       peer_may_share_cache(cl->as_uid, flags);
+        size_t window = windowed && (flags & O_ACCMODE) != O_WRONLY && !(flags & O_TRUNC) &&
+                        !scache_known(mnt, path) ? FIRST_WINDOW : 0;
+        if (windowed) {
+            r = workers_open(mnt, path, flags, window, NULL, &res, &win);
+            if (r == -EMFILE && scache_shed() > 0) {
+                free(win.buf);
+                r = workers_open(mnt, path, flags, window, NULL, &res, &win);
+            }
+        } else {
+            r = rq->op == W_OPEN ? fs_open(mnt, path, flags, &res)
+                                 : fs_create(mnt, path, (mode_t)rq->a, (int)rq->b, &res);
+        }
         pass_fd = r >= 0 ? res.passthrough_fd : -1;
         if (r >= 0 && pass_fd < 0)
             r = hand_over(cl, W_OPEN, mnt, path, rq->op == W_OPEN ? (int)rq->a : (int)rq->b, res.fh, &fh);
@@ -266,12 +301,14 @@ void do_op(struct client *cl)
             /* a cached open: its page cache comes along (the client would ask for it next) */
             _Static_assert(sizeof(struct wire_open_cache) <= sizeof cl->small, "fits the small answer");
             struct wire_open_cache *oc = memset(small, 0, sizeof *oc);
-            if ((pass_fd = cache_along(cl, mnt, path, NULL, res.fh, (int)rq->a, &oc->cache, &oc->cache_token)) >= 0) {
+            if ((pass_fd = cache_along(cl, mnt, path, NULL, res.fh, flags, windowed ? &win : NULL, &oc->cache,
+                                       &oc->cache_token)) >= 0) {
                 out = oc;
                 out_len = sizeof *oc;
                 r |= OPEN_CACHE_BROUGHT;
             }
         }
+        free(win.buf);
         break;
     }
     case W_WRITE: r = fs_ops->write(mnt, path, data, rq->data_len, (off_t)rq->b, hfh); break;
@@ -469,6 +506,8 @@ void do_op(struct client *cl)
         out_len = sizeof *ans;
         int flags = (int)rq->b;
         struct open_result res = { .passthrough_fd = -1 };
+        struct open_window win = { .len = -1 };
+        int windowed = 0;
         changed_as = 0;
         struct coherence *ct = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
         ans->stamp = ct ? coherence_stamp(ct, mnt, path) : 0;
@@ -481,7 +520,11 @@ void do_op(struct client *cl)
             ans->outcome = CO_OPENED;
             changed_as = W_OPEN;
             flags &= ~(O_CREAT | O_EXCL | O_NOCTTY);
-            r = fs_open(mnt, path, flags, &res);
+            /* with -o workers, a small file's data comes with it (as for W_OPEN) */
+            windowed = (rq->c & WANT_CACHE) && workers_count() > 1 && peer_may_share_cache(cl->as_uid, flags) &&
+                       (flags & O_ACCMODE) != O_WRONLY && !(flags & O_TRUNC) && !scache_known(mnt, path);
+            r = windowed ? workers_open(mnt, path, flags, FIRST_WINDOW, &ans->st, &res, &win)
+                         : fs_open(mnt, path, flags, &res);
         } else if (r == -ENOENT && !(flags & O_CREAT)) {
             ans->outcome = CO_MISSING;  /* the client looks at the directories above */
             break;
@@ -517,7 +560,7 @@ void do_op(struct client *cl)
         if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO) &&
             peer_may_share_cache(cl->as_uid, flags))
             pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, res.fh, flags,
-                                  &ans->cache, &ans->cache_token);
+                                  windowed ? &win : NULL, &ans->cache, &ans->cache_token);
         char *lower;
         size_t ll;
         if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&
@@ -530,6 +573,7 @@ void do_op(struct client *cl)
             }
             free(lower);
         }
+        free(win.buf);
         if (r >= 0)
             r = res.open_flags;
         break;

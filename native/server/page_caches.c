@@ -35,10 +35,13 @@ struct scache {
                                  * asked again at the last close (scache_close_id) */
     long bytes;                 /* memory it holds while idle */
     int idle;                   /* counted in idle_count and idle_bytes, in the LRU list */
+    int filling;                /* new, and being filled by the open that made it with data it
+                                 * brought (scache_open_to_fill): no other open gets it yet */
 };
 static uint64_t scache_ids;
 static uint64_t scache_drops;   /* caches dropped so far: a size looked up before one may be old */
 static pthread_mutex_t scache_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t scache_filled_cond = PTHREAD_COND_INITIALIZER;     /* a fill ended */
 
 /* Found by name at every open and by id at every close: hashed both ways (a list walked
  * each time cost 5-10 us per open with the 1,000 idle caches of a warm directory). */
@@ -71,12 +74,33 @@ static struct scache *scache_find(int mnt, const char *path)
     return s;
 }
 
+/* The same, once no open is filling it (scache_open_to_fill): the others wait for it, so
+ * that nothing they write into it is written over by the fill (scache_lock held; it is
+ * let go of while they wait). */
+static struct scache *scache_find_filled(int mnt, const char *path)
+{
+    struct scache *s;
+    while ((s = scache_find(mnt, path)) != NULL && s->filling)
+        pthread_cond_wait(&scache_filled_cond, &scache_lock);
+    return s;
+}
+
 static struct scache *scache_by_id(uint64_t id)
 {
     struct scache *s = by_id[id & (SCACHE_BUCKETS - 1)];
     while (s && s->id != id)
         s = s->id_next;
     return s;
+}
+
+/* Is there a page cache of (mnt, path), held or idle? (An open's data is not worth
+ * bringing then: workers.c.) */
+int scache_known(int mnt, const char *path)
+{
+    pthread_mutex_lock(&scache_lock);
+    int known = scache_find(mnt, path) != NULL;
+    pthread_mutex_unlock(&scache_lock);
+    return known;
 }
 
 /* Does any client hold the page cache of (mnt, path)? (An idle one is nobody's.) */
@@ -270,18 +294,38 @@ static int scache_still_valid(const struct scache *s, const struct stat *st)
  * caller's open of the file (NULL: none), size what the client saw, used only if the file
  * system's getattr fails. */
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int *fresh, uint64_t *id);
+                      int fill, int *fresh, uint64_t *id);
 
 int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id)
 {
-    return scache_get(mnt, path, size, NULL, fh, fresh, id);
+    return scache_get(mnt, path, size, NULL, fh, 0, fresh, id);
 }
 
 /* The same, for an open whose own lookup has just found the file's attributes
  * (W_CREATE_OPEN): no second getattr, unless a cache was dropped in between. */
 int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, fresh, id);
+    return scache_get(mnt, path, st->st_size, st, NULL, 0, fresh, id);
+}
+
+/* The same, for an open that brought the file's data with it (a worker's, workers.c): a
+ * new cache is the caller's alone until scache_filled(id): every other open waits for it,
+ * so that the fill writes over nothing newer, as with one FS thread no other request runs
+ * meanwhile (dispatch.c, fill_first_window). */
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id)
+{
+    return scache_get(mnt, path, st->st_size, st, NULL, 1, fresh, id);
+}
+
+/* The fill of a new cache (scache_open_to_fill) ended: the other opens may have it. */
+void scache_filled(uint64_t id)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache *s = scache_by_id(id);
+    if (s)
+        s->filling = 0;
+    pthread_cond_broadcast(&scache_filled_cond);    /* (dropped meanwhile: its waiters look again) */
+    pthread_mutex_unlock(&scache_lock);
 }
 
 static int memfd_passed_on(int mfd, const struct stat *k);
@@ -299,7 +343,7 @@ static int held_changed_behind(const struct scache *s, const struct stat *st)
 }
 
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int *fresh, uint64_t *id)
+                      int fill, int *fresh, uint64_t *id)
 {
     struct stat st;
     int have_st = 0;
@@ -308,7 +352,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         have_st = 1;
     }
     pthread_mutex_lock(&scache_lock);
-    struct scache *s = scache_find(mnt, path);
+    struct scache *s = scache_find_filled(mnt, path);
     *fresh = 0;
     if (s && s->refs <= 0) {
         /* idle since its last close: used again only if the file is unchanged */
@@ -316,7 +360,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
             pthread_mutex_unlock(&scache_lock);
             have_st = fs_ops->getattr(mnt, path, fh, &st) == 0;
             pthread_mutex_lock(&scache_lock);
-            s = scache_find(mnt, path);
+            s = scache_find_filled(mnt, path);
         }
         if (s && s->refs <= 0) {
             if (have_st && scache_still_valid(s, &st)) {
@@ -332,7 +376,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         pthread_mutex_unlock(&scache_lock);
         have_st = fs_ops->getattr(mnt, path, fh, &st) == 0;
         pthread_mutex_lock(&scache_lock);
-        s = scache_find(mnt, path);
+        s = scache_find_filled(mnt, path);
     }
     if (s && s->refs > 0 && have_st && held_changed_behind(s, &st)) {
         /* held, but the file changed behind the mount since its attributes were taken (no
@@ -351,7 +395,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
             have_st = fs_ops->getattr(mnt, path, fh, &st) == 0 && S_ISREG(st.st_mode);
         off_t now = have_st ? st.st_size : size;
         pthread_mutex_lock(&scache_lock);
-        if ((s = scache_find(mnt, path)) != NULL || drops != scache_drops)
+        if ((s = scache_find_filled(mnt, path)) != NULL || drops != scache_drops)
             continue;
         char name[250];
         snprintf(name, sizeof name, "ldpfuse:%.240s", path);
@@ -374,6 +418,7 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         s->id = ++scache_ids;
         s->attrs_known = have_st;
         s->valid_stamp = stamp;
+        s->filling = fill;
         s->size = now;
         if (have_st)
             s->mtime = st.st_mtim;

@@ -244,6 +244,23 @@ extern const struct core_api server_core;
 int scache_held(int mnt, const char *path);
 int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id);
 int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id);
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id);
+void scache_filled(uint64_t id);
+int scache_known(int mnt, const char *path);
+
+/* ---- -o workers=N (workers.c) */
+/* What an open brought of its file, for its page cache: the attributes, and a small
+ * file's data whole (the instance that opened it read it in the same call). */
+struct open_window {
+    int have_st;
+    struct stat st;         /* getattr by name, right after the open */
+    ssize_t len;            /* -1: no data */
+    char *data;             /* the file's first len bytes, in buf */
+    char *buf;              /* malloc'ed: free() it */
+};
+int workers_count(void);    /* instances serving (0: the class's own, no forwarding) */
+int workers_open(int mnt, const char *path, int flags, size_t data, const struct stat *known, struct open_result *res,
+                 struct open_window *w);
 void scache_close_id(uint64_t id);
 void scache_renamed(int mnt, const char *from, const char *to);
 int scache_shed(void);         /* an open met EMFILE: idle caches let go of; how many */

@@ -465,6 +465,79 @@ static int opened(int k, int64_t r, struct open_result *res, const struct wk_rep
     return (int)r;
 }
 
+static char *grow(char **buf, size_t *cap, size_t need);
+
+/* An open's window (workers_open): the file's attributes (getattr by name, as the page
+ * cache asks them; known: those the caller already has), then, if it is a regular file of
+ * 1 to `data` bytes, its data (read whole at 0 through the handle just made), laid out
+ * [struct stat][data] in *buf. Returns the length; 0: no attributes; sizeof(struct stat):
+ * no data (not small, or the read did not give the size getattr gave: the caller's own
+ * read meets that, as without this). */
+static size_t window_fill(struct backend_ops *ops, int mnt, const char *path, uint64_t fh, size_t data,
+                          const struct stat *known, char **buf, size_t *cap)
+{
+    struct stat st;
+    if (known)
+        st = *known;
+    else if (ops->getattr(mnt, path, NULL, &st) < 0)
+        return 0;
+    if (!grow(buf, cap, sizeof st))
+        return 0;
+    memcpy(*buf, &st, sizeof st);
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > data ||
+        !grow(buf, cap, sizeof st + (size_t)st.st_size))
+        return sizeof st;
+    ssize_t n = ops->read(mnt, path, *buf + sizeof st, (size_t)st.st_size, 0, fh);
+    return n == (ssize_t)st.st_size ? sizeof st + (size_t)n : sizeof st;
+}
+
+int workers_count(void)
+{
+    return nwk;
+}
+
+/* open, with its window: the attributes (known: the caller's, sent along), and the data
+ * of a file of at most `data` bytes (0: attributes only), asked of the instance that opens
+ * it in the same call (one round trip to a worker, not three: open, the page cache's
+ * getattr, the first read), for the open's page cache (dispatch.c, cache_along). */
+int workers_open(int mnt, const char *path, int flags, size_t data, const struct stat *known, struct open_result *res,
+                 struct open_window *w)
+{
+    Q(K_OPEN);
+    q.a = flags;
+    q.c = 1;
+    q.size = data;
+    q.dlen = known ? sizeof *known : 0;
+    int fd = -1;
+    void *enc = NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int k = wk_take(-1);
+    if (k < 0)
+        return k;
+    int64_t r;
+    if (wks[k].fd < 0) {
+        r = inner->open(mnt, path, flags, res);
+        if (r >= 0 && res->passthrough_fd < 0 && !(res->open_flags & OPEN_DIRECT_IO))
+            len = window_fill(inner, mnt, path, res->fh, data, known, &buf, &cap);
+    } else {
+        r = wk_remote(k, &q, path, NULL, known, NULL, 0, &enc, &rep, &fd);
+        buf = enc;
+        len = r >= 0 ? (size_t)rep.out_len : 0;
+    }
+    wk_give(k);
+    *w = (struct open_window){ .len = -1, .buf = buf };
+    if (len >= sizeof w->st) {
+        memcpy(&w->st, buf, sizeof w->st);
+        w->have_st = 1;
+        if (len > sizeof w->st) {
+            w->data = buf + sizeof w->st;
+            w->len = (ssize_t)(len - sizeof w->st);
+        }
+    }
+    return opened(k, r, res, &rep, fd, wks[k].fd >= 0);
+}
+
 static int f_open(int mnt, const char *path, int flags, struct open_result *res)
 {
     Q(K_OPEN);
@@ -770,6 +843,10 @@ static int64_t wk_call_local(const struct wk_req *q, const char *path, const cha
             rep->open_flags = res.open_flags;
             rep->fd_flags_set = res.fd_flags_set;
             *pass_fd = res.passthrough_fd;
+            if (q->op == K_OPEN && q->c == 1 && res.passthrough_fd < 0 && !(res.open_flags & OPEN_DIRECT_IO))
+                rep->out_len = window_fill(fs_ops, mnt, path, res.fh, size,
+                                           q->dlen == sizeof(struct stat) ? (const struct stat *)data : NULL, out,
+                                           out_cap);
         }
         return r;
     }
