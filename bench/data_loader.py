@@ -6,7 +6,10 @@ each) with 1 and with 4 forked workers, as a training loop's data loader does, t
   rat-ldp       ratarmount run unmodified under ldpfuse-run (default mode)
   archive-ldp   examples/archive.py under ldpfuse-run (default mode)
   ...-w2, -wauto  the same with -o workers=2 / -o workers=auto (issue 34: N instances of the
-                class serve the command; ratarmount with -o workers_safe, its user's word)
+                class serve the command; ratarmount with -o workers_safe, its user's word;
+                the archive example's workers are forks of its first instance)
+  archive-ldp-w2-fresh  -o workers=2 with each worker built afresh (the example as a
+                subclass that says workers_safe = True: the archive indexed again)
 
 in interleaved rounds; prints the median seconds of the read phase (the workers' listing
 and reads; the mount's start is not counted) and the ratios.
@@ -79,7 +82,7 @@ print(f"RESULT files={len(names)} bytes={total} secs={time.perf_counter() - t0:.
 
 
 CONFIGS = ["native", "rat-fuse", "rat-ldp", "rat-ldp-w2", "rat-ldp-wauto", "archive-ldp", "archive-ldp-w2",
-           "archive-ldp-wauto"]
+           "archive-ldp-wauto", "archive-ldp-w2-fresh"]
 GZ_CONFIGS = ["native", "rat-fuse-gz", "archive-ldp-gz"]
 LABELS = {
     "native": "native (the tar extracted)",
@@ -88,12 +91,26 @@ LABELS = {
     "archive-ldp": "examples/archive.py under ldpfuse-run",
     "archive-ldp-w2": "examples/archive.py under ldpfuse-run -o workers=2",
     "archive-ldp-wauto": "examples/archive.py under ldpfuse-run -o workers=auto",
+    "archive-ldp-w2-fresh": "examples/archive.py under ldpfuse-run -o workers=2, each worker built afresh",
     "rat-ldp-w2": "ratarmount under ldpfuse-run -o workers=2",
     "rat-ldp-wauto": "ratarmount under ldpfuse-run -o workers=auto",
     "rat-fuse-gz": "ratarmount over kernel FUSE, .tar.gz",
     "archive-ldp-gz": "examples/archive.py under ldpfuse-run, .tar.gz",
 }
 WORKERS = (1, 4)
+
+# the archive example as a class whose workers each build their own instance (it says
+# workers_safe = "fork": its workers are forks of the first): the before of that
+ARCHIVE_FRESH = f'''
+import importlib.util
+spec = importlib.util.spec_from_file_location("_archive_example", {ARCHIVE.rpartition(":")[0]!r})
+example = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(example)
+
+
+class ArchiveFresh(example.Archive):
+    workers_safe = True
+'''
 
 
 def make_tar(path, files, seed=42):
@@ -126,6 +143,9 @@ def setup(workdir, files, ldpfuse_run, gz=False):
            "ratarmount": find_ratarmount(), "files": files, "starts": {}}
     with open(ctx["reader"], "w") as f:
         f.write(READER)
+    ctx["archive_fresh"] = os.path.join(workdir, "archive_fresh.py")
+    with open(ctx["archive_fresh"], "w") as f:
+        f.write(ARCHIVE_FRESH)
     ctx["bytes"] = make_tar(ctx["tar"], files)
     with tarfile.open(ctx["tar"]) as t:
         t.extractall(ctx["extracted"])
@@ -153,7 +173,8 @@ def unavailable(ctx):
         why.setdefault("rat-fuse", "fusermount not found (apt-get install fuse)")
     if not ctx["ldp"]:
         why.setdefault("rat-ldp", "ldpfuse-run not found")
-        why["archive-ldp"] = why["archive-ldp-w2"] = why["archive-ldp-wauto"] = "ldpfuse-run not found"
+        why["archive-ldp"] = why["archive-ldp-w2"] = why["archive-ldp-wauto"] = why["archive-ldp-w2-fresh"] = \
+            "ldpfuse-run not found"
     for c in ("rat-fuse", "archive-ldp"):
         if c in why:
             why[c + "-gz"] = why[c]
@@ -178,15 +199,17 @@ def command(cfg, workers, ctx):
     reader = [sys.executable, ctx["reader"]]
     cfg, _, n = cfg.partition("-w")
     if n:   # -o workers=N: the launcher's own option, before the file system
+        n, _, fresh = n.partition("-")
         ldp = [ctx["ldp"], "-o", f"workers={n}"] + (["-o", "workers_safe"] if cfg.startswith("rat") else [])
-        return ldp + command(cfg, workers, dict(ctx, ldp=""))[1:]
+        return ldp + command(cfg + ("-fresh" if fresh else ""), workers, dict(ctx, ldp=""))[1:]
     if cfg == "native":
         return reader + [ctx["extracted"], str(workers)]
     if cfg == "rat-ldp":
         return [ctx["ldp"], ctx["ratarmount"], ctx["tar"], ctx["mnt"], "--"] + reader + [ctx["mnt"], str(workers)]
-    if cfg in ("archive-ldp", "archive-ldp-gz"):
+    if cfg in ("archive-ldp", "archive-ldp-gz", "archive-ldp-fresh"):
         tar = ctx["tgz"] if cfg.endswith("-gz") else ctx["tar"]
-        return [ctx["ldp"], "--mountpoint", ctx["mnt"], ARCHIVE, tar, "--"] + reader + [ctx["mnt"], str(workers)]
+        fs = ctx["archive_fresh"] + ":ArchiveFresh" if cfg.endswith("-fresh") else ARCHIVE
+        return [ctx["ldp"], "--mountpoint", ctx["mnt"], fs, tar, "--"] + reader + [ctx["mnt"], str(workers)]
     if cfg in ("rat-fuse", "rat-fuse-gz"):
         return reader + [ctx["fuse_mnt"], str(workers)]
     raise ValueError(cfg)
@@ -268,7 +291,7 @@ def main():
               f"{'.tar.gz' if args.gz else 'tar'}; "
               f"medians of {args.rounds} interleaved rounds, seconds (x = speed relative to native)")
         nat = {w: statistics.median(times[("native", w)]) for w in WORKERS if times.get(("native", w))}
-        print(f"{'configuration':14s} {'1 worker':>18s} {'4 workers':>18s}")
+        print(f"{'configuration':20s} {'1 worker':>18s} {'4 workers':>18s}")
         for c in configs:
             cells = []
             for w in WORKERS:
@@ -281,7 +304,7 @@ def main():
                 cells.append(f"{m:8.3f} {ratio:>9s}")
             starts = ctx["starts"].get(c)
             start = f"   start {statistics.median(starts):.2f} s" if starts else ""
-            print(f"{c:14s} {cells[0]:>18s} {cells[1]:>18s}{start}")
+            print(f"{c:20s} {cells[0]:>18s} {cells[1]:>18s}{start}")
         if args.gz:
             for w in WORKERS:
                 a, b = times.get(("archive-ldp-gz", w)), times.get(("rat-fuse-gz", w))
