@@ -19,13 +19,14 @@
  * Coherence: a union mount is uncached as a backed one (backing_uncached: no attribute
  * cache, stamps 0, no open decisions, no writer bookkeeping), so a change the class makes
  * to the upper directory is what the next call here reads. What a process keeps is the
- * layers' directories of the merged directories it walked to, while nothing changed
- * through the mount (below, "directories kept").
+ * layers' directories of the merged directories it walked to, and what those layers hold,
+ * while nothing changed through the mount (below, "directories kept").
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_UNION = "MNT\x1fUPPER\x1fLOWER\x1f...\x1e..." (layers top first).
  */
 #include "../ldpfuse.h"
+#include "union.h"
 #include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -36,8 +37,8 @@
 #define LAYERS_MAX 32
 #define UNION_FH 0x756e696f6eull    /* opendir's handle: this file's listing */
 #define OPAQUE_XATTR "trusted.overlay.opaque"
-#define WH ".wh."
-#define OPAQUE_FILE ".wh..wh..opq"
+#define WH UNION_WH
+#define OPAQUE_FILE UNION_OPAQUE_FILE
 
 struct layer {
     char *dir;
@@ -143,16 +144,23 @@ struct stack {
     int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
     int slot;
     uint64_t changes;           /* walked when the server's counts were this (changes_now; 0: keep nothing) */
+    struct layer_names *names[LAYERS_MAX];  /* what each layer's directory holds, if learned
+                                               (vfs/union_names.c); a kept stack's are its entry's */
 };
 
 static void dir_put(struct onion *u, const char *dir, struct stack *s);
+static struct layer_names *stack_names(struct stack *s, int k, int learn);
 
 static void stack_free(struct stack *s)
 {
     s->kept = 0;
-    for (int k = 0; k < s->n; k++)
+    for (int k = 0; k < s->n; k++) {
         if (s->owned[k])
             REAL(close)(s->fd[k]);
+        if (s->names[k])
+            layer_names_free(s->names[k]);
+        s->names[k] = NULL;
+    }
     s->n = 0;
 }
 
@@ -166,6 +174,7 @@ static int root_stack(struct onion *u, struct stack *s)
         if (fd < 0)
             return fd;
         s->fd[s->n] = fd;
+        s->names[s->n] = NULL;
         s->owned[s->n++] = 0;
     }
     return 0;
@@ -221,10 +230,17 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
     for (int k = 0; k < s->n; k++) {
         int more = k + 1 < s->n;
         struct stat here;
+        /* what the layer holds, if known (learned where lookups go on past it) */
+        struct layer_names *ln = stack_names(s, k, more);
+        if (!layer_names_may_hold(ln, name)) {
+            if (more && layer_names_may_whiteout(ln, name) && whiteout_file(s->fd[k], name))
+                break;
+            continue;
+        }
         if (REAL(fstatat)(s->fd[k], name, &here, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
                 return -errno;
-            if (more && whiteout_file(s->fd[k], name))
+            if (more && layer_names_may_whiteout(ln, name) && whiteout_file(s->fd[k], name))
                 break;
             continue;
         }
@@ -252,6 +268,7 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
                 return -e;
             }
             dirs->fd[dirs->n] = fd;
+            dirs->names[dirs->n] = NULL;
             dirs->owned[dirs->n++] = 1;
         } else if (ndirs > 1) {
             break;      /* merged: that is all getattr asks */
@@ -278,15 +295,24 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
  *  - this process has not changed its credentials (the walk checked its search rights).
  * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
  * connects to nothing). While a call uses a kept stack it holds its entry's read lock.
+ * The root is kept too (its fds are the layers' own). A kept stack of two layers or more
+ * learns what each layer's directory holds (vfs/union_names.c), from a listing readdir
+ * merged or from lookups that go on past a layer, and is as true as the stack: a lookup
+ * then asks a layer only for the names it holds.
  */
 #define KEPT 64                 /* power of two */
 #define KEPT_PATH 256
 #define KEPT_AFTER 8
+#define LEARN_AFTER 2           /* uses of a kept directory before a lookup learns a layer's names */
+#define LEARN_PER_USE 32        /* names read per use of it at most: a big directory is learned
+                                   only once lookups there have paid for its listing */
 
 struct kept {
-    struct stack s;             /* s.changes 0: empty */
+    struct stack s;             /* s.changes 0: empty; s.owned: its fds are the entry's (not the root's) */
     int mnt;
     unsigned creds;
+    unsigned hits;              /* uses since it was kept */
+    unsigned learn_at;          /* hits at which a lookup tries to learn a layer's names */
     uint64_t hash;
     struct timespec expires;
     char path[KEPT_PATH];
@@ -336,14 +362,21 @@ static int later(const struct timespec *a, const struct timespec *b)
     return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
 }
 
-/* Walk the merged directory dir ("/a/b") from the roots: its stack, or -ENOENT/-ENOTDIR. */
+static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s);
+
+/* Walk the merged directory dir ("/a/b") from the roots (the kept root's, whose layers'
+ * names may be known): its stack, or -ENOENT/-ENOTDIR. */
 static int walk_dir(struct onion *u, const char *dir, struct stack *s)
 {
-    int r = root_stack(u, s);
+    const char *p = dir;
+    while (*p == '/')
+        p++;
+    int r = *p ? dir_get(u, "/", 1, s) : root_stack(u, s);
     if (r < 0)
         return r;
+    int from_root = *p != '\0';
     char name[NAME_MAX + 1];
-    for (const char *p = dir;;) {
+    for (;;) {
         while (*p == '/')
             p++;
         if (*p == '\0')
@@ -351,7 +384,10 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
         const char *end = strchr(p, '/');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > NAME_MAX) {
-            stack_free(s);
+            if (from_root)
+                dir_put(u, "/", s);
+            else
+                stack_free(s);
             return -ENAMETOOLONG;
         }
         memcpy(name, p, len);
@@ -361,7 +397,11 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
         struct stat st;
         int top;
         r = step(s, name, &st, &top, &dirs, NULL);
-        stack_free(s);
+        if (from_root)
+            dir_put(u, "/", s);     /* the root's stack: kept, or its layers' own fds */
+        else
+            stack_free(s);
+        from_root = 0;
         if (r < 0)
             return r;
         if (!S_ISDIR(st.st_mode)) {
@@ -376,7 +416,7 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
  * or walked now; give it back with dir_put. */
 static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
 {
-    uint64_t changes = len < KEPT_PATH && len > 1 ? changes_now(u) : 0;
+    uint64_t changes = len < KEPT_PATH ? changes_now(u) : 0;
     uint64_t hash = 0;
     if (changes) {
         unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
@@ -393,6 +433,7 @@ static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s
             memset(s->owned, 0, sizeof s->owned);
             s->kept = 1;
             s->slot = slot;
+            __atomic_add_fetch(&k->hits, 1, __ATOMIC_RELAXED);
             return 0;   /* holding the read lock until dir_put */
         }
         pthread_rwlock_unlock(&kept_lock[slot]);
@@ -416,18 +457,28 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     }
     size_t len = strlen(dir);
     struct timespec ttl, now;
+    int root = strcmp(dir, "/") == 0;  /* its fds are the layers' own: kept, never closed */
     int whole = s->n > 0;
     for (int k = 0; k < s->n; k++)
-        whole &= s->owned[k];
+        whole &= s->owned[k] || root;
     if (!s->changes || !whole || len >= KEPT_PATH || !attrcache_timeout(&ttl)) {
         stack_free(s);
         return;
     }
-    for (int k = 0; k < s->n; k++) {
-        s->fd[k] = fs_fd(s->fd[k]);
-        if (s->fd[k] < fs_fd_base())
+    int saved = errno;
+    for (int k = 0; k < s->n && !root; k++) {
+        /* up out of the program's way (fs_fd, but these are close-on-exec: no F_GETFD) */
+        int high = s->fd[k] < fs_fd_base() ? REAL(fcntl)(s->fd[k], F_DUPFD_CLOEXEC, fs_fd_base()) : s->fd[k];
+        if (high < 0) {
             whole = 0;          /* no room up there: nothing is kept */
+            break;
+        }
+        if (high != s->fd[k]) {
+            REAL(close)(s->fd[k]);
+            s->fd[k] = high;
+        }
     }
+    errno = saved;
     if (!whole) {
         stack_free(s);
         return;
@@ -442,6 +493,8 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     k->s = *s;
     k->s.kept = 0;
     k->mnt = u->mnt;
+    k->hits = 0;
+    k->learn_at = LEARN_AFTER;
     k->hash = hash;
     k->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
     memcpy(k->path, dir, len + 1);
@@ -456,10 +509,51 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
             ldp_backing_low_fd = s->fd[i];
     pthread_rwlock_unlock(&kept_lock[slot]);
     holding = 0;
-    for (int i = 0; i < old.n; i++)
-        if (old.fd[i] >= 0)
+    for (int i = 0; i < old.n; i++) {
+        if (old.owned[i] && old.fd[i] >= 0)
             REAL(close)(old.fd[i]);
+        if (old.names[i])
+            layer_names_free(old.names[i]);
+    }
     s->n = 0;
+}
+
+/* Layer k of s learned ln (NULL: not learned): kept in s's entry, or in s, unless it has
+ * one already. Returns what s's layer k has now. */
+static struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln)
+{
+    struct layer_names **at = s->kept ? &kept[s->slot].s.names[k] : &s->names[k];
+    struct layer_names *none = NULL;
+    if (ln == NULL)
+        return __atomic_load_n(at, __ATOMIC_ACQUIRE);
+    if (!__atomic_compare_exchange_n(at, &none, ln, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        layer_names_free(ln);
+        return none;
+    }
+    return ln;
+}
+
+/* Layer k's names in s, NULL if not known: a kept directory's are learned here when learn
+ * says lookups go on past that layer, once it has been used LEARN_AFTER times, and only if
+ * it holds at most LEARN_PER_USE names per use so far (else again at twice the uses: a
+ * process that changes a big directory between its lookups never reads it whole for each). */
+static struct layer_names *stack_names(struct stack *s, int k, int learn)
+{
+    if (!s->kept)
+        return s->names[k];
+    struct kept *e = &kept[s->slot];
+    struct layer_names *ln = __atomic_load_n(&e->s.names[k], __ATOMIC_ACQUIRE);
+    if (ln || !learn)
+        return ln;
+    unsigned hits = __atomic_load_n(&e->hits, __ATOMIC_RELAXED);
+    if (hits < __atomic_load_n(&e->learn_at, __ATOMIC_RELAXED))
+        return NULL;
+    ln = layer_names_read(s->fd[k], (size_t)hits * LEARN_PER_USE);
+    if (ln == NULL) {
+        __atomic_store_n(&e->learn_at, 2 * hits, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    return union_names_keep(s, k, ln);
 }
 
 /* The program closed or replaced fds first..last (vfs/backing.c backing_fds_lost): a layer
@@ -563,7 +657,7 @@ static int dir_stack(struct onion *u, const char *path, struct stack *s)
 /* A layer's directory (an O_PATH fd) opened for reading: through /proc, which checks read
  * permission on the directory alone, as opening it by name does (openat(fd, ".") would
  * ask for search permission too: a directory of mode 0600 could not be listed). */
-static int open_listing(int dfd)
+int union_open_listing(int dfd)
 {
     char p[40];
     snprintf(p, sizeof p, "/proc/self/fd/%d", dfd);
@@ -571,6 +665,21 @@ static int open_listing(int dfd)
     if (fd < 0 && errno == ENOENT)
         fd = REAL(openat)(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);     /* no /proc */
     return fd;
+}
+
+/* The caller may read the layer's directory dfd (O_PATH): 0 or -errno. One faccessat2, or
+ * the open and close it stands for where the kernel has none. */
+static int may_list(int dfd)
+{
+    if (REAL(syscall)(SYS_faccessat2, dfd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) == 0)
+        return 0;
+    if (errno != ENOSYS && errno != EINVAL)
+        return -errno;
+    int fd = union_open_listing(dfd);
+    if (fd < 0)
+        return -errno;
+    REAL(close)(fd);
+    return 0;
 }
 
 /* ---- the methods */
@@ -702,10 +811,7 @@ static int u_opendir(int mnt, const char *path, uint64_t *fh)
     if (r < 0)
         return r;
     /* read permission on the top directory, with the caller's rights */
-    int fd = open_listing(s.fd[0]);
-    r = fd < 0 ? -errno : 0;
-    if (fd >= 0)
-        REAL(close)(fd);
+    r = may_list(s.fd[0]);
     dir_put(u, path, &s);
     if (r == 0)
         *fh = UNION_FH;
@@ -755,6 +861,16 @@ static int names_add(struct names *t, const char *name)    /* 1 added, 0 there, 
     return 1;
 }
 
+static int names_has(const struct names *t, const char *name)
+{
+    if (t->n == 0)
+        return 0;
+    for (size_t h = fnv1a(0, name, NULL) & (t->cap - 1); t->slot[h]; h = (h + 1) & (t->cap - 1))
+        if (strcmp(t->slot[h], name) == 0)
+            return 1;
+    return 0;
+}
+
 static void names_free(struct names *t)
 {
     for (size_t i = 0; i < t->cap; i++)
@@ -762,10 +878,13 @@ static void names_free(struct names *t)
     free(t->slot);
 }
 
-/* One layer's entries under those of the layers above. */
-static int merge_layer(int dfd, struct names *seen, struct dirlist *out, char *buf, size_t size)
+/* One layer's entries under those of the layers above (seen: their names, shown or hidden;
+ * the last layer's own are not added, nothing lies below it); what the layer holds learned
+ * in *learn, if not NULL. */
+static int merge_layer(int dfd, struct names *seen, int last, struct layer_names **learn, struct dirlist *out,
+                       char *buf, size_t size)
 {
-    int fd = open_listing(dfd);
+    int fd = union_open_listing(dfd);
     if (fd < 0)
         return -errno;
     int r = 0;
@@ -779,8 +898,10 @@ static int merge_layer(int dfd, struct names *seen, struct dirlist *out, char *b
             struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
             off += d->d_reclen;
             const char *name = d->d_name;
+            if (learn)
+                layer_names_add(learn, name);
             if (strncmp(name, WH, 4) == 0) {
-                if (strcmp(name, OPAQUE_FILE) != 0 && names_add(seen, name + 4) < 0)
+                if (!last && strcmp(name, OPAQUE_FILE) != 0 && names_add(seen, name + 4) < 0)
                     r = -ENOMEM;
                 continue;
             }
@@ -789,14 +910,14 @@ static int merge_layer(int dfd, struct names *seen, struct dirlist *out, char *b
             if (type == DT_CHR || type == DT_UNKNOWN) {
                 if (REAL(fstatat)(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                     if (is_whiteout(&st)) {
-                        if (names_add(seen, name) < 0)
+                        if (!last && names_add(seen, name) < 0)
                             r = -ENOMEM;
                         continue;
                     }
                     type = IFTODT(st.st_mode);
                 }
             }
-            int added = names_add(seen, name);
+            int added = last ? !names_has(seen, name) : names_add(seen, name);
             if (added < 0 || (added && dirlist_add(out, name, strlen(name), d->d_ino, type) < 0))
                 r = -ENOMEM;
         }
@@ -817,8 +938,19 @@ static int u_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out
     struct names seen = { 0 };
     char *buf = malloc(32768);
     r = buf ? 0 : -ENOMEM;
-    for (int k = 0; k < s.n && r == 0; k++)
-        r = merge_layer(s.fd[k], &seen, out, buf, 32768);
+    /* a merged directory that is kept (or will be) learns what its layers hold, for the
+     * lookups in it (a directory of one layer only: its misses would cost what they save) */
+    int learn = s.changes && s.n > 1;
+    for (int k = 0; k < s.n && r == 0; k++) {
+        struct layer_names *ln = NULL;
+        int want = learn && stack_names(&s, k, 0) == NULL;
+        r = merge_layer(s.fd[k], &seen, k + 1 == s.n, want ? &ln : NULL, out, buf, 32768);
+        if (want && r == 0 && ln != NULL && ln != NAMES_UNKNOWN && layer_names_searchable(s.fd[k])) {
+            union_names_keep(&s, k, ln);    /* kept, or freed there */
+            ln = NULL;
+        }
+        layer_names_free(ln);
+    }
     free(buf);
     names_free(&seen);
     dir_put(u, path, &s);
