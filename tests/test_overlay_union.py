@@ -375,8 +375,9 @@ def test_union_sees_what_another_process_changed(tmp_path):
 # A process that looks names up over and over in a merged directory learns what its upper
 # layer holds (vfs/union_names.c), and from then on asks that layer only for the names it
 # has; another process of the command then makes a name the upper layer lacked, whiteouts
-# a lower one, makes one again over its whiteout, and a name at the root: each change must
-# be seen at the first look after it, as in the kernel.
+# a lower one, makes one again over its whiteout, a name at the root, a directory, and
+# changes the mode of the kept directory: each change must be seen at the first look after
+# it, as in the kernel.
 LEARNER = r"""
 import errno, json, os, subprocess, sys
 m = sys.argv[1]
@@ -391,7 +392,7 @@ def look(p):
 names = ["d/f.txt", "d/g.txt", "d/u.txt", "d/new.txt", "d/.wh.f.txt", "top.txt", "new_top", "d", "."]
 seen = []
 for change in ("echo new > d/new.txt", "rm d/g.txt", "rm d/f.txt && echo again > d/f.txt",
-               "echo t > new_top", "mkdir d/sub && echo s > d/sub/s.txt"):
+               "echo t > new_top", "mkdir d/sub && echo s > d/sub/s.txt", "chmod 700 d"):
     for _ in range(20):                     # kept and learned: the names the layers hold
         [look(p) for p in names]
     subprocess.run(["sh", "-c", change], check=True)
@@ -436,6 +437,7 @@ def test_union_learned_names_see_another_process_changes(tmp_path):
     assert after[0][3] == ["0o100644", "new\n"] and after[1][1] == "ENOENT"
     assert after[2][0] == ["0o100644", "again\n"] and after[3][6] == ["0o100644", "t\n"]
     assert after[4][9] == ["0o100644", "s\n"]
+    assert after[5][7][0] == "0o40700"     # stat of a kept directory: the walk's answer, as true
 
 
 def test_union_lists_a_directory_its_reader_may_read_but_not_search(shared_tmp):

@@ -146,6 +146,9 @@ struct stack {
     uint64_t changes;           /* walked when the server's counts were this (changes_now; 0: keep nothing) */
     struct layer_names *names[LAYERS_MAX];  /* what each layer's directory holds, if learned
                                                (vfs/union_names.c); a kept stack's are its entry's */
+    int self_known;             /* the walk's answer for the directory itself (getattr's): */
+    int self_merged;
+    struct stat self;
 };
 
 static void dir_put(struct onion *u, const char *dir, struct stack *s);
@@ -169,6 +172,7 @@ static int root_stack(struct onion *u, struct stack *s)
     s->n = 0;
     s->kept = 0;
     s->changes = 0;
+    s->self_known = 0;
     for (int k = 0; k < u->n; k++) {
         int fd = layer_fd(&u->l[k]);
         if (fd < 0)
@@ -226,6 +230,7 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
         dirs->n = 0;
         dirs->kept = 0;
         dirs->changes = 0;
+        dirs->self_known = 0;
     }
     for (int k = 0; k < s->n; k++) {
         int more = k + 1 < s->n;
@@ -295,7 +300,9 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
  *  - this process has not changed its credentials (the walk checked its search rights).
  * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
  * connects to nothing). While a call uses a kept stack it holds its entry's read lock.
- * The root is kept too (its fds are the layers' own). A kept stack of two layers or more
+ * The root is kept too (its fds are the layers' own); a directory whose parent is kept is
+ * walked to from it; a kept stack answers getattr of its directory (the walk's answer: a
+ * directory changes only by what moves the count). A kept stack of two layers or more
  * learns what each layer's directory holds (vfs/union_names.c), from a listing readdir
  * merged or from lookups that go on past a layer, and is as true as the stack: a lookup
  * then asks a layer only for the names it holds.
@@ -363,11 +370,49 @@ static int later(const struct timespec *a, const struct timespec *b)
 }
 
 static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s);
+static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s);
+
+/* One step from dir's parent, if the parent is kept (good for changes): 1 and *r (0 and
+ * the stack in *s, or -errno); 0 if it is not kept. A walk down a tree (find, git's
+ * listings) then costs one step per directory, not one per component from the root. */
+static int walk_from_parent(struct onion *u, const char *dir, struct stack *s, uint64_t changes, int *r)
+{
+    const char *slash = strrchr(dir, '/');
+    size_t plen = slash ? (size_t)(slash - dir) : 0;
+    if (!changes || plen < 2 || plen >= KEPT_PATH || slash[1] == '\0' || strlen(slash + 1) > NAME_MAX)
+        return 0;
+    char parent[KEPT_PATH];
+    memcpy(parent, dir, plen);
+    parent[plen] = '\0';
+    struct stack ps;
+    if (!kept_find(u, parent, plen, changes, &ps))
+        return 0;
+    struct stack dirs;
+    struct stat st;
+    int top, merged;
+    *r = step(&ps, slash + 1, &st, &top, &dirs, &merged);
+    dir_put(u, parent, &ps);
+    if (*r < 0)
+        return 1;
+    if (!S_ISDIR(st.st_mode)) {
+        stack_free(&dirs);
+        *r = -ENOTDIR;
+        return 1;
+    }
+    dirs.self = st;
+    dirs.self_merged = merged;
+    dirs.self_known = 1;
+    *s = dirs;
+    return 1;
+}
 
 /* Walk the merged directory dir ("/a/b") from the roots (the kept root's, whose layers'
- * names may be known): its stack, or -ENOENT/-ENOTDIR. */
-static int walk_dir(struct onion *u, const char *dir, struct stack *s)
+ * names may be known), or from its kept parent: its stack, or -ENOENT/-ENOTDIR. */
+static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t changes)
 {
+    int from_parent;
+    if (walk_from_parent(u, dir, s, changes, &from_parent))
+        return from_parent;
     const char *p = dir;
     while (*p == '/')
         p++;
@@ -395,8 +440,8 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
         p += len;
         struct stack dirs;
         struct stat st;
-        int top;
-        r = step(s, name, &st, &top, &dirs, NULL);
+        int top, merged;
+        r = step(s, name, &st, &top, &dirs, &merged);
         if (from_root)
             dir_put(u, "/", s);     /* the root's stack: kept, or its layers' own fds */
         else
@@ -408,15 +453,17 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
             stack_free(&dirs);
             return -ENOTDIR;    /* a symlink among the directories: the core resolves it */
         }
+        dirs.self = st;         /* what getattr answers for it, while the stack is kept */
+        dirs.self_merged = merged;
+        dirs.self_known = 1;
         *s = dirs;
     }
 }
 
-/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
- * or walked now; give it back with dir_put. */
-static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
+/* The kept stack of dir (len bytes) if it is still good for changes: 1, s->kept, the read
+ * lock held (give it back with dir_put); 0 if none. */
+static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s)
 {
-    uint64_t changes = len < KEPT_PATH ? changes_now(u) : 0;
     uint64_t hash = 0;
     if (changes) {
         unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
@@ -434,12 +481,22 @@ static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s
             s->kept = 1;
             s->slot = slot;
             __atomic_add_fetch(&k->hits, 1, __ATOMIC_RELAXED);
-            return 0;   /* holding the read lock until dir_put */
+            return 1;   /* holding the read lock until dir_put */
         }
         pthread_rwlock_unlock(&kept_lock[slot]);
         holding = 0;
     }
-    int r = walk_dir(u, dir, s);
+    return 0;
+}
+
+/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
+ * or walked now; give it back with dir_put. */
+static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
+{
+    uint64_t changes = len < KEPT_PATH ? changes_now(u) : 0;
+    if (kept_find(u, dir, len, changes, s))
+        return 0;
+    int r = walk_dir(u, dir, s, changes);
     if (r == 0)
         s->changes = changes;
     return r;
@@ -516,6 +573,32 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
             layer_names_free(old.names[i]);
     }
     s->n = 0;
+}
+
+/* What a lookup of the directory dir itself finds, from its kept stack (the walk's answer,
+ * as true as the stack: a directory's attributes change only by what moves the count of
+ * changes, or by attr_timeout's world outside): 1 and *st, *merged; 0: look it up. A
+ * name that is no kept directory (most) costs a load and a compare, no lock. */
+static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merged)
+{
+    size_t len = strlen(dir);
+    if (len >= KEPT_PATH || len < 2)
+        return 0;
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    int slot = (int)(hash & (KEPT - 1));
+    if (__atomic_load_n(&kept[slot].hash, __ATOMIC_RELAXED) != hash)
+        return 0;
+    struct stack s;
+    if (!kept_find(u, dir, len, changes_now(u), &s))
+        return 0;
+    int r = 0;
+    if (s.self_known) {
+        *st = s.self;
+        *merged = s.self_merged;
+        r = 1;
+    }
+    dir_put(u, dir, &s);
+    return r;
 }
 
 /* Layer k of s learned ln (NULL: not learned): kept in s's entry, or in s, unless it has
@@ -689,6 +772,12 @@ static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
         return inner->getattr(mnt, path, fh, st);
+    int merged;
+    if (dir_peek(u, path, st, &merged)) {
+        if (merged)
+            st->st_nlink = 1;
+        return 0;
+    }
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
