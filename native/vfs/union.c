@@ -8,7 +8,8 @@
  *
  * What only reads the merged view is done here, in the calling process, with the caller's
  * own rights, on the layers: getattr, readlink, access, open for reading, opendir, readdir
- * and releasedir. A name is looked up one component at a time in each layer of its
+ * and releasedir (the merged listing: vfs/union_dirs.c; what a layer holds:
+ * vfs/union_names.c; the parts' declarations: vfs/union.h). A name is looked up one component at a time in each layer of its
  * directory, top first (fstatat, never following a link: a symlink among the directories
  * is the core's to resolve, after ENOTDIR); the first non-directory hides what is below
  * it, a whiteout hides everything below, directories of one name merge down to an opaque
@@ -34,25 +35,14 @@
 #include <sys/syscall.h>
 
 #define ASK_CLASS INT_MIN       /* a method's answer: the backend below decides */
-#define LAYERS_MAX 32
-#define UNION_FH 0x756e696f6eull    /* opendir's handle: this file's listing */
 #define OPAQUE_XATTR "trusted.overlay.opaque"
 #define WH UNION_WH
 #define OPAQUE_FILE UNION_OPAQUE_FILE
 
-struct layer {
-    char *dir;
-    int fd;                     /* O_PATH, high; -1 until used, or after the program closed it */
-};
-struct onion {
-    int mnt;
-    int n;                      /* layers: [0] upper, then the lowers top first */
-    struct layer *l;
-};
 static struct onion *unions;
 static int nunions;
 static unsigned char *mount_union;
-static struct backend_ops *inner;
+struct backend_ops *union_inner;
 static struct backend_ops over;
 
 static void unions_init(void)
@@ -106,7 +96,7 @@ int union_mount(int mnt)
     return UNLIKELY(mount_union != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_union[mnt];
 }
 
-static struct onion *union_of(int mnt, const char *path)
+struct onion *union_of(int mnt, const char *path)
 {
     if (!union_mount(mnt) || strnlen(path, PATH_MAX) >= PATH_MAX || !backing_caller_served())
         return NULL;
@@ -136,23 +126,6 @@ static int layer_fd(struct layer *l)
 
 /* ---- lookup */
 
-/* A merged directory: its layers' O_PATH fds, top first. */
-struct stack {
-    int n;
-    int fd[LAYERS_MAX];
-    unsigned char owned[LAYERS_MAX];
-    int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
-    int slot;
-    uint64_t changes;           /* walked when the server's counts were this (changes_now; 0: keep nothing) */
-    struct layer_names *names[LAYERS_MAX];  /* what each layer's directory holds, if learned
-                                               (vfs/union_names.c); a kept stack's are its entry's */
-    int self_known;             /* the walk's answer for the directory itself (getattr's): */
-    int self_merged;
-    struct stat self;
-};
-
-static void dir_put(struct onion *u, const char *dir, struct stack *s);
-static struct layer_names *stack_names(struct stack *s, int k, int learn);
 
 static void stack_free(struct stack *s)
 {
@@ -184,7 +157,7 @@ static int root_stack(struct onion *u, struct stack *s)
     return 0;
 }
 
-static int is_whiteout(const struct stat *st)
+int union_is_whiteout(const struct stat *st)
 {
     return S_ISCHR(st->st_mode) && st->st_rdev == 0;
 }
@@ -236,7 +209,7 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
         int more = k + 1 < s->n;
         struct stat here;
         /* what the layer holds, if known (learned where lookups go on past it) */
-        struct layer_names *ln = stack_names(s, k, more);
+        struct layer_names *ln = union_stack_names(s, k, more);
         if (!layer_names_may_hold(ln, name)) {
             if (more && layer_names_may_whiteout(ln, name) && whiteout_file(s->fd[k], name))
                 break;
@@ -249,7 +222,7 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
                 break;
             continue;
         }
-        if (is_whiteout(&here))
+        if (union_is_whiteout(&here))
             break;
         if (!S_ISDIR(here.st_mode)) {
             if (!found) {
@@ -353,15 +326,15 @@ static void fork_child(void)
 static uint64_t changes_now(struct onion *u)
 {
     struct timespec ttl;
-    if (inner->changes == NULL || inner->below_stamp == NULL || ldp_vfork_child || holding ||
+    if (union_inner->changes == NULL || union_inner->below_stamp == NULL || ldp_vfork_child || holding ||
         !attrcache_timeout(&ttl))
         return 0;
     /* the root's stamp: 0 while the table is not mapped (mapped at the KEPT_AFTER-th walk),
      * never 0 once it is (its global counter starts at 1); the count of changes may be 0 */
     unsigned w = __atomic_load_n(&walks, __ATOMIC_RELAXED);
     int connect = (w >= KEPT_AFTER ? w : __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED)) >= KEPT_AFTER;
-    uint64_t root = inner->below_stamp(u->mnt, "/", connect);
-    return root ? root + inner->changes() : 0;
+    uint64_t root = union_inner->below_stamp(u->mnt, "/", connect);
+    return root ? root + union_inner->changes() : 0;
 }
 
 static int later(const struct timespec *a, const struct timespec *b)
@@ -391,7 +364,7 @@ static int walk_from_parent(struct onion *u, const char *dir, struct stack *s, u
     struct stat st;
     int top, merged;
     *r = step(&ps, slash + 1, &st, &top, &dirs, &merged);
-    dir_put(u, parent, &ps);
+    union_dir_put(u, parent, &ps);
     if (*r < 0)
         return 1;
     if (!S_ISDIR(st.st_mode)) {
@@ -430,7 +403,7 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t 
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > NAME_MAX) {
             if (from_root)
-                dir_put(u, "/", s);
+                union_dir_put(u, "/", s);
             else
                 stack_free(s);
             return -ENAMETOOLONG;
@@ -443,7 +416,7 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t 
         int top, merged;
         r = step(s, name, &st, &top, &dirs, &merged);
         if (from_root)
-            dir_put(u, "/", s);     /* the root's stack: kept, or its layers' own fds */
+            union_dir_put(u, "/", s);     /* the root's stack: kept, or its layers' own fds */
         else
             stack_free(s);
         from_root = 0;
@@ -503,7 +476,7 @@ static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s
 }
 
 /* Done with dir_get's stack: kept for the next call if it was walked when it could be. */
-static void dir_put(struct onion *u, const char *dir, struct stack *s)
+void union_dir_put(struct onion *u, const char *dir, struct stack *s)
 {
     if (s->kept) {
         s->kept = 0;
@@ -597,13 +570,13 @@ static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merg
         *merged = s.self_merged;
         r = 1;
     }
-    dir_put(u, dir, &s);
+    union_dir_put(u, dir, &s);
     return r;
 }
 
 /* Layer k of s learned ln (NULL: not learned): kept in s's entry, or in s, unless it has
  * one already. Returns what s's layer k has now. */
-static struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln)
+struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln)
 {
     struct layer_names **at = s->kept ? &kept[s->slot].s.names[k] : &s->names[k];
     struct layer_names *none = NULL;
@@ -620,7 +593,7 @@ static struct layer_names *union_names_keep(struct stack *s, int k, struct layer
  * says lookups go on past that layer, once it has been used LEARN_AFTER times, and only if
  * it holds at most LEARN_PER_USE names per use so far (else again at twice the uses: a
  * process that changes a big directory between its lookups never reads it whole for each). */
-static struct layer_names *stack_names(struct stack *s, int k, int learn)
+struct layer_names *union_stack_names(struct stack *s, int k, int learn)
 {
     if (!s->kept)
         return s->names[k];
@@ -682,7 +655,7 @@ struct found {
 static void found_put(struct onion *u, struct found *f)
 {
     if (f->last[0])
-        dir_put(u, f->dir, &f->parent);
+        union_dir_put(u, f->dir, &f->parent);
     else
         stack_free(&f->parent);
 }
@@ -727,42 +700,14 @@ static int lookup(struct onion *u, const char *path, struct found *f)
         return r;
     r = step(&f->parent, f->last, &f->st, &f->top, NULL, &f->merged);
     if (r < 0)
-        dir_put(u, f->dir, &f->parent);
+        union_dir_put(u, f->dir, &f->parent);
     return r;
 }
 
 /* The merged directory at path itself: its layers' fds in *s (give back with dir_put). */
-static int dir_stack(struct onion *u, const char *path, struct stack *s)
+int union_dir_stack(struct onion *u, const char *path, struct stack *s)
 {
     return dir_get(u, path, strlen(path), s);
-}
-
-/* A layer's directory (an O_PATH fd) opened for reading: through /proc, which checks read
- * permission on the directory alone, as opening it by name does (openat(fd, ".") would
- * ask for search permission too: a directory of mode 0600 could not be listed). */
-int union_open_listing(int dfd)
-{
-    char p[40];
-    snprintf(p, sizeof p, "/proc/self/fd/%d", dfd);
-    int fd = REAL(open)(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)
-        fd = REAL(openat)(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);     /* no /proc */
-    return fd;
-}
-
-/* The caller may read the layer's directory dfd (O_PATH): 0 or -errno. One faccessat2, or
- * the open and close it stands for where the kernel has none. */
-static int may_list(int dfd)
-{
-    if (REAL(syscall)(SYS_faccessat2, dfd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) == 0)
-        return 0;
-    if (errno != ENOSYS && errno != EINVAL)
-        return -errno;
-    int fd = union_open_listing(dfd);
-    if (fd < 0)
-        return -errno;
-    REAL(close)(fd);
-    return 0;
 }
 
 /* ---- the methods */
@@ -771,7 +716,7 @@ static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
 {
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
-        return inner->getattr(mnt, path, fh, st);
+        return union_inner->getattr(mnt, path, fh, st);
     int merged;
     if (dir_peek(u, path, st, &merged)) {
         if (merged)
@@ -793,7 +738,7 @@ static int u_readlink(int mnt, const char *path, char *buf, size_t size)
 {
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
-        return inner->readlink(mnt, path, buf, size);
+        return union_inner->readlink(mnt, path, buf, size);
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
@@ -812,7 +757,7 @@ static int u_access(int mnt, const char *path, int mode)
 {
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
-        return inner->access(mnt, path, mode);
+        return union_inner->access(mnt, path, mode);
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
@@ -864,7 +809,7 @@ static int u_open(int mnt, const char *path, int flags, struct open_result *res)
     struct stat st;
     long fd = u ? open_reading(u, path, flags, &st) : ASK_CLASS;
     if (fd == ASK_CLASS)
-        return inner->open(mnt, path, flags, res);
+        return union_inner->open(mnt, path, flags, res);
     return fd < 0 ? (int)fd : open_result_fd(fd, res);
 }
 
@@ -885,172 +830,9 @@ static int u_create_open(int mnt, const char *path, mode_t mode, int flags, int 
         }
         return 0;               /* the core looks up and opens as usual */
     }
-    if (inner->create_open == NULL)
+    if (union_inner->create_open == NULL)
         return 0;
-    return inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
-}
-
-static int u_opendir(int mnt, const char *path, uint64_t *fh)
-{
-    struct onion *u = union_of(mnt, path);
-    if (u == NULL)
-        return inner->opendir(mnt, path, fh);
-    struct stack s;
-    int r = dir_stack(u, path, &s);
-    if (r < 0)
-        return r;
-    /* read permission on the top directory, with the caller's rights */
-    r = may_list(s.fd[0]);
-    dir_put(u, path, &s);
-    if (r == 0)
-        *fh = UNION_FH;
-    return r;
-}
-
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-/* The names met so far (shown or hidden): open addressing, grown at half full. */
-struct names {
-    char **slot;
-    size_t cap, n;
-};
-
-static int names_add(struct names *t, const char *name)    /* 1 added, 0 there, -1 ENOMEM */
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 256;
-        char **slot = calloc(cap, sizeof *slot);
-        if (slot == NULL)
-            return -1;
-        for (size_t i = 0; i < t->cap; i++) {
-            if (t->slot[i] == NULL)
-                continue;
-            size_t h = fnv1a(0, t->slot[i], NULL) & (cap - 1);
-            while (slot[h])
-                h = (h + 1) & (cap - 1);
-            slot[h] = t->slot[i];
-        }
-        free(t->slot);
-        t->slot = slot;
-        t->cap = cap;
-    }
-    size_t h = fnv1a(0, name, NULL) & (t->cap - 1);
-    for (; t->slot[h]; h = (h + 1) & (t->cap - 1))
-        if (strcmp(t->slot[h], name) == 0)
-            return 0;
-    if ((t->slot[h] = strdup(name)) == NULL)
-        return -1;
-    t->n++;
-    return 1;
-}
-
-static int names_has(const struct names *t, const char *name)
-{
-    if (t->n == 0)
-        return 0;
-    for (size_t h = fnv1a(0, name, NULL) & (t->cap - 1); t->slot[h]; h = (h + 1) & (t->cap - 1))
-        if (strcmp(t->slot[h], name) == 0)
-            return 1;
-    return 0;
-}
-
-static void names_free(struct names *t)
-{
-    for (size_t i = 0; i < t->cap; i++)
-        free(t->slot[i]);
-    free(t->slot);
-}
-
-/* One layer's entries under those of the layers above (seen: their names, shown or hidden;
- * the last layer's own are not added, nothing lies below it); what the layer holds learned
- * in *learn, if not NULL. */
-static int merge_layer(int dfd, struct names *seen, int last, struct layer_names **learn, struct dirlist *out,
-                       char *buf, size_t size)
-{
-    int fd = union_open_listing(dfd);
-    if (fd < 0)
-        return -errno;
-    int r = 0;
-    while (r == 0) {
-        long n = REAL(syscall)(SYS_getdents64, fd, buf, size);
-        if (n <= 0) {
-            r = n < 0 ? -errno : 0;
-            break;
-        }
-        for (long off = 0; off < n && r == 0;) {
-            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
-            off += d->d_reclen;
-            const char *name = d->d_name;
-            if (learn)
-                layer_names_add(learn, name);
-            if (strncmp(name, WH, 4) == 0) {
-                if (!last && strcmp(name, OPAQUE_FILE) != 0 && names_add(seen, name + 4) < 0)
-                    r = -ENOMEM;
-                continue;
-            }
-            unsigned char type = d->d_type;
-            struct stat st;
-            if (type == DT_CHR || type == DT_UNKNOWN) {
-                if (REAL(fstatat)(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                    if (is_whiteout(&st)) {
-                        if (!last && names_add(seen, name) < 0)
-                            r = -ENOMEM;
-                        continue;
-                    }
-                    type = IFTODT(st.st_mode);
-                }
-            }
-            int added = last ? !names_has(seen, name) : names_add(seen, name);
-            if (added < 0 || (added && dirlist_add(out, name, strlen(name), d->d_ino, type) < 0))
-                r = -ENOMEM;
-        }
-    }
-    REAL(close)(fd);
-    return r;
-}
-
-static int u_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
-{
-    struct onion *u = fh == UNION_FH ? union_of(mnt, path) : NULL;
-    if (u == NULL)
-        return inner->readdir(mnt, path, fh, out);
-    struct stack s;
-    int r = dir_stack(u, path, &s);
-    if (r < 0)
-        return r;
-    struct names seen = { 0 };
-    char *buf = malloc(32768);
-    r = buf ? 0 : -ENOMEM;
-    /* a merged directory that is kept (or will be) learns what its layers hold, for the
-     * lookups in it (a directory of one layer only: its misses would cost what they save) */
-    int learn = s.changes && s.n > 1;
-    for (int k = 0; k < s.n && r == 0; k++) {
-        struct layer_names *ln = NULL;
-        int want = learn && stack_names(&s, k, 0) == NULL;
-        r = merge_layer(s.fd[k], &seen, k + 1 == s.n, want ? &ln : NULL, out, buf, 32768);
-        if (want && r == 0 && ln != NULL && ln != NAMES_UNKNOWN && layer_names_searchable(s.fd[k])) {
-            union_names_keep(&s, k, ln);    /* kept, or freed there */
-            ln = NULL;
-        }
-        layer_names_free(ln);
-    }
-    free(buf);
-    names_free(&seen);
-    dir_put(u, path, &s);
-    return r;
-}
-
-static int u_releasedir(int mnt, const char *path, uint64_t fh)
-{
-    if (fh == UNION_FH && union_mount(mnt))
-        return 0;
-    return inner->releasedir(mnt, path, fh);
+    return union_inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
 }
 
 /* No process keeps a name of a union mount (as a backed one): 0, "cannot tell". */
@@ -1058,21 +840,21 @@ static uint64_t u_stamp(int mnt, const char *path)
 {
     if (union_mount(mnt))
         return 0;
-    return inner->stamp ? inner->stamp(mnt, path) : 0;
+    return union_inner->stamp ? union_inner->stamp(mnt, path) : 0;
 }
 
 static int u_written(int mnt, const char *path)
 {
     if (union_mount(mnt))
         return 1;
-    return inner->written ? inner->written(mnt, path) : 0;
+    return union_inner->written ? union_inner->written(mnt, path) : 0;
 }
 
 static int u_open_decided(int mnt, const char *path, int flags)
 {
     if (union_mount(mnt))
         return -1;      /* errno as it was: opens here are not remembered */
-    return inner->open_decided ? inner->open_decided(mnt, path, flags) : -1;
+    return union_inner->open_decided ? union_inner->open_decided(mnt, path, flags) : -1;
 }
 
 struct backend_ops *union_over(struct backend_ops *be)
@@ -1084,7 +866,7 @@ struct backend_ops *union_over(struct backend_ops *be)
     }
     if (be == NULL || nunions == 0 || be == &over)
         return be;
-    inner = be;
+    union_inner = be;
     for (int i = 0; i < KEPT; i++)
         pthread_rwlock_init(&kept_lock[i], NULL);
     pthread_atfork(fork_prepare, fork_done, fork_child);
@@ -1094,9 +876,9 @@ struct backend_ops *union_over(struct backend_ops *be)
     over.access = u_access;
     over.open = u_open;
     over.create_open = u_create_open;
-    over.opendir = u_opendir;
-    over.readdir = u_readdir;
-    over.releasedir = u_releasedir;
+    over.opendir = union_opendir;
+    over.readdir = union_readdir;
+    over.releasedir = union_releasedir;
     over.stamp = u_stamp;
     over.written = u_written;
     over.open_decided = u_open_decided;
