@@ -2,7 +2,7 @@
 in a writable view of a read-only source tree pays (issue 33's overlay workload).
 
     python3 bench/overlay.py [--rounds 5] [--files 3000] [--ldpfuse-run PATH] [--dir DIR]
-                             [--configs native,kernel,...] [--no-make]
+                             [--configs native,kernel,...] [--no-make] [--before PATH]
 
 The lower directory is a git repository of FILES small files in 100 directories and a
 `build/` of 16 C files with a Makefile. Each round, each configuration gets a fresh upper
@@ -18,7 +18,9 @@ Configurations: `native` (a fresh copy of the lower tree, no overlay), `kernel`
 (`mount -t overlay`, root), `fuse-overlayfs` (Debian's, over kernel FUSE: /dev/fuse),
 `ldpfuse` (ldpfuse-run with examples/overlay.py, the default mode), `ldpfuse-union=no`
 (the same with `-o union=no`: every name through Python), `ldpfuse-embedded`
-(`--mode embedded`); a configuration that cannot run here is left out with a message.
+(`--mode embedded`), `ldpfuse-before` (`--before PATH`: another build's ldpfuse-run, e.g.
+a venv of the main branch, default mode, to compare two builds in the same rounds); a
+configuration that cannot run here is left out with a message.
 Rounds are interleaved; the table gives medians in ms and, for ldpfuse, the ratio
 kernel/ldpfuse and fuse-overlayfs/ldpfuse (higher is better for ldpfuse).
 """
@@ -138,7 +140,7 @@ def ldpfuse(ldpfuse_run, mode):
     return run
 
 
-def available(ldpfuse_run):
+def available(ldpfuse_run, before=None):
     "name -> runner of the configurations that can run here (and why the others cannot)."
     out = {"native": native}
     root = os.geteuid() == 0
@@ -158,6 +160,8 @@ def available(ldpfuse_run):
         out["ldpfuse-embedded"] = ldpfuse(ldpfuse_run, ["--mode", "embedded"])
     else:
         print("ldpfuse: left out (ldpfuse-run not found: pip install .)", file=sys.stderr)
+    if before:
+        out["ldpfuse-before"] = ldpfuse(before, [])
     return out
 
 
@@ -170,7 +174,11 @@ def main():
     ap.add_argument("--configs", help="a comma-separated subset of the configurations (default: all that run)")
     ap.add_argument("--no-make", action="store_true",
                     help="leave the build out (its time is the compiler's): more rounds of the names' steps")
+    ap.add_argument("--before", metavar="PATH",
+                    help="another build's ldpfuse-run (configuration ldpfuse-before), compared in the same rounds")
     args = ap.parse_args()
+    if args.before and not (os.path.isfile(args.before) and os.access(args.before, os.X_OK)):
+        sys.exit(f"bench/overlay.py: --before {args.before}: not an executable file")
     global WORKLOAD
     if args.no_make:
         WORKLOAD = WORKLOAD.replace("make -s -j2 -C build > /dev/null", "true").replace(
@@ -181,7 +189,7 @@ def main():
     try:
         lower = os.path.join(base, "lower")
         make_lower(lower, args.files)
-        configs = available(args.ldpfuse_run)
+        configs = available(args.ldpfuse_run, args.before)
         if args.configs:
             wanted = args.configs.split(",")
             unknown = [c for c in wanted if c not in configs]
@@ -213,13 +221,17 @@ def report(samples, args):
     print("|---|" + "---|" * (len(STEPS) + 1))
     for name, m in med.items():
         print(f"| {name} | " + " | ".join(f"{x:.1f}" for x in m) + f" | {sum(m):.1f} |")
-    for ldp in ("ldpfuse", "ldpfuse-union=no", "ldpfuse-embedded"):
+    for ldp in ("ldpfuse", "ldpfuse-before", "ldpfuse-union=no", "ldpfuse-embedded"):
         if ldp not in med:
             continue
         for ref in ("kernel", "fuse-overlayfs"):
             if ref in med:
                 ratios = [r / x for r, x in zip(med[ref], med[ldp])] + [sum(med[ref]) / sum(med[ldp])]
                 print(f"| {ref} / {ldp} | " + " | ".join(f"x{r:.2f}" for r in ratios) + " |")
+    if "ldpfuse" in med and "ldpfuse-before" in med:
+        b, a = med["ldpfuse-before"], med["ldpfuse"]
+        ratios = [x / y for x, y in zip(b, a)] + [sum(b) / sum(a)]
+        print("| ldpfuse-before / ldpfuse | " + " | ".join(f"x{r:.2f}" for r in ratios) + " |")
 
 
 if __name__ == "__main__":

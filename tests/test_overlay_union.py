@@ -25,7 +25,7 @@ TIMEOUT = 120
 # Reads of the merged directory (argv[1]), a change now and then; each step's result is
 # printed as JSON.
 SCRIPT = r"""
-import errno, hashlib, json, os, stat, sys
+import errno, hashlib, json, os, stat, subprocess, sys, tempfile, time
 m = sys.argv[1]
 os.chdir(m)
 steps = []
@@ -90,6 +90,21 @@ step("open a hidden name", read, "f.txt")
 # changes, each followed by the reads that must see it
 step("append to a lower file", write, "a/x.txt", b"more\n", os.O_WRONLY | os.O_APPEND)
 step("read it", read, "a/x.txt")
+step("read another lower file", read, "h/i/deep.txt")
+
+def appended_by_another(path):
+    "Another process appends to path (a copy-up); read it before waiting for that process"
+    done = tempfile.mktemp(prefix="appended-")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; open(sys.argv[1], 'a').write('more\\n'); "
+                              "open(sys.argv[2], 'w').close()", path, done])
+    while not os.path.exists(done):     # not waited for: waiting makes the core forget (docs)
+        time.sleep(0.01)
+    got = read(path)
+    child.wait()
+    os.unlink(done)
+    return got
+
+step("another process appends to it, read before it is waited for", appended_by_another, "h/i/deep.txt")
 step("unlink a lower file", os.unlink, "a/sub/z.txt")
 step("stat it", look, "a/sub/z.txt")
 step("listing after", names, "a/sub")
@@ -201,11 +216,6 @@ def test_union_reads_what_kernel_overlayfs_reads(tmp_path):
     assert "./b.txt" not in first and "./d/d2.txt" not in first and "./d/d1.txt" in first
 
 
-@pytest.mark.xfail(strict=True, reason="without the union, a process that read a lower file, then "
-                   "appended to it (copy-up), opens it again on the lower file: the core's open_decided "
-                   "(backend/shared.c) reuses the open it decided before the copy-up, as an open for "
-                   "writing without O_TRUNC does not move the name's stamp (server/coherence.c: it "
-                   "would tell inotify watchers IN_MODIFY of an open); the union keeps no decided opens")
 def test_without_union_the_example_reads_what_kernel_overlayfs_reads(tmp_path):
     need_root()
     script = tmp_path / "script.py"
@@ -360,6 +370,74 @@ def test_union_sees_what_another_process_changed(tmp_path):
     assert json.loads(o.stdout) == json.loads(k.stdout)
     assert json.loads(k.stdout)[1][0][1] == "d/f.txt\nmore\n"
     assert json.loads(k.stdout)[2][2] == ["0o40755", ["s.txt"]]
+
+
+# A process that looks names up over and over in a merged directory learns what its upper
+# layer holds (vfs/union_names.c), and from then on asks that layer only for the names it
+# has; another process of the command then makes a name the upper layer lacked, whiteouts
+# a lower one, makes one again over its whiteout, a name at the root, a directory, and
+# changes the mode of the kept directory: each change must be seen at the first look after
+# it, as in the kernel.
+LEARNER = r"""
+import errno, json, os, subprocess, sys
+m = sys.argv[1]
+os.chdir(m)
+def look(p):
+    try:
+        st = os.lstat(p)
+        data = open(p).read() if os.path.isfile(p) else sorted(os.listdir(p))
+        return [oct(st.st_mode), data]
+    except OSError as e:
+        return errno.errorcode[e.errno]
+names = ["d/f.txt", "d/g.txt", "d/u.txt", "d/new.txt", "d/.wh.f.txt", "top.txt", "new_top", "d", "."]
+seen = []
+for change in ("echo new > d/new.txt", "rm d/g.txt", "rm d/f.txt && echo again > d/f.txt",
+               "echo t > new_top", "mkdir d/sub && echo s > d/sub/s.txt", "chmod 700 d"):
+    for _ in range(20):                     # kept and learned: the names the layers hold
+        [look(p) for p in names]
+    subprocess.run(["sh", "-c", change], check=True)
+    seen.append([look(p) for p in names + ["d/sub/s.txt"]])
+print(json.dumps(seen))
+"""
+
+
+def test_union_learned_names_see_another_process_changes(tmp_path):
+    need_root()
+    script = tmp_path / "learner.py"
+    script.write_text(LEARNER)
+
+    def layers(base):
+        lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))
+        (lower / "d").mkdir(parents=True)
+        for f in ("d/f.txt", "d/g.txt", "top.txt"):
+            (lower / f).write_text(f + "\n")
+        (upper / "d").mkdir(parents=True)       # d merged from the start: two layers to learn
+        (upper / "d" / "u.txt").write_text("u\n")
+        for d in (work, merged):
+            d.mkdir()
+        return lower, upper, work, merged
+
+    lower, upper, work, merged = layers(tmp_path / "kernel")
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={lower},upperdir={upper},workdir={work}", merged],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"mount -t overlay failed (no overlayfs here?): {r.stderr.strip()}")
+    try:
+        k = run_native([sys.executable, script, merged], env=base_env())
+        assert k.returncode == 0, k.describe()
+    finally:
+        subprocess.run(["umount", merged], check=True)
+    lower, upper, _, merged = layers(tmp_path / "union")
+    o = run_ldp(OVERLAY, [lower, upper], [sys.executable, script, merged], merged, mode="shared",
+                timeout=TIMEOUT)
+    assert o.returncode == 0, o.describe()
+    assert json.loads(o.stdout) == json.loads(k.stdout)
+    after = json.loads(k.stdout)
+    assert after[0][3] == ["0o100644", "new\n"] and after[1][1] == "ENOENT"
+    assert after[2][0] == ["0o100644", "again\n"] and after[3][6] == ["0o100644", "t\n"]
+    assert after[4][9] == ["0o100644", "s\n"]
+    assert after[5][7][0] == "0o40700"     # stat of a kept directory: the walk's answer, as true
 
 
 def test_union_lists_a_directory_its_reader_may_read_but_not_search(shared_tmp):

@@ -28,7 +28,7 @@
 #include <time.h>
 
 #define COH_SLOTS 4096          /* power of two */
-#define COH_MAGIC 0x6c6470636f683034ull
+#define COH_MAGIC 0x6c6470636f683035ull
 
 /*
  * The FS thread's progress, beside the counters because every client maps this table: a
@@ -56,6 +56,10 @@ struct coherence {
     uint64_t self[COH_SLOTS];
     uint64_t below[COH_SLOTS];
     uint64_t written[COH_SLOTS];    /* a passthrough file changed (W_WRITTEN) */
+    uint64_t opened[COH_SLOTS];     /* opened for writing without O_TRUNC: the class may have
+                                       changed which file the name leads to (an overlay's
+                                       copy-up); read by open decisions only, never by
+                                       notify: no data or attribute changed */
     struct coh_fs_thread fs;
 };
 
@@ -122,6 +126,16 @@ static inline uint64_t coherence_stamp_of(const struct coherence *t, int mnt, co
 static inline uint64_t coherence_stamp(const struct coherence *t, int mnt, const char *path)
 {
     return coherence_stamp_of(t, mnt, path, 1);
+}
+
+/* The stamp of which file path leads to (backend/shared.c's open decisions): its answers'
+ * stamp without the data written past the server, with the opens for writing that may have
+ * copied it up (opened[]). */
+static inline uint64_t coherence_stamp_decision(const struct coherence *t, int mnt, const char *path)
+{
+    unsigned i;
+    uint64_t s = coh_walk_above(t, mnt, path, &i);
+    return s + coh_get(&t->self[i]) + coh_get(&t->opened[i]);
 }
 
 /* The stamp of which directory path (an FS path) leads to and who may reach it: what lies

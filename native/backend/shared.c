@@ -285,7 +285,8 @@ static int sh_truncate_uncached(int mnt, const char *path, off_t len)
  * as they would in the server), with no round trip, and before any lookup (decision_open,
  * the backend's open_decided). They live as long as the attribute cache's answers,
  * stamped the same way but for the file's data (decision_stamp): a change any process
- * makes to the name through the mount, or a child this one waited for, forgets it; a
+ * makes to the name through the mount, an open of it for writing (the class may have
+ * copied it up: coherence.h opened[]), or a child this one waited for, forgets it; a
  * write to the file past the server (W_WRITTEN) does not, as it leaves the name leading
  * to the same file. */
 #define OPENCACHE_SLOTS 16384     /* as many as the attribute cache (vfs/attrcache.c) */
@@ -307,7 +308,7 @@ static TLS int decisions_held;      /* this thread holds decisions_lock: a signa
 static uint64_t decision_stamp(int mnt, const char *path)
 {
     struct coherence *t = shared_coherence();
-    return attrcache_stamp_from(t ? coherence_stamp_of(t, mnt, path, 0) : 0);
+    return attrcache_stamp_from(t ? coherence_stamp_decision(t, mnt, path) : 0);
 }
 
 static int later(const struct timespec *a, const struct timespec *b)

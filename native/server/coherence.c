@@ -185,11 +185,12 @@ uint64_t coh_changed(const struct wire_req *rq, int op, const char *path, const 
         if (!(open_flags & O_TRUNC)) {
             /* no name changed, but the class may have made some (an overlay copies the
              * file and its directories up): the count of every change moves, by which
-             * vfs/union.c keeps the directories it walked. Not the name's stamp: a
-             * watcher would be told IN_MODIFY of an open (vfs/notify.c), so a process
-             * that decided an open of the name before may still reuse it (the xfail in
-             * tests/test_overlay_union.py) */
+             * vfs/union.c keeps the directories it walked, and the name's opened[], by
+             * which every process forgets the open it decided for it (backend/shared.c:
+             * it would open the lower file again). Not the name's stamp: a watcher would
+             * be told IN_MODIFY of an open (vfs/notify.c) */
             __atomic_add_fetch(&t->changes, 1, __ATOMIC_SEQ_CST);
+            __atomic_add_fetch(&t->opened[coh_slot(mnt, path, strlen(path))], 1, __ATOMIC_RELEASE);
             return 0;
         }
         /* fall through */

@@ -236,6 +236,8 @@ void backing_dir_put(int slot, int fd)
 int backing_dirs_lost(unsigned first, unsigned last)
 {
     int low = INT_MAX;
+    if (be == NULL)
+        return low;     /* no tree (a union alone): the table was never set up, its fds are not -1 */
     for (int i = 0; i < DIRS; i++) {
         int fd = __atomic_load_n(&kept[i].fd, __ATOMIC_ACQUIRE);
         if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last) {

@@ -97,17 +97,73 @@ static struct vfile *vfile_new(int kind, const struct vpath *vp, int flags, uint
  * read() on it fails with EISDIR and getdents finds nothing, as for an empty directory.
  * O_PATH opens and, failing that directory, an O_PATH fd on "/" stand in: there read()
  * fails with EBADF. */
+/* The empty directory last found good, kept open at a high number (close-on-exec): a
+ * placeholder is then its "." opened through that fd, checked to be the same directory (the
+ * program may have closed the number and opened something else there), two system calls
+ * where finding the directory again by name took six (find and git open a directory per
+ * directory they walk). Replaced, never freed, when credentials change. */
+struct empty_dir {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    unsigned creds;     /* ldp_creds_gen when it was found: the directory is per euid */
+};
+static struct empty_dir *empty_kept;
+
+static int placeholder_kept(int flags)
+{
+    struct empty_dir *e = __atomic_load_n(&empty_kept, __ATOMIC_ACQUIRE);
+    if (e == NULL || e->creds != __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE))
+        return -1;
+    int fd = REAL(openat)(e->fd, ".", O_RDONLY | O_DIRECTORY | (flags & O_CLOEXEC));
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (REAL(fstat)(fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino && (st.st_mode & 0777) == 0555)
+        return fd;
+    REAL(close)(fd);
+    return -1;
+}
+
+static void placeholder_keep(int fd, const struct stat *st)
+{
+    struct empty_dir *e = ldp_vfork_child ? NULL : malloc(sizeof *e);
+    if (e == NULL)
+        return;
+    e->fd = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fs_fd_base());
+    e->dev = st->st_dev;
+    e->ino = st->st_ino;
+    e->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    if (e->fd < 0) {
+        free(e);
+        return;
+    }
+    struct empty_dir *old = __atomic_exchange_n(&empty_kept, e, __ATOMIC_ACQ_REL);
+    struct stat ost;
+    /* the one it replaces: closed if its number is still that directory (ours) */
+    if (old && REAL(fstat)(old->fd, &ost) == 0 && ost.st_dev == old->dev && ost.st_ino == old->ino)
+        REAL(close)(old->fd);
+}
+
 static int placeholder_fd(int flags)
 {
     char dir[PATH_MAX];
+    int saved = errno;
+    int kept = flags & O_PATH ? -1 : placeholder_kept(flags);
+    errno = saved;
+    if (kept >= 0)
+        return kept;
     if (!(flags & O_PATH) && run_dir_get(dir, sizeof dir - 32) == 0) {
         snprintf(dir + strlen(dir), 32, "/empty-%u", (unsigned)geteuid());
         for (int attempt = 0; attempt < 2; attempt++) {
             int fd = REAL(open)(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | (flags & O_CLOEXEC));
             if (fd >= 0) {
                 struct stat st;
-                if (REAL(fstat)(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) == 0555)
+                if (REAL(fstat)(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) == 0555) {
+                    placeholder_keep(fd, &st);
+                    errno = saved;
                     return fd;
+                }
                 REAL(close)(fd);
                 break;
             }

@@ -8,7 +8,8 @@
  *
  * What only reads the merged view is done here, in the calling process, with the caller's
  * own rights, on the layers: getattr, readlink, access, open for reading, opendir, readdir
- * and releasedir. A name is looked up one component at a time in each layer of its
+ * and releasedir (the merged listing: vfs/union_dirs.c; what a layer holds:
+ * vfs/union_names.c; the parts' declarations: vfs/union.h). A name is looked up one component at a time in each layer of its
  * directory, top first (fstatat, never following a link: a symlink among the directories
  * is the core's to resolve, after ENOTDIR); the first non-directory hides what is below
  * it, a whiteout hides everything below, directories of one name merge down to an opaque
@@ -19,13 +20,14 @@
  * Coherence: a union mount is uncached as a backed one (backing_uncached: no attribute
  * cache, stamps 0, no open decisions, no writer bookkeeping), so a change the class makes
  * to the upper directory is what the next call here reads. What a process keeps is the
- * layers' directories of the merged directories it walked to, while nothing changed
- * through the mount (below, "directories kept").
+ * layers' directories of the merged directories it walked to, and what those layers hold,
+ * while nothing changed through the mount (below, "directories kept").
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_UNION = "MNT\x1fUPPER\x1fLOWER\x1f...\x1e..." (layers top first).
  */
 #include "../ldpfuse.h"
+#include "union.h"
 #include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,25 +35,14 @@
 #include <sys/syscall.h>
 
 #define ASK_CLASS INT_MIN       /* a method's answer: the backend below decides */
-#define LAYERS_MAX 32
-#define UNION_FH 0x756e696f6eull    /* opendir's handle: this file's listing */
 #define OPAQUE_XATTR "trusted.overlay.opaque"
-#define WH ".wh."
-#define OPAQUE_FILE ".wh..wh..opq"
+#define WH UNION_WH
+#define OPAQUE_FILE UNION_OPAQUE_FILE
 
-struct layer {
-    char *dir;
-    int fd;                     /* O_PATH, high; -1 until used, or after the program closed it */
-};
-struct onion {
-    int mnt;
-    int n;                      /* layers: [0] upper, then the lowers top first */
-    struct layer *l;
-};
 static struct onion *unions;
 static int nunions;
 static unsigned char *mount_union;
-static struct backend_ops *inner;
+struct backend_ops *union_inner;
 static struct backend_ops over;
 
 static void unions_init(void)
@@ -105,7 +96,7 @@ int union_mount(int mnt)
     return UNLIKELY(mount_union != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_union[mnt];
 }
 
-static struct onion *union_of(int mnt, const char *path)
+struct onion *union_of(int mnt, const char *path)
 {
     if (!union_mount(mnt) || strnlen(path, PATH_MAX) >= PATH_MAX || !backing_caller_served())
         return NULL;
@@ -135,24 +126,17 @@ static int layer_fd(struct layer *l)
 
 /* ---- lookup */
 
-/* A merged directory: its layers' O_PATH fds, top first. */
-struct stack {
-    int n;
-    int fd[LAYERS_MAX];
-    unsigned char owned[LAYERS_MAX];
-    int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
-    int slot;
-    uint64_t changes;           /* walked when the server's counts were this (changes_now; 0: keep nothing) */
-};
-
-static void dir_put(struct onion *u, const char *dir, struct stack *s);
 
 static void stack_free(struct stack *s)
 {
     s->kept = 0;
-    for (int k = 0; k < s->n; k++)
+    for (int k = 0; k < s->n; k++) {
         if (s->owned[k])
             REAL(close)(s->fd[k]);
+        if (s->names[k])
+            layer_names_free(s->names[k]);
+        s->names[k] = NULL;
+    }
     s->n = 0;
 }
 
@@ -161,17 +145,19 @@ static int root_stack(struct onion *u, struct stack *s)
     s->n = 0;
     s->kept = 0;
     s->changes = 0;
+    s->self_known = 0;
     for (int k = 0; k < u->n; k++) {
         int fd = layer_fd(&u->l[k]);
         if (fd < 0)
             return fd;
         s->fd[s->n] = fd;
+        s->names[s->n] = NULL;
         s->owned[s->n++] = 0;
     }
     return 0;
 }
 
-static int is_whiteout(const struct stat *st)
+int union_is_whiteout(const struct stat *st)
 {
     return S_ISCHR(st->st_mode) && st->st_rdev == 0;
 }
@@ -217,18 +203,26 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
         dirs->n = 0;
         dirs->kept = 0;
         dirs->changes = 0;
+        dirs->self_known = 0;
     }
     for (int k = 0; k < s->n; k++) {
         int more = k + 1 < s->n;
         struct stat here;
-        if (REAL(fstatat)(s->fd[k], name, &here, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
-                return -errno;
-            if (more && whiteout_file(s->fd[k], name))
+        /* what the layer holds, if known (learned where lookups go on past it) */
+        struct layer_names *ln = union_stack_names(s, k, more);
+        if (!layer_names_may_hold(ln, name)) {
+            if (more && layer_names_may_whiteout(ln, name) && whiteout_file(s->fd[k], name))
                 break;
             continue;
         }
-        if (is_whiteout(&here))
+        if (REAL(fstatat)(s->fd[k], name, &here, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG)
+                return -errno;
+            if (more && layer_names_may_whiteout(ln, name) && whiteout_file(s->fd[k], name))
+                break;
+            continue;
+        }
+        if (union_is_whiteout(&here))
             break;
         if (!S_ISDIR(here.st_mode)) {
             if (!found) {
@@ -252,6 +246,7 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
                 return -e;
             }
             dirs->fd[dirs->n] = fd;
+            dirs->names[dirs->n] = NULL;
             dirs->owned[dirs->n++] = 1;
         } else if (ndirs > 1) {
             break;      /* merged: that is all getattr asks */
@@ -278,15 +273,26 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
  *  - this process has not changed its credentials (the walk checked its search rights).
  * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
  * connects to nothing). While a call uses a kept stack it holds its entry's read lock.
+ * The root is kept too (its fds are the layers' own); a directory whose parent is kept is
+ * walked to from it; a kept stack answers getattr of its directory (the walk's answer: a
+ * directory changes only by what moves the count). A kept stack of two layers or more
+ * learns what each layer's directory holds (vfs/union_names.c), from a listing readdir
+ * merged or from lookups that go on past a layer, and is as true as the stack: a lookup
+ * then asks a layer only for the names it holds.
  */
 #define KEPT 64                 /* power of two */
 #define KEPT_PATH 256
 #define KEPT_AFTER 8
+#define LEARN_AFTER 2           /* uses of a kept directory before a lookup learns a layer's names */
+#define LEARN_PER_USE 32        /* names read per use of it at most: a big directory is learned
+                                   only once lookups there have paid for its listing */
 
 struct kept {
-    struct stack s;             /* s.changes 0: empty */
+    struct stack s;             /* s.changes 0: empty; s.owned: its fds are the entry's (not the root's) */
     int mnt;
     unsigned creds;
+    unsigned hits;              /* uses since it was kept */
+    unsigned learn_at;          /* hits at which a lookup tries to learn a layer's names */
     uint64_t hash;
     struct timespec expires;
     char path[KEPT_PATH];
@@ -320,15 +326,15 @@ static void fork_child(void)
 static uint64_t changes_now(struct onion *u)
 {
     struct timespec ttl;
-    if (inner->changes == NULL || inner->below_stamp == NULL || ldp_vfork_child || holding ||
+    if (union_inner->changes == NULL || union_inner->below_stamp == NULL || ldp_vfork_child || holding ||
         !attrcache_timeout(&ttl))
         return 0;
     /* the root's stamp: 0 while the table is not mapped (mapped at the KEPT_AFTER-th walk),
      * never 0 once it is (its global counter starts at 1); the count of changes may be 0 */
     unsigned w = __atomic_load_n(&walks, __ATOMIC_RELAXED);
     int connect = (w >= KEPT_AFTER ? w : __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED)) >= KEPT_AFTER;
-    uint64_t root = inner->below_stamp(u->mnt, "/", connect);
-    return root ? root + inner->changes() : 0;
+    uint64_t root = union_inner->below_stamp(u->mnt, "/", connect);
+    return root ? root + union_inner->changes() : 0;
 }
 
 static int later(const struct timespec *a, const struct timespec *b)
@@ -336,14 +342,59 @@ static int later(const struct timespec *a, const struct timespec *b)
     return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
 }
 
-/* Walk the merged directory dir ("/a/b") from the roots: its stack, or -ENOENT/-ENOTDIR. */
-static int walk_dir(struct onion *u, const char *dir, struct stack *s)
+static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s);
+static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s);
+
+/* One step from dir's parent, if the parent is kept (good for changes): 1 and *r (0 and
+ * the stack in *s, or -errno); 0 if it is not kept. A walk down a tree (find, git's
+ * listings) then costs one step per directory, not one per component from the root. */
+static int walk_from_parent(struct onion *u, const char *dir, struct stack *s, uint64_t changes, int *r)
 {
-    int r = root_stack(u, s);
+    const char *slash = strrchr(dir, '/');
+    size_t plen = slash ? (size_t)(slash - dir) : 0;
+    if (!changes || plen < 2 || plen >= KEPT_PATH || slash[1] == '\0' || strlen(slash + 1) > NAME_MAX)
+        return 0;
+    char parent[KEPT_PATH];
+    memcpy(parent, dir, plen);
+    parent[plen] = '\0';
+    struct stack ps;
+    if (!kept_find(u, parent, plen, changes, &ps))
+        return 0;
+    struct stack dirs;
+    struct stat st;
+    int top, merged;
+    *r = step(&ps, slash + 1, &st, &top, &dirs, &merged);
+    union_dir_put(u, parent, &ps);
+    if (*r < 0)
+        return 1;
+    if (!S_ISDIR(st.st_mode)) {
+        stack_free(&dirs);
+        *r = -ENOTDIR;
+        return 1;
+    }
+    dirs.self = st;
+    dirs.self_merged = merged;
+    dirs.self_known = 1;
+    *s = dirs;
+    return 1;
+}
+
+/* Walk the merged directory dir ("/a/b") from the roots (the kept root's, whose layers'
+ * names may be known), or from its kept parent: its stack, or -ENOENT/-ENOTDIR. */
+static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t changes)
+{
+    int from_parent;
+    if (walk_from_parent(u, dir, s, changes, &from_parent))
+        return from_parent;
+    const char *p = dir;
+    while (*p == '/')
+        p++;
+    int r = *p ? dir_get(u, "/", 1, s) : root_stack(u, s);
     if (r < 0)
         return r;
+    int from_root = *p != '\0';
     char name[NAME_MAX + 1];
-    for (const char *p = dir;;) {
+    for (;;) {
         while (*p == '/')
             p++;
         if (*p == '\0')
@@ -351,7 +402,10 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
         const char *end = strchr(p, '/');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (len > NAME_MAX) {
-            stack_free(s);
+            if (from_root)
+                union_dir_put(u, "/", s);
+            else
+                stack_free(s);
             return -ENAMETOOLONG;
         }
         memcpy(name, p, len);
@@ -359,24 +413,30 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s)
         p += len;
         struct stack dirs;
         struct stat st;
-        int top;
-        r = step(s, name, &st, &top, &dirs, NULL);
-        stack_free(s);
+        int top, merged;
+        r = step(s, name, &st, &top, &dirs, &merged);
+        if (from_root)
+            union_dir_put(u, "/", s);     /* the root's stack: kept, or its layers' own fds */
+        else
+            stack_free(s);
+        from_root = 0;
         if (r < 0)
             return r;
         if (!S_ISDIR(st.st_mode)) {
             stack_free(&dirs);
             return -ENOTDIR;    /* a symlink among the directories: the core resolves it */
         }
+        dirs.self = st;         /* what getattr answers for it, while the stack is kept */
+        dirs.self_merged = merged;
+        dirs.self_known = 1;
         *s = dirs;
     }
 }
 
-/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
- * or walked now; give it back with dir_put. */
-static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
+/* The kept stack of dir (len bytes) if it is still good for changes: 1, s->kept, the read
+ * lock held (give it back with dir_put); 0 if none. */
+static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s)
 {
-    uint64_t changes = len < KEPT_PATH && len > 1 ? changes_now(u) : 0;
     uint64_t hash = 0;
     if (changes) {
         unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
@@ -393,19 +453,30 @@ static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s
             memset(s->owned, 0, sizeof s->owned);
             s->kept = 1;
             s->slot = slot;
-            return 0;   /* holding the read lock until dir_put */
+            __atomic_add_fetch(&k->hits, 1, __ATOMIC_RELAXED);
+            return 1;   /* holding the read lock until dir_put */
         }
         pthread_rwlock_unlock(&kept_lock[slot]);
         holding = 0;
     }
-    int r = walk_dir(u, dir, s);
+    return 0;
+}
+
+/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
+ * or walked now; give it back with dir_put. */
+static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
+{
+    uint64_t changes = len < KEPT_PATH ? changes_now(u) : 0;
+    if (kept_find(u, dir, len, changes, s))
+        return 0;
+    int r = walk_dir(u, dir, s, changes);
     if (r == 0)
         s->changes = changes;
     return r;
 }
 
 /* Done with dir_get's stack: kept for the next call if it was walked when it could be. */
-static void dir_put(struct onion *u, const char *dir, struct stack *s)
+void union_dir_put(struct onion *u, const char *dir, struct stack *s)
 {
     if (s->kept) {
         s->kept = 0;
@@ -416,18 +487,28 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     }
     size_t len = strlen(dir);
     struct timespec ttl, now;
+    int root = strcmp(dir, "/") == 0;  /* its fds are the layers' own: kept, never closed */
     int whole = s->n > 0;
     for (int k = 0; k < s->n; k++)
-        whole &= s->owned[k];
+        whole &= s->owned[k] || root;
     if (!s->changes || !whole || len >= KEPT_PATH || !attrcache_timeout(&ttl)) {
         stack_free(s);
         return;
     }
-    for (int k = 0; k < s->n; k++) {
-        s->fd[k] = fs_fd(s->fd[k]);
-        if (s->fd[k] < fs_fd_base())
+    int saved = errno;
+    for (int k = 0; k < s->n && !root; k++) {
+        /* up out of the program's way (fs_fd, but these are close-on-exec: no F_GETFD) */
+        int high = s->fd[k] < fs_fd_base() ? REAL(fcntl)(s->fd[k], F_DUPFD_CLOEXEC, fs_fd_base()) : s->fd[k];
+        if (high < 0) {
             whole = 0;          /* no room up there: nothing is kept */
+            break;
+        }
+        if (high != s->fd[k]) {
+            REAL(close)(s->fd[k]);
+            s->fd[k] = high;
+        }
     }
+    errno = saved;
     if (!whole) {
         stack_free(s);
         return;
@@ -442,6 +523,8 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
     k->s = *s;
     k->s.kept = 0;
     k->mnt = u->mnt;
+    k->hits = 0;
+    k->learn_at = LEARN_AFTER;
     k->hash = hash;
     k->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
     memcpy(k->path, dir, len + 1);
@@ -456,10 +539,77 @@ static void dir_put(struct onion *u, const char *dir, struct stack *s)
             ldp_backing_low_fd = s->fd[i];
     pthread_rwlock_unlock(&kept_lock[slot]);
     holding = 0;
-    for (int i = 0; i < old.n; i++)
-        if (old.fd[i] >= 0)
+    for (int i = 0; i < old.n; i++) {
+        if (old.owned[i] && old.fd[i] >= 0)
             REAL(close)(old.fd[i]);
+        if (old.names[i])
+            layer_names_free(old.names[i]);
+    }
     s->n = 0;
+}
+
+/* What a lookup of the directory dir itself finds, from its kept stack (the walk's answer,
+ * as true as the stack: a directory's attributes change only by what moves the count of
+ * changes, or by attr_timeout's world outside): 1 and *st, *merged; 0: look it up. A
+ * name that is no kept directory (most) costs a load and a compare, no lock. */
+static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merged)
+{
+    size_t len = strlen(dir);
+    if (len >= KEPT_PATH || len < 2)
+        return 0;
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    int slot = (int)(hash & (KEPT - 1));
+    if (__atomic_load_n(&kept[slot].hash, __ATOMIC_RELAXED) != hash)
+        return 0;
+    struct stack s;
+    if (!kept_find(u, dir, len, changes_now(u), &s))
+        return 0;
+    int r = 0;
+    if (s.self_known) {
+        *st = s.self;
+        *merged = s.self_merged;
+        r = 1;
+    }
+    union_dir_put(u, dir, &s);
+    return r;
+}
+
+/* Layer k of s learned ln (NULL: not learned): kept in s's entry, or in s, unless it has
+ * one already. Returns what s's layer k has now. */
+struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln)
+{
+    struct layer_names **at = s->kept ? &kept[s->slot].s.names[k] : &s->names[k];
+    struct layer_names *none = NULL;
+    if (ln == NULL)
+        return __atomic_load_n(at, __ATOMIC_ACQUIRE);
+    if (!__atomic_compare_exchange_n(at, &none, ln, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        layer_names_free(ln);
+        return none;
+    }
+    return ln;
+}
+
+/* Layer k's names in s, NULL if not known: a kept directory's are learned here when learn
+ * says lookups go on past that layer, once it has been used LEARN_AFTER times, and only if
+ * it holds at most LEARN_PER_USE names per use so far (else again at twice the uses: a
+ * process that changes a big directory between its lookups never reads it whole for each). */
+struct layer_names *union_stack_names(struct stack *s, int k, int learn)
+{
+    if (!s->kept)
+        return s->names[k];
+    struct kept *e = &kept[s->slot];
+    struct layer_names *ln = __atomic_load_n(&e->s.names[k], __ATOMIC_ACQUIRE);
+    if (ln || !learn)
+        return ln;
+    unsigned hits = __atomic_load_n(&e->hits, __ATOMIC_RELAXED);
+    if (hits < __atomic_load_n(&e->learn_at, __ATOMIC_RELAXED))
+        return NULL;
+    ln = layer_names_read(s->fd[k], (size_t)hits * LEARN_PER_USE);
+    if (ln == NULL) {
+        __atomic_store_n(&e->learn_at, 2 * hits, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    return union_names_keep(s, k, ln);
 }
 
 /* The program closed or replaced fds first..last (vfs/backing.c backing_fds_lost): a layer
@@ -505,7 +655,7 @@ struct found {
 static void found_put(struct onion *u, struct found *f)
 {
     if (f->last[0])
-        dir_put(u, f->dir, &f->parent);
+        union_dir_put(u, f->dir, &f->parent);
     else
         stack_free(&f->parent);
 }
@@ -550,27 +700,14 @@ static int lookup(struct onion *u, const char *path, struct found *f)
         return r;
     r = step(&f->parent, f->last, &f->st, &f->top, NULL, &f->merged);
     if (r < 0)
-        dir_put(u, f->dir, &f->parent);
+        union_dir_put(u, f->dir, &f->parent);
     return r;
 }
 
 /* The merged directory at path itself: its layers' fds in *s (give back with dir_put). */
-static int dir_stack(struct onion *u, const char *path, struct stack *s)
+int union_dir_stack(struct onion *u, const char *path, struct stack *s)
 {
     return dir_get(u, path, strlen(path), s);
-}
-
-/* A layer's directory (an O_PATH fd) opened for reading: through /proc, which checks read
- * permission on the directory alone, as opening it by name does (openat(fd, ".") would
- * ask for search permission too: a directory of mode 0600 could not be listed). */
-static int open_listing(int dfd)
-{
-    char p[40];
-    snprintf(p, sizeof p, "/proc/self/fd/%d", dfd);
-    int fd = REAL(open)(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)
-        fd = REAL(openat)(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);     /* no /proc */
-    return fd;
 }
 
 /* ---- the methods */
@@ -579,7 +716,13 @@ static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
 {
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
-        return inner->getattr(mnt, path, fh, st);
+        return union_inner->getattr(mnt, path, fh, st);
+    int merged;
+    if (dir_peek(u, path, st, &merged)) {
+        if (merged)
+            st->st_nlink = 1;
+        return 0;
+    }
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
@@ -595,7 +738,7 @@ static int u_readlink(int mnt, const char *path, char *buf, size_t size)
 {
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
-        return inner->readlink(mnt, path, buf, size);
+        return union_inner->readlink(mnt, path, buf, size);
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
@@ -614,7 +757,7 @@ static int u_access(int mnt, const char *path, int mode)
 {
     struct onion *u = union_of(mnt, path);
     if (u == NULL)
-        return inner->access(mnt, path, mode);
+        return union_inner->access(mnt, path, mode);
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
@@ -666,7 +809,7 @@ static int u_open(int mnt, const char *path, int flags, struct open_result *res)
     struct stat st;
     long fd = u ? open_reading(u, path, flags, &st) : ASK_CLASS;
     if (fd == ASK_CLASS)
-        return inner->open(mnt, path, flags, res);
+        return union_inner->open(mnt, path, flags, res);
     return fd < 0 ? (int)fd : open_result_fd(fd, res);
 }
 
@@ -687,149 +830,9 @@ static int u_create_open(int mnt, const char *path, mode_t mode, int flags, int 
         }
         return 0;               /* the core looks up and opens as usual */
     }
-    if (inner->create_open == NULL)
+    if (union_inner->create_open == NULL)
         return 0;
-    return inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
-}
-
-static int u_opendir(int mnt, const char *path, uint64_t *fh)
-{
-    struct onion *u = union_of(mnt, path);
-    if (u == NULL)
-        return inner->opendir(mnt, path, fh);
-    struct stack s;
-    int r = dir_stack(u, path, &s);
-    if (r < 0)
-        return r;
-    /* read permission on the top directory, with the caller's rights */
-    int fd = open_listing(s.fd[0]);
-    r = fd < 0 ? -errno : 0;
-    if (fd >= 0)
-        REAL(close)(fd);
-    dir_put(u, path, &s);
-    if (r == 0)
-        *fh = UNION_FH;
-    return r;
-}
-
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-/* The names met so far (shown or hidden): open addressing, grown at half full. */
-struct names {
-    char **slot;
-    size_t cap, n;
-};
-
-static int names_add(struct names *t, const char *name)    /* 1 added, 0 there, -1 ENOMEM */
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 256;
-        char **slot = calloc(cap, sizeof *slot);
-        if (slot == NULL)
-            return -1;
-        for (size_t i = 0; i < t->cap; i++) {
-            if (t->slot[i] == NULL)
-                continue;
-            size_t h = fnv1a(0, t->slot[i], NULL) & (cap - 1);
-            while (slot[h])
-                h = (h + 1) & (cap - 1);
-            slot[h] = t->slot[i];
-        }
-        free(t->slot);
-        t->slot = slot;
-        t->cap = cap;
-    }
-    size_t h = fnv1a(0, name, NULL) & (t->cap - 1);
-    for (; t->slot[h]; h = (h + 1) & (t->cap - 1))
-        if (strcmp(t->slot[h], name) == 0)
-            return 0;
-    if ((t->slot[h] = strdup(name)) == NULL)
-        return -1;
-    t->n++;
-    return 1;
-}
-
-static void names_free(struct names *t)
-{
-    for (size_t i = 0; i < t->cap; i++)
-        free(t->slot[i]);
-    free(t->slot);
-}
-
-/* One layer's entries under those of the layers above. */
-static int merge_layer(int dfd, struct names *seen, struct dirlist *out, char *buf, size_t size)
-{
-    int fd = open_listing(dfd);
-    if (fd < 0)
-        return -errno;
-    int r = 0;
-    while (r == 0) {
-        long n = REAL(syscall)(SYS_getdents64, fd, buf, size);
-        if (n <= 0) {
-            r = n < 0 ? -errno : 0;
-            break;
-        }
-        for (long off = 0; off < n && r == 0;) {
-            struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
-            off += d->d_reclen;
-            const char *name = d->d_name;
-            if (strncmp(name, WH, 4) == 0) {
-                if (strcmp(name, OPAQUE_FILE) != 0 && names_add(seen, name + 4) < 0)
-                    r = -ENOMEM;
-                continue;
-            }
-            unsigned char type = d->d_type;
-            struct stat st;
-            if (type == DT_CHR || type == DT_UNKNOWN) {
-                if (REAL(fstatat)(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                    if (is_whiteout(&st)) {
-                        if (names_add(seen, name) < 0)
-                            r = -ENOMEM;
-                        continue;
-                    }
-                    type = IFTODT(st.st_mode);
-                }
-            }
-            int added = names_add(seen, name);
-            if (added < 0 || (added && dirlist_add(out, name, strlen(name), d->d_ino, type) < 0))
-                r = -ENOMEM;
-        }
-    }
-    REAL(close)(fd);
-    return r;
-}
-
-static int u_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
-{
-    struct onion *u = fh == UNION_FH ? union_of(mnt, path) : NULL;
-    if (u == NULL)
-        return inner->readdir(mnt, path, fh, out);
-    struct stack s;
-    int r = dir_stack(u, path, &s);
-    if (r < 0)
-        return r;
-    struct names seen = { 0 };
-    char *buf = malloc(32768);
-    r = buf ? 0 : -ENOMEM;
-    for (int k = 0; k < s.n && r == 0; k++)
-        r = merge_layer(s.fd[k], &seen, out, buf, 32768);
-    free(buf);
-    names_free(&seen);
-    dir_put(u, path, &s);
-    return r;
-}
-
-static int u_releasedir(int mnt, const char *path, uint64_t fh)
-{
-    if (fh == UNION_FH && union_mount(mnt))
-        return 0;
-    return inner->releasedir(mnt, path, fh);
+    return union_inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
 }
 
 /* No process keeps a name of a union mount (as a backed one): 0, "cannot tell". */
@@ -837,21 +840,21 @@ static uint64_t u_stamp(int mnt, const char *path)
 {
     if (union_mount(mnt))
         return 0;
-    return inner->stamp ? inner->stamp(mnt, path) : 0;
+    return union_inner->stamp ? union_inner->stamp(mnt, path) : 0;
 }
 
 static int u_written(int mnt, const char *path)
 {
     if (union_mount(mnt))
         return 1;
-    return inner->written ? inner->written(mnt, path) : 0;
+    return union_inner->written ? union_inner->written(mnt, path) : 0;
 }
 
 static int u_open_decided(int mnt, const char *path, int flags)
 {
     if (union_mount(mnt))
         return -1;      /* errno as it was: opens here are not remembered */
-    return inner->open_decided ? inner->open_decided(mnt, path, flags) : -1;
+    return union_inner->open_decided ? union_inner->open_decided(mnt, path, flags) : -1;
 }
 
 struct backend_ops *union_over(struct backend_ops *be)
@@ -863,7 +866,7 @@ struct backend_ops *union_over(struct backend_ops *be)
     }
     if (be == NULL || nunions == 0 || be == &over)
         return be;
-    inner = be;
+    union_inner = be;
     for (int i = 0; i < KEPT; i++)
         pthread_rwlock_init(&kept_lock[i], NULL);
     pthread_atfork(fork_prepare, fork_done, fork_child);
@@ -873,9 +876,9 @@ struct backend_ops *union_over(struct backend_ops *be)
     over.access = u_access;
     over.open = u_open;
     over.create_open = u_create_open;
-    over.opendir = u_opendir;
-    over.readdir = u_readdir;
-    over.releasedir = u_releasedir;
+    over.opendir = union_opendir;
+    over.readdir = union_readdir;
+    over.releasedir = union_releasedir;
     over.stamp = u_stamp;
     over.written = u_written;
     over.open_decided = u_open_decided;
