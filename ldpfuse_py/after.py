@@ -127,6 +127,26 @@ def told(ops, index, path, result, path2, attrs):
     b, rel = filtered._tree(path) if type(filtered).__name__ == "Filtered" else (None, "")
     if b is None or op not in b.after or (b.hide and any(_hidden(b, n) for n in rel.split("/") if n)):
         return None
+    if type(ops).__name__ == "TracedOps":
+        # --trace: one line, as for a method: after('unlink', '/f', 0) = None  3us
+        import time
+
+        start = time.perf_counter_ns()
+        outcome = "None"
+        try:
+            answer = _told(ops, op, path, result, path2, attrs)
+            outcome = "None" if answer is None else f"{{st_mode={answer[0]:#o}, st_uid={answer[1]}, st_gid={answer[2]}, ...}}"
+            return answer
+        except BaseException as e:
+            outcome = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            shown = (path, result if attrs is None else "attrs") + (() if path2 is None else (path2,))
+            ops._line("after", op, shown, outcome, start)
+    return _told(ops, op, path, result, path2, attrs)
+
+
+def _told(ops, op, path, result, path2, attrs):
     user = _user(ops)
     if op != "getattr":
         tell(user, op, path, result, () if path2 is None else (path2,))

@@ -233,3 +233,22 @@ def test_a_name_opened_as_a_file_then_replaced_here_is_opened_as_what_it_is(tmp_
                   tmp_path / "mnt")
     assert want.stdout == "True ['inside']\nagain\nTrue\n", want.stderr
     assert got.stdout == want.stdout, got.stderr
+
+
+@pytest.mark.skipif(LDP_MODE != "shared", reason="the preload tells the class only in the shared mode "
+                    "(in the embedded mode the operation itself is the traced line)")
+def test_trace_shows_what_the_class_is_told(tmp_path):
+    """--trace: a line per after() call the preload makes, and none for what the class did
+    not name (-o after=unlink: the create, the stat and the read are not told)."""
+    from conftest import ldpfuse_run_argv
+
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    argv = ldpfuse_run_argv() + ["--trace", "--log-file", str(tmp_path / "log"), "--mountpoint", str(tmp_path / "mnt"),
+                                 "-o", "after=unlink", f"{EXAMPLES / 'loopback.py'}:Loopback", str(lower), "--",
+                                 "sh", "-c", f"cd {tmp_path / 'mnt'} && echo x > f && cat f && stat -c %s f && rm f"]
+    r = subprocess.run(argv, capture_output=True, text=True, env=base_env(), timeout=60)
+    assert r.stdout == "x\n2\n", r.stderr
+    told = [line.split("] ", 1)[1].split("  ")[0] for line in (tmp_path / "log").read_text().splitlines()
+            if "] after(" in line]
+    assert told == ["after('unlink', '/f', 0) = None"], told
