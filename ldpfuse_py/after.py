@@ -190,14 +190,14 @@ class Filtered:
 
     def __call__(self, op, path, *args):
         b, rel = self._tree(path) if isinstance(path, str) else (None, "")
+        if b is not None and b.hide and op not in ("init", "destroy"):
+            _refuse(b, rel, op in _MAKES)
+        if op in ("rename", "link") and args and isinstance(args[0], str):
+            b2, rel2 = self._tree(args[0])      # the other name, maybe in another tree
+            if b2 is not None and b2.hide:
+                _refuse(b2, rel2, op == "rename")
         if b is None or op in ("init", "destroy"):
             return self.ops(op, path, *args)
-        if b.hide:
-            _refuse(b, rel, op in _MAKES)
-            if op in ("rename", "link") and args and isinstance(args[0], str):
-                b2, rel2 = self._tree(args[0])
-                if b2 is not None and b2.hide:
-                    _refuse(b2, rel2, op == "rename")
         after = b.after
         name = op
         if op == "open":
