@@ -58,14 +58,15 @@ class Loopback(Operations):
     ``-o passthrough=...``. ``backing`` is 'yes' (the preload serves the whole
     tree from root, docs/backing.md) or 'no' (every operation through the
     methods below); by default, what passthrough is. ``see``: the operations
-    of a backed tree that still go to the methods ('create,unlink').
+    of a backed tree that still go to the methods ('create,unlink'); ``after``:
+    those the preload does and then tells ``after()`` below of ('getattr,unlink').
     """
 
     use_ns = True
     posix_acl = True  # the lower file system keeps ACLs and modes in step
     workers_safe = True  # its state is the lower tree's: -o workers=N (docs/operations.md)
 
-    def __init__(self, root, passthrough="yes", backing=None, see=""):
+    def __init__(self, root, passthrough="yes", backing=None, see="", after=""):
         self.root = os.path.realpath(root)
         if not S_ISDIR(os.stat(self.root).st_mode):  # fail now, not at each call
             raise NotADirectoryError(ENOTDIR, "loopback root is not a directory", root)
@@ -82,7 +83,10 @@ class Loopback(Operations):
         # -o see=create,unlink: those operations still go to the methods below (what a
         # filter in Python costs: bench/NOTES.md)
         see = [name for name in see.split(",") if name] if isinstance(see, str) else see
-        self.backing = Backing(self.root, see=see) if backing in ("yes", True) else None
+        # -o after=getattr,unlink: the preload does them, then calls after() below (what an
+        # after-filter in Python costs: bench/NOTES.md; examples/audit.py uses it)
+        after = [name for name in after.split(",") if name] if isinstance(after, str) else after
+        self.backing = Backing(self.root, see=see, after=after) if backing in ("yes", True) else None
         # '/a/b' -> root + '/a/b', the same as os.path.join(root, 'a/b'),
         # without the join; '' when root is '/' so that '/a' stays '/a'.
         self._prefix = self.root.rstrip("/")
@@ -124,6 +128,10 @@ class Loopback(Operations):
     def _xattr_path(self, d, p):
         "A path for os.*xattr (which have no dir_fd) to the file named by (d, p)."
         return p if d is None else f"/proc/self/fd/{d}/{p}"
+
+    def after(self, op, path, result, *args):
+        "Told after an operation named in -o after=...: nothing changes (docs/backing.md)."
+        return None
 
     # Metadata
 

@@ -285,6 +285,14 @@ def boot(host_owns=0):
             takes_fi = getattr(ops, "create_takes_fi", None)
             if takes_fi is None:
                 takes_fi = _takes_fileinfo(ops)
+            if getattr(getattr(ops, "operations", ops), "backing", None) is not None:
+                # after-filters and hidden names apply to the calls that reach the class
+                # too (ldpfuse_py/after.py): the embedded mode, what the preload hands back
+                from .after import Filtered, filtered_trees
+
+                trees = filtered_trees(ops)
+                if trees:
+                    ops = Filtered(ops, trees)
             if trace:
                 from .trace import TracedOps
 

@@ -484,6 +484,17 @@ def main(argv=None):
         check_instance(ops, args.fs)
     except SpecError as e:
         die(str(e))
+    if getattr(ops, "backing", None) is not None:
+        # after-filters and hidden names (ldpfuse_py/after.py): a declaration the class
+        # cannot serve (after= with no after method) is one line now, in either mode
+        from .after import Filtered, filtered_trees
+
+        try:
+            trees = filtered_trees(ops)
+            if trees:
+                Filtered(ops, trees)
+        except (TypeError, ValueError) as e:
+            die(f"{args.fs}: {one_line(e)}")
     check = getattr(ops, "ldpfuse_start_check", None)
     if callable(check):     # the class's own check that it can serve (a store that answers)
         try:

@@ -96,6 +96,14 @@ class Backing:
     open of an existing file, ``"open_write"``: those for writing or with
     O_TRUNC, ``"readdir"``: opendir, readdir and releasedir). See
     docs/backing.md.
+
+    ``after`` names operations the preload still does itself, after which the
+    class's ``after(op, path, result, *args)`` is called: ``"getattr"`` (it may
+    adjust the attributes) or a change of ``AFTER`` (it is told, with the
+    result; what it raises cannot undo the change). ``hide`` is a list of name
+    patterns (``*`` and ``?``), hidden everywhere under the directory: left out
+    of listings, ENOENT for any path through them, EACCES for making one.
+    docs/backing.md, "After the operation".
     """
 
     OPERATIONS = ("getattr", "readlink", "mknod", "mkdir", "unlink", "rmdir", "symlink",
@@ -109,9 +117,14 @@ class Backing:
                "chown", "truncate", "open_write", "create", "statfs", "access", "utimens",
                "setxattr", "removexattr")
 
-    __slots__ = ("lower", "see")
+    # what an after-filter may be told of: the attributes, and the changes
+    AFTER = ("getattr", "mknod", "mkdir", "unlink", "rmdir", "symlink", "rename", "link",
+             "chmod", "chown", "truncate", "open", "open_write", "create", "utimens",
+             "setxattr", "removexattr")
 
-    def __init__(self, lower: str, see: Any = ()) -> None:
+    __slots__ = ("lower", "see", "after", "hide")
+
+    def __init__(self, lower: str, see: Any = (), after: Any = (), hide: Any = ()) -> None:
         lower = os.path.realpath(os.fsdecode(lower))
         if not os.path.isdir(lower):
             raise NotADirectoryError(errno.ENOTDIR, "a backing tree's lower path is not a directory", lower)
@@ -123,8 +136,29 @@ class Backing:
         if unknown:
             raise ValueError(f"Backing(see=...): unknown operations {sorted(unknown)}; "
                              f"known: {', '.join(self.OPERATIONS)}")
+        after = (after,) if isinstance(after, str) else after
+        unknown = set(after) - set(self.AFTER)
+        if "readdir" in unknown:
+            raise ValueError("Backing(after=...): 'readdir': a name left out of a listing must be "
+                             "missing for every lookup too, which only the preload can see to: "
+                             "hide=('*.secret', ...) hides names everywhere")
+        if unknown:
+            raise ValueError(f"Backing(after=...): unknown operations {sorted(unknown)}; "
+                             f"known: {', '.join(self.AFTER)}")
+        both = set(after) & set(see)
+        if both:
+            raise ValueError(f"Backing: {sorted(both)} both in see= and after=: an operation the "
+                             "class sees is its own method's, and told after by its own code")
+        hide = (hide,) if isinstance(hide, str) else tuple(hide)
+        for pattern in hide:
+            if (not isinstance(pattern, str) or not pattern or any(c in pattern for c in "/[]\\")
+                    or any(c in pattern for c in "\x00\x1e\x1f") or pattern in (".", "..")):
+                raise ValueError(f"Backing(hide=...): {pattern!r}: a pattern is a name with '*' "
+                                 "and '?' (no '/', '[', ']' or '\\')")
         self.lower = lower
         self.see = frozenset(see)
+        self.after = frozenset(after)
+        self.hide = hide
 
     def mask(self) -> int:
         "The bits of see, as the preload reads them."
@@ -135,8 +169,13 @@ class Backing:
         "The bits of these operations' names, as the preload reads them."
         return sum(1 << i for i, name in enumerate(cls.OPERATIONS) if name in names)
 
+    def after_mask(self) -> int:
+        "The bits of after, as the preload reads them (the same as see's)."
+        return self.mask_of(self.after)
+
     def __repr__(self) -> str:
-        return f"Backing({self.lower!r}, see={sorted(self.see)!r})"
+        return (f"Backing({self.lower!r}, see={sorted(self.see)!r}, after={sorted(self.after)!r}, "
+                f"hide={list(self.hide)!r})")
 
 
 def backing_trees(ops: Any) -> list[tuple[str, Backing]]:

@@ -154,7 +154,8 @@ def build(env):
 
 def backing_environment(env, objects):
     """The backing trees the objects declare (operations.Backing), for the command's
-    preload: LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (native/vfs/backing.c)."""
+    preload: LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER[\x1fAFTER\x1fHIDE]\x1e..."
+    (native/vfs/backing.c)."""
     from .operations import Backing, backing_trees
 
     records = []
@@ -171,7 +172,11 @@ def backing_environment(env, objects):
             if any(c in s for s in (d, b.lower) for c in "\x1e\x1f"):
                 raise RuntimeError(f"backing: {d!r} -> {b.lower!r}: a name with a control character")
             mask = b.mask() | (Backing.mask_of(Backing.CHANGES) if read_only else 0)
-            records.append(f"{i}\x1f{mask}\x1f{d}\x1f{b.lower}")
+            record = f"{i}\x1f{mask}\x1f{d}\x1f{b.lower}"
+            if b.after or b.hide:
+                # after-filters and hidden names (native/vfs/backing.c): AFTER\x1fHIDE
+                record += f"\x1f{b.after_mask() & ~mask}\x1f{'/'.join(b.hide)}"
+            records.append(record)
     unions = union_environment(objects)
     if unions:
         env["LDPFUSE_UNION"] = "\x1e".join(unions)

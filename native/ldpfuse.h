@@ -400,6 +400,11 @@ void backing_dirs_over(struct backend_ops *be);
 long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *slot);
 void backing_dir_put(int slot, int fd);
 int backing_dirs_lost(unsigned first, unsigned last);
+/* vfs/backing_regular.c: names this process opened as regular files a moment ago */
+int backing_regular_known(int mnt, const char *path);
+void backing_regular_seen(int mnt, const char *path);
+void backing_regular_forget(int mnt, const char *path);
+void backing_regular_forget_all(void);
 /* interpose/creds.c: bumped when this process changes its uids, gids or groups */
 extern unsigned ldp_creds_gen;
 void ldp_creds_changed(void);

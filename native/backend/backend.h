@@ -242,6 +242,14 @@ struct backend_ops {
      * its mount, open flags, path (size bytes) and handle (*fh), which this process may
      * use from now on; -errno if it is none. NULL: the same as pass. */
     int (*claim)(int fd, int *mnt, int *flags, char *path, size_t size, uint64_t *fh);
+    /* An operation of a backing tree done past the class (vfs/backing.c), which the class
+     * asked to be told of after it (Backing(after=...)): op is its BK_* bit (ldpfuse.h),
+     * result 0 or -errno, path2 the second name (rename's new name, link's existing file,
+     * a symlink's content, an xattr's name) or NULL. For BK_GETATTR st holds the lower
+     * file's attributes and comes back as the class adjusted them (0, or -errno: the
+     * stat's answer); for a change st is NULL and the answer is 0 whatever the class did
+     * (the operation is done). NULL: nothing is told. */
+    int (*after)(int mnt, unsigned op, const char *path, const char *path2, int result, struct stat *st);
 };
 #define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };

@@ -1351,6 +1351,80 @@ static void fifo_renamed(int mnt, const char *from, const char *to)
     errno = saved;
 }
 
+/* ---- after-filters (vfs/backing.c, backend.h after): ldpfuse_py.after.told(ops, op,
+ * path, result, path2, attrs) tells the class; for a getattr it answers the adjusted
+ * (st_mode, st_uid, st_gid, atime_ns, mtime_ns, ctime_ns), or None for no change. */
+static PyObject *told_fn;
+
+static int be_after(int mnt, unsigned op, const char *path, const char *path2, int result, struct stat *st)
+{
+    if (!Py_IsInitialized())
+        return st ? -EIO : 0;
+    struct pyctx g = gil_enter_mnt(mnt);
+    if (told_fn == NULL) {
+        PyObject *m = PyImport_ImportModule("ldpfuse_py.after");
+        told_fn = m ? PyObject_GetAttrString(m, "told") : NULL;
+        Py_XDECREF(m);
+    }
+    PyObject *r = NULL;
+    if (told_fn) {
+        PyObject *attrs = Py_None;
+        Py_INCREF(attrs);
+        if (st) {
+            Py_DECREF(attrs);
+            attrs = Py_BuildValue("(KKKKKKKLLLLLL)", (unsigned long long)st->st_mode, (unsigned long long)st->st_ino,
+                                  (unsigned long long)st->st_dev, (unsigned long long)st->st_nlink,
+                                  (unsigned long long)st->st_uid, (unsigned long long)st->st_gid,
+                                  (unsigned long long)st->st_rdev, (long long)st->st_size,
+                                  (long long)st->st_blksize, (long long)st->st_blocks,
+                                  (long long)st->st_atim.tv_sec * 1000000000LL + st->st_atim.tv_nsec,
+                                  (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
+                                  (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec);
+        }
+        PyObject *p = PyUnicode_DecodeFSDefault(path);
+        PyObject *p2 = path2 ? PyUnicode_DecodeFSDefault(path2) : (Py_INCREF(Py_None), Py_None);
+        if (attrs && p && p2)
+            r = PyObject_CallFunction(told_fn, "OIOiOO", mnts[mnt].ops, __builtin_ctz(op), p, result, p2, attrs);
+        Py_XDECREF(attrs);
+        Py_XDECREF(p);
+        Py_XDECREF(p2);
+    }
+    int ret = 0;
+    if (r == NULL) {
+        ret = fail(s_getattr, path);        /* told() logs a change's exception itself */
+        if (!st)
+            ret = 0;
+    } else if (st && r != Py_None) {
+        long long v[6];
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 6) {
+            ret = wrong_type(s_getattr, path, r, "after-filter attributes");
+        } else {
+            for (int i = 0; i < 6; i++)
+                v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(r, i));
+            if (PyErr_Occurred()) {
+                ret = fail(s_getattr, path);
+            } else {
+                st->st_mode = (mode_t)v[0];
+                st->st_uid = (uid_t)v[1];
+                st->st_gid = (gid_t)v[2];
+                struct timespec *ts[3] = { &st->st_atim, &st->st_mtim, &st->st_ctim };
+                for (int i = 0; i < 3; i++) {
+                    long long sec = v[3 + i] / 1000000000LL, ns = v[3 + i] % 1000000000LL;
+                    if (ns < 0) {
+                        ns += 1000000000LL;
+                        sec--;
+                    }
+                    ts[i]->tv_sec = (time_t)sec;
+                    ts[i]->tv_nsec = (long)ns;
+                }
+            }
+        }
+    }
+    Py_XDECREF(r);
+    GIL_LEAVE(g);
+    return ret;
+}
+
 static struct backend_ops ops = {
     .abi = LDP_BACKEND_ABI,
     .getattr = be_getattr, .readlink = be_readlink, .mknod = be_mknod, .mkdir = be_mkdir,
@@ -1362,6 +1436,7 @@ static struct backend_ops ops = {
     .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
     .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
     .destroy = be_destroy, .append = be_append, .ioctl = be_ioctl, .lock = be_lock, .flock = be_flock,
+    .after = be_after,
 };
 
 /* ---- start-up */

@@ -1119,6 +1119,27 @@ static int sh_moved(int mnt, const char *path, const char *path2)
     return simple(W_MOVED, mnt, path, path2, 0, 0, NULL) == 0;
 }
 
+/* An operation of a backing tree the class is told of after it (vfs/backing.c): a round
+ * trip, so that the class has heard of it before the program's call returns; a getattr's
+ * attributes come back as the class adjusted them. */
+static int sh_after(int mnt, unsigned op, const char *path, const char *path2, int result, struct stat *st)
+{
+    CALL(W_AFTER, mnt, path);
+    c.path2 = path2;
+    c.rq.a = (int64_t)op;
+    c.rq.b = result;
+    if (st) {
+        c.data = st;
+        c.data_len = sizeof *st;
+        c.out = st;
+        c.out_cap = sizeof *st;
+    }
+    int64_t r = xact(&c);
+    if (st && r >= 0 && c.out_len != sizeof *st)
+        r = -EIO;
+    return st ? (int)r : 0;
+}
+
 /* An fd of an open file about to go to another process (interpose/pass_fd.c): the server
  * takes its own reference to the open file description, for the receiver's claim. */
 static int sh_pass(int mnt, uint64_t fh, int fd)
@@ -1222,7 +1243,7 @@ static struct backend_ops shared_ops = {
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .release_cached = sh_release_cached, .settle = sh_settle,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .cache_whole_stamp = sh_cache_whole_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .after = sh_after, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .cache_whole_stamp = sh_cache_whole_stamp, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,
 };
 

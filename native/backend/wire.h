@@ -71,8 +71,13 @@ enum wire_op {
                        KCMP_FILE), the caller and the processes below it may use that handle
                        too; the answer's fh is its token, the data a struct wire_claim and
                        the handle's path (server/handles.c, interpose/pass_fd.c) */
+    W_AFTER,        /* an operation of a backing tree the caller did past the server, which
+                       the class asked to be told of after (backend.h after): a = its BK_*
+                       bit, b = its result (0 or -errno), path2 the second name if any; for
+                       BK_GETATTR data is the struct stat, and so is the answer's, adjusted */
 };
-#define W_OP_MAX W_CLAIM
+#define W_OP_MAX W_AFTER
+#define AFTER_GETATTR 1     /* W_AFTER's a for a getattr: BK_GETATTR (ldpfuse.h) */
 
 /* The method a request calls, for the log and --stats (the user's method names, as fusepy's). */
 static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
@@ -88,7 +93,7 @@ static const char *const wire_op_names[W_OP_MAX + 1] __attribute__((unused)) = {
     [W_CACHE_CLOSE] = "release (page cache)", [W_FIFO] = "getattr (FIFO)",
     [W_COHERENCE] = "(coherence table)", [W_IOCTL] = "ioctl", [W_CREATE_OPEN] = "create/open",
     [W_WRITTEN] = "(written)", [W_LOCK] = "lock", [W_MOVED] = "(moved)",
-    [W_PASS] = "(fd passed)", [W_CLAIM] = "(fd received)",
+    [W_PASS] = "(fd passed)", [W_CLAIM] = "(fd received)", [W_AFTER] = "after",
 };
 
 static inline const char *wire_op_name(unsigned op)

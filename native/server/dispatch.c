@@ -387,6 +387,21 @@ void do_op(struct client *cl)
         fh = (uint64_t)at;
         break;
     }
+    case W_AFTER:
+        /* the class told of an operation of a backing tree done past it (vfs/backing.c),
+         * as the caller, like any method: getattr's attributes come back adjusted; a
+         * change's answer is 0 whatever the class did (the operation is done) */
+        changed_as = 0;
+        if (rq->a == AFTER_GETATTR) {
+            memcpy(small, data, sizeof(struct stat));
+            r = fs_ops->after ? fs_ops->after(mnt, AFTER_GETATTR, path, NULL, 0, (struct stat *)small) : 0;
+            if (r >= 0) { out = small; out_len = sizeof(struct stat); }
+        } else {
+            r = fs_ops->after ? fs_ops->after(mnt, (unsigned)rq->a, path, rq->path2_len ? path2 : NULL,
+                                              (int)rq->b, NULL) : 0;
+            r = 0;
+        }
+        break;
     case W_STATFS:
         r = fs_ops->statfs(mnt, path, (struct statvfs *)small);
         if (r >= 0) { out = small; out_len = sizeof(struct statvfs); }

@@ -71,7 +71,8 @@ static int check_text(const char *p, size_t len, size_t max)
 
 enum fh_use { FH_NONE, FH_MAY, FH_MUST };
 struct op_rule {
-    unsigned char path2;    /* 0: none, 1: a mount path, 2: a symlink's target, 3: an xattr name */
+    unsigned char path2;    /* 0: none, 1: a mount path, 2: a symlink's target, 3: an xattr name,
+                               4: none or a text (W_AFTER's second name) */
     unsigned char data;     /* data may come */
     unsigned char fh;       /* enum fh_use */
     unsigned char kind;     /* the handle's kind: W_OPEN, W_OPENDIR, W_CACHE_OPEN */
@@ -110,6 +111,7 @@ static const struct op_rule rules[W_OP_MAX + 1] = {
     [W_MOVED] = { .path2 = 1 },
     [W_PASS] = { .fh = FH_MUST, .kind = W_OPEN },
     [W_CLAIM] = { 0 },
+    [W_AFTER] = { .path2 = 4, .data = 1 },
 };
 
 static int valid_id(int64_t id)
@@ -133,6 +135,7 @@ static int request_check(struct client *cl, struct wire_req *rq)
     case 0: r = rq->path2_len ? -EINVAL : 0; break;
     case 1: r = check_path(cl->path2, rq->path2_len); break;
     case 2: r = check_text(cl->path2, rq->path2_len, PATH_MAX - 1); break;
+    case 4: r = rq->path2_len ? check_text(cl->path2, rq->path2_len, PATH_MAX - 1) : 0; break;
     default: r = check_text(cl->path2, rq->path2_len, WIRE_NAME_MAX); break;
     }
     if (r < 0)
@@ -173,6 +176,11 @@ static int request_check(struct client *cl, struct wire_req *rq)
     case W_PASS: case W_CLAIM:     /* an fd number of the caller's */
         if (rq->a < 0 || rq->a > INT32_MAX)
             return -EBADF;
+        break;
+    case W_AFTER:       /* one BK_* bit (ldpfuse.h), a result, a struct stat with getattr's */
+        if (rq->a <= 0 || rq->a > (1 << 22) || (rq->a & (rq->a - 1)) || rq->b > 0 || rq->b < -4095 ||
+            rq->data_len != (rq->a == AFTER_GETATTR ? sizeof(struct stat) : 0))
+            return -EINVAL;
         break;
     case W_RELEASE:     /* b: a page cache's token, released too (dispatch.c checks it) */
         if (rq->c != 0 && rq->c != RELEASE_CACHE_TOO)

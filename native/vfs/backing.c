@@ -22,8 +22,17 @@
  * rename of a directory and a directory's permission change made here tell the server
  * (dir_changed: W_MOVED) before they return, so that no process uses one from before.
  *
+ * After-filters (Backing(after=...)): an operation the class asked to be told of after is
+ * still done here; then the class is told (backend after: a round trip in the shared mode)
+ * with its result: a getattr's attributes come back adjusted, a change's notice changes
+ * nothing of what was done. Hidden names (Backing(hide=...)): a name that matches one of
+ * the tree's patterns is left out of listings here, and any operation on a path through
+ * one goes to the class, whose wrapper refuses it (ldpfuse_py/after.py): ENOENT, EACCES
+ * for making one. docs/backing.md, "After the operation".
+ *
  * The declaration comes from the launcher, which built the objects (shared mode):
- * LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER\x1e..." (SEE: the BK_* bits, decimal).
+ * LDPFUSE_BACKING = "MNT\x1fSEE\x1fDIR\x1fLOWER[\x1fAFTER\x1fHIDE]\x1e..." (SEE, AFTER:
+ * the BK_* bits, decimal; HIDE: the name patterns, '/' between them).
  */
 #include "../ldpfuse.h"
 #include <linux/openat2.h>
@@ -44,11 +53,14 @@ struct tree {
     size_t dirlen;              /* 0 for "/" */
     char *lower;
     int fd;                     /* O_PATH of lower; -1 until used, or after the program closed it */
+    unsigned after;             /* BK_* bits: operations the class is told of after they are done */
+    char **hide;                /* name patterns ('*', '?'), NULL-terminated; NULL: none */
 };
 static struct tree *trees;
 static int ntrees;
 static unsigned char *mount_has_tree;
 static int no_openat2;
+static unsigned any_after;      /* the after bits of every tree */
 /* Who the trees serve: as the server (server/peers.c), the launcher's uid, any uid with
  * allow_other, root too with allow_root; another process of the command goes to the
  * backend, which refuses it with the reason in the log */
@@ -70,6 +82,70 @@ void backing_served_init(void)
     allow_root = a && strcmp(a, "1") == 0;
 }
 
+/* "a/b/c" -> {"a", "b", "c", NULL}; "" -> NULL */
+static char **hide_patterns(const char *list)
+{
+    if (*list == '\0')
+        return NULL;
+    size_t n = 2;
+    for (const char *p = list; *p; p++)
+        n += *p == '/';
+    char **v = calloc(n, sizeof *v), *copy = strdup(list), *save = NULL;
+    if (v == NULL || copy == NULL)
+        return NULL;
+    size_t i = 0;
+    for (char *w = strtok_r(copy, "/", &save); w; w = strtok_r(NULL, "/", &save))
+        v[i++] = w;
+    return v;
+}
+
+/* Does the name s (len bytes) match pattern p ('*': any run of bytes, '?': one byte, the
+ * rest as is; ldpfuse_py/after.py matches the same way)? */
+static int pattern_match(const char *p, const char *s, size_t len)
+{
+    const char *star = NULL;
+    size_t i = 0, back = 0;
+    while (i < len) {
+        if (*p == '*') {
+            star = ++p;
+            back = i;
+        } else if (*p && (*p == '?' || *p == s[i])) {
+            p++;
+            i++;
+        } else if (star) {
+            p = star;
+            i = ++back;
+        } else {
+            return 0;
+        }
+    }
+    while (*p == '*')
+        p++;
+    return *p == '\0';
+}
+
+static int name_hidden(const struct tree *t, const char *name, size_t len)
+{
+    if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
+        return 0;       /* "." and "..": never a name of the tree's */
+    for (char **p = t->hide; *p; p++)
+        if (pattern_match(*p, name, len))
+            return 1;
+    return 0;
+}
+
+/* rel (relative to the tree's lower directory) goes through a hidden name */
+static int path_hidden(const struct tree *t, const char *rel)
+{
+    while (*rel) {
+        const char *end = strchrnul(rel, '/');
+        if (end > rel && name_hidden(t, rel, (size_t)(end - rel)))
+            return 1;
+        rel = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 static void trees_init(void)
 {
     backing_served_init();
@@ -85,9 +161,9 @@ static void trees_init(void)
         return;
     char *copy = strdup(env), *save = NULL;
     for (char *rec = strtok_r(copy, "\x1e", &save); rec; rec = strtok_r(NULL, "\x1e", &save)) {
-        char *f[4];
+        char *f[6] = { 0 };
         int n = 0;
-        for (char *p = rec; n < 4; n++) {
+        for (char *p = rec; n < 6; n++) {
             f[n] = p;
             p = strchr(p, '\x1f');
             if (p == NULL) {
@@ -96,7 +172,7 @@ static void trees_init(void)
             }
             *p++ = '\0';
         }
-        if (n != 4)
+        if (n != 4 && n != 6)
             continue;
         int mnt = atoi(f[0]);
         if (mnt < 0 || mnt >= ldp_nmounts || f[2][0] != '/' || f[3][0] != '/')
@@ -108,6 +184,11 @@ static void trees_init(void)
         t->dirlen = strcmp(f[2], "/") == 0 ? 0 : strlen(f[2]);
         t->lower = strdup(f[3]);
         t->fd = -1;
+        if (n == 6) {
+            t->after = (unsigned)strtoul(f[4], NULL, 10);
+            any_after |= t->after;
+            t->hide = hide_patterns(f[5]);
+        }
         mount_has_tree[mnt] = 1;
     }
     free(copy);
@@ -194,6 +275,8 @@ static struct tree *tree_at(int mnt, const char *path, const char **rel)
     const char *r = path + best->dirlen;
     while (*r == '/')
         r++;
+    if (UNLIKELY(best->hide != NULL) && path_hidden(best, r))
+        return NULL;    /* the class's wrapper refuses it (ldpfuse_py/after.py) */
     *rel = *r ? r : ".";
     return best;
 }
@@ -309,9 +392,23 @@ static long open_in(struct tree *t, const char *rel, int flags, mode_t mode)
 static void dir_changed(int mnt, const char *path, const char *path2)
 {
     struct timespec ttl;
+    backing_regular_forget_all();
     if (inner->moved && attrcache_timeout(&ttl))
         inner->moved(mnt, path, path2);
 }
+
+/* The class asked to be told of op (a BK_* bit) after it: it is, with the result (0 or
+ * -errno). What it answers changes nothing: the operation is done (docs/backing.md). */
+static void told(struct tree *t, int mnt, unsigned op, const char *path, const char *path2, int r)
+{
+    if (inner->after)
+        inner->after(mnt, op, path, path2, r, NULL);
+}
+#define TOLD(t, op, mnt, path, path2, r) \
+    do { if (UNLIKELY((t)->after & (op))) told(t, mnt, op, path, path2, r); } while (0)
+
+/* A name changed here: this process's memory of regular files forgets it. */
+#define CHANGED(mnt, path, r) do { if ((r) == 0) backing_regular_forget(mnt, path); } while (0)
 
 static int is_dir(int dfd, const char *last)
 {
@@ -341,6 +438,8 @@ static int b_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
     struct tree *t = tree_for(mnt, path, BK_GETATTR, &rel);
     int r = t ? AT_PARENT(t, rel, 0, REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
               : ASK_CLASS;
+    if (r == 0 && UNLIKELY(t->after & BK_GETATTR) && inner->after)
+        r = inner->after(mnt, BK_GETATTR, path, NULL, 0, st);     /* attributes adjusted */
     return r != ASK_CLASS ? r : inner->getattr(mnt, path, fh, st);
 }
 
@@ -357,7 +456,11 @@ static int b_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_MKNOD, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(mknodat)(dfd, last, mode, dev)) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->mknod(mnt, path, mode, dev);
+    if (r == ASK_CLASS)
+        return inner->mknod(mnt, path, mode, dev);
+    CHANGED(mnt, path, r);
+    TOLD(t, BK_MKNOD, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_mkdir(int mnt, const char *path, mode_t mode)
@@ -365,7 +468,11 @@ static int b_mkdir(int mnt, const char *path, mode_t mode)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_MKDIR, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(mkdirat)(dfd, last, mode & 07777)) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->mkdir(mnt, path, mode);
+    if (r == ASK_CLASS)
+        return inner->mkdir(mnt, path, mode);
+    CHANGED(mnt, path, r);
+    TOLD(t, BK_MKDIR, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_unlink(int mnt, const char *path)
@@ -373,7 +480,11 @@ static int b_unlink(int mnt, const char *path)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_UNLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, 0)) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->unlink(mnt, path);
+    if (r == ASK_CLASS)
+        return inner->unlink(mnt, path);
+    CHANGED(mnt, path, r);
+    TOLD(t, BK_UNLINK, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_rmdir(int mnt, const char *path)
@@ -383,7 +494,10 @@ static int b_rmdir(int mnt, const char *path)
     int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, AT_REMOVEDIR)) : ASK_CLASS;
     if (r == 0)
         dir_changed(mnt, path, path);
-    return r != ASK_CLASS ? r : inner->rmdir(mnt, path);
+    if (r == ASK_CLASS)
+        return inner->rmdir(mnt, path);
+    TOLD(t, BK_RMDIR, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_symlink(int mnt, const char *linkpath, const char *target)
@@ -391,7 +505,11 @@ static int b_symlink(int mnt, const char *linkpath, const char *target)
     const char *rel;
     struct tree *t = tree_for(mnt, linkpath, BK_SYMLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(symlinkat)(target, dfd, last)) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->symlink(mnt, linkpath, target);
+    if (r == ASK_CLASS)
+        return inner->symlink(mnt, linkpath, target);
+    CHANGED(mnt, linkpath, r);
+    TOLD(t, BK_SYMLINK, mnt, linkpath, target, r);
+    return r;
 }
 
 /* Two names of one tree: both parents, or ASK_CLASS. */
@@ -411,6 +529,8 @@ static int two_names(int mnt, const char *a, const char *b, unsigned bit, int fl
         r = neg(rename ? REAL(renameat)(da, la, db, lb) : REAL(linkat)(da, la, db, lb, flags));
         if (r == 0 && rename && is_dir(db, lb))
             dir_changed(mnt, a, b);     /* a file's rename moves no directory */
+        CHANGED(mnt, a, r);
+        CHANGED(mnt, b, r);
         put_parent(t, db, sb);
     }
     put_parent(t, da, sa);
@@ -420,13 +540,25 @@ static int two_names(int mnt, const char *a, const char *b, unsigned bit, int fl
 static int b_rename(int mnt, const char *from, const char *to)
 {
     int r = two_names(mnt, from, to, BK_RENAME, 0, 1);
-    return r != ASK_CLASS ? r : inner->rename(mnt, from, to);
+    if (r == ASK_CLASS)
+        return inner->rename(mnt, from, to);
+    const char *rel;
+    struct tree *t = UNLIKELY(any_after & BK_RENAME) ? tree_at(mnt, from, &rel) : NULL;
+    if (t)
+        TOLD(t, BK_RENAME, mnt, from, to, r);
+    return r;
 }
 
 static int b_link(int mnt, const char *newpath, const char *oldpath)
 {
     int r = two_names(mnt, oldpath, newpath, BK_LINK, 0, 0);
-    return r != ASK_CLASS ? r : inner->link(mnt, newpath, oldpath);
+    if (r == ASK_CLASS)
+        return inner->link(mnt, newpath, oldpath);
+    const char *rel;
+    struct tree *t = UNLIKELY(any_after & BK_LINK) ? tree_at(mnt, newpath, &rel) : NULL;
+    if (t)
+        TOLD(t, BK_LINK, mnt, newpath, oldpath, r);     /* fusepy's link(target, source) */
+    return r;
 }
 
 static long fchmodat2(int dfd, const char *name, mode_t mode)
@@ -454,7 +586,10 @@ static int b_chmod(int mnt, const char *path, mode_t mode)
             put_parent(t, dfd, slot);
         }
     }
-    return r != ASK_CLASS ? r : inner->chmod(mnt, path, mode);
+    if (r == ASK_CLASS)
+        return inner->chmod(mnt, path, mode);
+    TOLD(t, BK_CHMOD, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_chown(int mnt, const char *path, uid_t uid, gid_t gid)
@@ -468,7 +603,10 @@ static int b_chown(int mnt, const char *path, uid_t uid, gid_t gid)
         dir_changed(mnt, path, path);       /* who may search it */
         r = 0;
     }
-    return r != ASK_CLASS ? r : inner->chown(mnt, path, uid, gid);
+    if (r == ASK_CLASS)
+        return inner->chown(mnt, path, uid, gid);
+    TOLD(t, BK_CHOWN, mnt, path, NULL, r);
+    return r;
 }
 
 static int truncate_here(struct tree *t, const char *rel, off_t len)
@@ -486,7 +624,10 @@ static int b_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_TRUNCATE, &rel);
     int r = t ? truncate_here(t, rel, len) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->truncate(mnt, path, len, fh);
+    if (r == ASK_CLASS)
+        return inner->truncate(mnt, path, len, fh);
+    TOLD(t, BK_TRUNCATE, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_truncate_uncached(int mnt, const char *path, off_t len)
@@ -494,8 +635,10 @@ static int b_truncate_uncached(int mnt, const char *path, off_t len)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_TRUNCATE, &rel);
     int r = t ? truncate_here(t, rel, len) : ASK_CLASS;
-    if (r != ASK_CLASS)
+    if (r != ASK_CLASS) {
+        TOLD(t, BK_TRUNCATE, mnt, path, NULL, r);
         return r;
+    }
     return inner->truncate_uncached ? inner->truncate_uncached(mnt, path, len) : inner->truncate(mnt, path, len, NULL);
 }
 
@@ -506,6 +649,13 @@ static unsigned open_bits(int flags)
     if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
         bits |= BK_OPEN_WRITE;
     return bits;
+}
+
+/* The open bit the class is told of an open with these flags by (after), 0: none. */
+static unsigned open_told(const struct tree *t, int flags)
+{
+    unsigned bits = open_bits(flags) & t->after;
+    return bits & BK_OPEN_WRITE ? BK_OPEN_WRITE : bits;
 }
 
 static int open_result_fd(long fd, struct open_result *res)
@@ -524,7 +674,10 @@ static int b_open(int mnt, const char *path, int flags, struct open_result *res)
     const char *rel;
     struct tree *t = tree_for(mnt, path, open_bits(flags), &rel);
     int r = t ? open_result_fd(open_in(t, rel, flags | O_NOFOLLOW, 0), res) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->open(mnt, path, flags, res);
+    if (r == ASK_CLASS)
+        return inner->open(mnt, path, flags, res);
+    TOLD(t, open_told(t, flags), mnt, path, NULL, r);
+    return r;
 }
 
 static int b_create(int mnt, const char *path, mode_t mode, int flags, struct open_result *res)
@@ -532,7 +685,10 @@ static int b_create(int mnt, const char *path, mode_t mode, int flags, struct op
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_CREATE | open_bits(flags), &rel);
     int r = t ? open_result_fd(open_in(t, rel, flags | O_CREAT | O_NOFOLLOW, mode), res) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->create(mnt, path, mode, flags, res);
+    if (r == ASK_CLASS)
+        return inner->create(mnt, path, mode, flags, res);
+    TOLD(t, BK_CREATE, mnt, path, NULL, r);
+    return r;
 }
 
 static int b_open_special(int mnt, const char *path, const struct stat *st, int flags)
@@ -564,10 +720,24 @@ static int open_existing(int mnt, const char *path, struct tree *t, const char *
         *outcome = r == -ENOENT ? CO_MISSING : CO_ASK;
         return r == -ENOENT ? r : 0;
     }
-    if (REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | EMPTY(last)) < 0) {
+    int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+    if (!excl && last[0] && !(t->see & open_bits(flags)) && backing_regular_known(mnt, path)) {
+        /* a regular file a moment ago (vfs/backing_regular.c): opened without a look */
+        long fd = beneath(dfd, last, (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_NOCTTY, 0);
+        if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP || fd == -EISDIR) {
+            backing_regular_forget(mnt, path);
+            *outcome = CO_ASK;  /* not what it was: the core looks again */
+        } else {
+            memset(st, 0, sizeof *st);
+            st->st_mode = S_IFREG;      /* never an answer: the core keeps none of a tree's */
+            *outcome = CO_OPENED;
+            r = open_result_fd(fd, res);
+            TOLD(t, open_told(t, flags), mnt, path, NULL, r);
+        }
+    } else if (REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | EMPTY(last)) < 0) {
         r = errno == ENOENT ? -ENOENT : 0;
         *outcome = r ? CO_MISSING : CO_ASK;
-    } else if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+    } else if (excl) {
         *outcome = CO_EXISTS;   /* the core answers EEXIST */
     } else if (!S_ISREG(st->st_mode)) {
         *outcome = CO_ASK;      /* a symlink, a directory, a FIFO...: the core's */
@@ -579,8 +749,11 @@ static int open_existing(int mnt, const char *path, struct tree *t, const char *
         if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP) {
             *outcome = CO_ASK;  /* changed since: the core looks again */
         } else {
+            if (fd >= 0 && last[0])
+                backing_regular_seen(mnt, path);
             *outcome = CO_OPENED;
             r = open_result_fd(fd, res);
+            TOLD(t, open_told(t, flags), mnt, path, NULL, r);
         }
     }
     put_parent(t, dfd, slot);
@@ -599,10 +772,14 @@ static int b_create_open(int mnt, const char *path, mode_t mode, int flags, int 
     *outcome = CO_ASK;
     if (t && !(t->see & BK_GETATTR)) {
         int create = (flags & O_CREAT) != 0;
-        if (create && !(t->see & (BK_CREATE | open_bits(flags)))) {
+        /* an O_CREAT open of a file this process opened a moment ago: opened as one that
+         * exists (vfs/backing_regular.c), not first tried with O_EXCL */
+        int known = create && !(flags & O_EXCL) && backing_regular_known(mnt, path);
+        if (create && !known && !(t->see & (BK_CREATE | open_bits(flags)))) {
             long fd = open_in(t, rel, flags | O_EXCL | O_NOFOLLOW, mode);
             if (fd >= 0) {
                 *outcome = CO_CREATED;
+                TOLD(t, BK_CREATE, mnt, path, NULL, 0);
                 return open_result_fd(fd, res);
             }
             if (fd == -ENOENT) {
@@ -613,11 +790,16 @@ static int b_create_open(int mnt, const char *path, mode_t mode, int flags, int 
                 return 0;       /* a symlink or a directory there: the core looks it up */
             if (fd != -EEXIST && fd != ASK_CLASS) {
                 *outcome = CO_CREATED;
+                TOLD(t, BK_CREATE, mnt, path, NULL, (int)fd);
                 return (int)fd;
             }
             create = fd == -EEXIST ? 0 : create;
         }
         int r = open_existing(mnt, path, t, rel, flags, res, st, outcome);
+        if (r != ASK_CLASS && *outcome == CO_MISSING && known) {
+            *outcome = CO_ASK;  /* gone since: the core looks it up and creates it */
+            return 0;
+        }
         if (r != ASK_CLASS && *outcome == CO_MISSING && create) {
             *outcome = CO_CREATED;      /* the class creates it (it sees create) */
             return inner->create(mnt, path, mode, flags, res);
@@ -697,9 +879,12 @@ static int b_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out
         }
         for (long off = 0; off < n && r == 0;) {
             struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + off);
-            if (dirlist_add(out, d->d_name, strlen(d->d_name), d->d_ino, d->d_type) < 0)
-                r = -ENOMEM;
+            size_t len = strlen(d->d_name);
             off += d->d_reclen;
+            if (UNLIKELY(t->hide != NULL) && name_hidden(t, d->d_name, len))
+                continue;       /* a hidden name is not in the listing */
+            if (dirlist_add(out, d->d_name, len, d->d_ino, d->d_type) < 0)
+                r = -ENOMEM;
         }
     }
     free(buf);
@@ -730,7 +915,10 @@ static int b_utimens(int mnt, const char *path, const struct timespec ts[2])
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_UTIMENS, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(utimensat)(dfd, last, ts, AT_SYMLINK_NOFOLLOW)) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->utimens(mnt, path, ts);
+    if (r == ASK_CLASS)
+        return inner->utimens(mnt, path, ts);
+    TOLD(t, BK_UTIMENS, mnt, path, NULL, r);
+    return r;
 }
 
 /* xattrs have no *at form: the name is opened O_PATH beneath the tree and reached as
@@ -773,7 +961,10 @@ static int b_setxattr(int mnt, const char *path, const char *name, const void *v
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_SETXATTR, &rel);
     long r = t ? xattr_here(t, path, rel, 1, name, (void *)value, size, flags) : ASK_CLASS;
-    return r != ASK_CLASS ? (int)r : inner->setxattr(mnt, path, name, value, size, flags);
+    if (r == ASK_CLASS)
+        return inner->setxattr(mnt, path, name, value, size, flags);
+    TOLD(t, BK_SETXATTR, mnt, path, name, (int)r);
+    return (int)r;
 }
 
 static ssize_t b_listxattr(int mnt, const char *path, char *list, size_t size)
@@ -789,7 +980,10 @@ static int b_removexattr(int mnt, const char *path, const char *name)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_REMOVEXATTR, &rel);
     long r = t ? xattr_here(t, path, rel, 3, name, NULL, 0, 0) : ASK_CLASS;
-    return r != ASK_CLASS ? (int)r : inner->removexattr(mnt, path, name);
+    if (r == ASK_CLASS)
+        return inner->removexattr(mnt, path, name);
+    TOLD(t, BK_REMOVEXATTR, mnt, path, name, (int)r);
+    return (int)r;
 }
 
 /* No process's cache keeps a name of a backed mount: 0, "cannot tell", makes notify.c look

@@ -34,8 +34,8 @@ import time
  W_FLUSH, W_RELEASE, W_FSYNC, W_OPENDIR, W_READDIR, W_RELEASEDIR, W_ACCESS, W_UTIMENS,
  W_SETXATTR, W_GETXATTR, W_LISTXATTR, W_REMOVEXATTR, W_APPEND, W_CACHE_OPEN,
  W_CACHE_CLOSE, W_FIFO, W_COHERENCE, W_IOCTL, W_CREATE_OPEN, W_WRITTEN, W_LOCK, W_MOVED,
- W_PASS, W_CLAIM) = range(1, 42)
-W_OP_MAX = W_CLAIM
+ W_PASS, W_CLAIM, W_AFTER) = range(1, 43)
+W_OP_MAX = W_AFTER
 FLOCK = struct.Struct("hhqqi4x")                  # struct flock, 32 bytes
 F_SETLK, F_RDLCK, F_WRLCK, LOCK_EX = 6, 0, 1, 2
 OP_NAMES = {v: k for k, v in globals().items() if k.startswith("W_") and k != "W_OP_MAX"}

@@ -1,0 +1,134 @@
+/*
+ * Names of backing trees this process found to be regular files a moment ago, so that
+ * opening one again is one openat2, as natively, and not an fstatat first (issue 33).
+ *
+ * vfs/backing.c's open of an existing name looks at its type before it opens it: opening
+ * a FIFO or a device to find out what it is could be seen, and a directory opened as a
+ * file would give the program the lower directory's own fd (past the mount's listings and
+ * filters). That look was the one system call a backed open of an existing file made
+ * beyond native's (bench/NOTES.md). A name whose look said "a regular file", and whose
+ * open then succeeded, is remembered here for attr_timeout (-o attr_timeout=0: never), as
+ * the rest of the mount's lookups are: the next open of it within that time opens it
+ * directly, with the program's flags and O_NOFOLLOW | O_NOCTTY.
+ *
+ * What is forgotten at once: a name this process unlinks or renames (either name), and
+ * every name when it removes, renames or changes the rights of a directory (backing.c's
+ * dir_changed). What is not seen: another process replacing the file within the window.
+ * Then the open meets what is there now, with the program's own flags and rights: a
+ * symlink (ELOOP) or a missing name sends it back to the core's lookup as before; a FIFO
+ * or a device is opened as the core would open it anyway (backing.c's b_open_special:
+ * the same openat2); a directory opened read-only would be the lower directory's fd,
+ * as backing=no's remembered opens (backend/shared.c, decision_open) would open it.
+ *
+ * One table for the process's threads, without a lock: each slot has a sequence count
+ * (odd while a writer fills it; a reader that sees it change reads nothing). A name is
+ * known by two 64-bit hashes of its mount and path; its set of two slots by the first
+ * (a round robin over 1,000 names, microbench's orc, finds nearly all of them).
+ */
+#include "../ldpfuse.h"
+#include <string.h>
+
+#define SLOTS 4096              /* power of two; two ways per set (a name's slot and its pair) */
+
+struct regular {
+    unsigned seq;
+    unsigned epoch;
+    uint64_t h1, h2;
+    int64_t until;              /* CLOCK_MONOTONIC_COARSE, ns */
+};
+static struct regular slots[SLOTS];
+static unsigned epoch = 1;      /* backing_regular_forget_all: every slot of an older one is stale */
+
+static void hash2(int mnt, const char *path, uint64_t *h1, uint64_t *h2)
+{
+    uint64_t a = fnv1a_seed(mnt), b = 0x9e3779b97f4a7c15ULL ^ (uint64_t)mnt;
+    for (const char *s = path; *s; s++) {
+        a = (a ^ (unsigned char)*s) * 1099511628211ULL;
+        b = ((b ^ (unsigned char)*s) * 0xff51afd7ed558ccdULL);
+        b ^= b >> 29;
+    }
+    *h1 = a;
+    *h2 = b | 1;                /* never 0: an empty slot */
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+static int slot_has(struct regular *r, uint64_t h1, uint64_t h2)
+{
+    unsigned s = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
+    if (s & 1)
+        return 0;
+    int hit = r->h1 == h1 && r->h2 == h2 && r->epoch == __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+    int64_t until = r->until;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (!hit || __atomic_load_n(&r->seq, __ATOMIC_RELAXED) != s)
+        return 0;
+    return now_ns() < until;
+}
+
+static struct regular *set_of(uint64_t h1)
+{
+    return &slots[h1 & (SLOTS - 2)];
+}
+
+/* Was path on mnt a regular file a moment ago (this process opened it as one)? */
+int backing_regular_known(int mnt, const char *path)
+{
+    uint64_t h1, h2;
+    hash2(mnt, path, &h1, &h2);
+    struct regular *set = set_of(h1);
+    return slot_has(&set[0], h1, h2) || slot_has(&set[1], h1, h2);
+}
+
+static void put(struct regular *r, uint64_t h1, uint64_t h2, int64_t until)
+{
+    unsigned s = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
+    if ((s & 1) || !__atomic_compare_exchange_n(&r->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return;         /* another thread is filling it: this one keeps nothing */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    r->h1 = h1;
+    r->h2 = h2;
+    r->epoch = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+    r->until = until;
+    __atomic_store_n(&r->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* path on mnt was a regular file, opened as one just now. */
+void backing_regular_seen(int mnt, const char *path)
+{
+    struct timespec ttl;
+    if (!attrcache_timeout(&ttl))
+        return;
+    uint64_t h1, h2;
+    hash2(mnt, path, &h1, &h2);
+    struct regular *set = set_of(h1);
+    /* its own slot, else the one that expires first (an empty one: 0) */
+    struct regular *r = set[1].h1 == h1 || (set[0].h1 != h1 && set[1].until < set[0].until) ? &set[1] : &set[0];
+    put(r, h1, h2, now_ns() + (int64_t)ttl.tv_sec * 1000000000 + ttl.tv_nsec);
+}
+
+/* This process removed or renamed path on mnt. */
+void backing_regular_forget(int mnt, const char *path)
+{
+    uint64_t h1, h2;
+    hash2(mnt, path, &h1, &h2);
+    struct regular *set = set_of(h1);
+    for (int i = 0; i < 2; i++) {
+        struct regular *r = &set[i];
+        if (r->h1 == h1)
+            put(r, h1, 0, 0);   /* h2 0 matches no name; a slot being filled is missed: */
+        if (r->h1 == h1 && r->h2 == h2)
+            backing_regular_forget_all();   /* then every name is forgotten */
+    }
+}
+
+/* A directory this process removed, renamed or changed the rights of: no name stays. */
+void backing_regular_forget_all(void)
+{
+    __atomic_add_fetch(&epoch, 1, __ATOMIC_RELEASE);
+}
