@@ -56,6 +56,20 @@ def test_stats_counts_each_operation_and_splits_server_from_transport(tmp_path):
     assert table["create/open"][1][6] != "-", r.stderr
 
 
+def test_a_posted_release_does_not_take_the_next_opens_transport(tmp_path):
+    """One process reading several files: each release is posted (nobody times it), and the
+    open after it told the round trip of the open before: that was counted as the release's
+    transport (bench/NOTES.md, 2026-11-27 23:00: 'release 66 us transport' was the opens')."""
+    m = tmp_path / "mnt"
+    r = run(tmp_path, "--stats", cmd="cat " + " ".join(f"{m}/f{i}" for i in range(7)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "".join(f"{i}\n" for i in range(7))
+    table = rows(r.stderr)
+    opens = table.get("open") or table["create/open"]
+    assert opens[1][6] != "-", r.stderr
+    assert table["release"][0] == 7 and table["release"][1][6] == "-", r.stderr
+
+
 def test_without_stats_there_is_no_table(tmp_path):
     r = run(tmp_path, cmd=f"cat {tmp_path}/mnt/f0")
     assert r.returncode == 0 and r.stdout == "0\n"

@@ -51,6 +51,8 @@
 #define CHAN_SLICE_MS 50        /* between checks that the server lives */
 #define CHAN_FIRST_SPIN_NS 300000   /* for a connection's first answer (channel_wait) */
 #define CHAN_STUCK_MS 100       /* how long a request waits for an FS thread seen stuck */
+#define CHAN_OPS 64             /* answer times learned per op (wire.h's ops, masked) */
+#define CHAN_LONG_SPIN_NS 200000    /* the longest spin an op's learned answer time earns */
 
 struct channel {
     struct channel *next;       /* every channel of the process (fork, fd checks) */
@@ -63,6 +65,10 @@ struct channel {
     struct chan_spin spin;
     int answered;               /* a request has been answered on it */
     int posted;                 /* a request was posted (channel_post): its answer is unread */
+    uint16_t op;                /* the op of the request in flight, and when it was sent */
+    uint64_t sent_ns;
+    uint32_t expect_ns[CHAN_OPS];   /* how long each op's answer takes, as spins saw it (0: no
+                                     * longer than the spin budget as far as we know) */
     uint32_t last_us;           /* --stats: the round trip of its last request */
 };
 
@@ -534,6 +540,8 @@ int channel_send(struct channel *c, const struct wire_req *rq, const struct iove
     }
     struct chan_region *r = c->r;
     r->rq = *rq;
+    c->op = rq->op;
+    c->sent_ns = chan_now_ns();
     if (rq->len <= CHAN_BUF) {
         char *p = r->buf;
         for (int i = 0; i < n; i++) {
@@ -598,13 +606,31 @@ int channel_wait(struct channel *c, struct wire_resp *rs, int *fd, int keep_on_e
          * answer (a fresh process's first operation: the server's accept, then the call)
          * is waited for longer: the caller would sleep and its CPU go idle, and on a
          * quiet VM waking an idle CPU costs 50-80 us, a third of a short process's whole
-         * extra cost (bench/short_processes.py: 1.23 -> 1.17 ms per `cat`). */
+         * extra cost (bench/short_processes.py: 1.23 -> 1.17 ms per `cat`).
+         * An op whose answers take longer than the budget (a cached open: the class's
+         * open and read of the file, the memfd made and handed over, 25-45 us) is spun
+         * for as long as its answers were seen to take, up to CHAN_LONG_SPIN_NS: with the
+         * budget alone every such open slept and paid the wake-up (105 us an open for 41
+         * in the server, bench/NOTES.md), and its misses stopped the spins of the other
+         * ops too (chan_spin_result). A spin that misses doubles what it learned (it was
+         * too short), one that catches the answer moves it towards the time it took. */
+        uint64_t budget = (uint64_t)spin_budget();
+        uint32_t *expect = &c->expect_ns[c->op & (CHAN_OPS - 1)];
+        if (!first && *expect > budget)
+            budget = *expect + *expect / 4 < CHAN_LONG_SPIN_NS ? *expect + *expect / 4 : CHAN_LONG_SPIN_NS;
         struct chan_spinner spin;
-        chan_spin_start(&spin, first ? CHAN_FIRST_SPIN_NS : (uint64_t)spin_budget());
+        chan_spin_start(&spin, first ? CHAN_FIRST_SPIN_NS : budget);
         while (chan_load(&r->state) != CHAN_RESP && chan_spin_turn(&spin))
             ;
-        if (!first)
-            chan_spin_result(&c->spin, chan_load(&r->state) == CHAN_RESP);
+        if (!first) {
+            int paid = chan_load(&r->state) == CHAN_RESP;
+            chan_spin_result(&c->spin, paid);
+            uint64_t took = chan_now_ns() - c->sent_ns;
+            if (paid)
+                *expect = took <= (uint64_t)spin_budget() ? 0 : (uint32_t)((3 * (uint64_t)*expect + took) / 4);
+            else if (took >= budget)    /* not a spin stopped early by a busy CPU */
+                *expect = 2 * budget < CHAN_LONG_SPIN_NS ? (uint32_t)(2 * budget) : CHAN_LONG_SPIN_NS;
+        }
     }
     uint32_t st;
     uint64_t deadline = 0, stuck_since = 0;

@@ -1091,6 +1091,13 @@ static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh
     struct channel *ch = channel_begin();
     if (ch == NULL)
         return 0;
+    if (UNLIKELY(stats_on())) {
+        /* --stats: the round trip of the request before it (a release's open) goes with
+         * it, which the server's previous request on the channel is; told with the next
+         * request instead, it was counted as this posted one's transport */
+        rq.prev_us = channel_last_us(ch);
+        channel_note_us(ch, 0);
+    }
     int w = channel_post(ch, &rq, &body, 1);
     if (w < 0) {
         channel_fail(ch);

@@ -259,17 +259,17 @@ static uint64_t name_stamp(int mnt, const char *path)
     return t ? coherence_stamp(t, mnt, path) : 0;
 }
 
-/* The last holder let go of s (scache_lock held): keep it idle, or drop it. */
-static void scache_idle(struct scache *s)
+/* The last holder let go of s (scache_lock held; k: its memfd's fstat, just taken): keep
+ * it idle, or drop it. */
+static void scache_idle(struct scache *s, const struct stat *k)
 {
-    struct stat k;
     uint64_t stamp = name_stamp(s->mnt, s->path);
-    if (!s->attrs_known || stamp == 0 || keep_bytes_limit() == 0 || fstat(s->mfd, &k) < 0) {
+    if (!s->attrs_known || stamp == 0 || keep_bytes_limit() == 0) {
         scache_drop(s);
         return;
     }
     s->stamp = stamp;
-    s->bytes = (long)k.st_blocks * 512;
+    s->bytes = (long)k->st_blocks * 512;
     s->idle = 1;
     idle_bytes += s->bytes;
     idle_count++;
@@ -426,11 +426,16 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         LINK(&by_id[s->id & (SCACHE_BUCKETS - 1)], s, id_next, id_pprev);
         *fresh = 1;
     }
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->mfd);
-    int fd = open(proc, O_RDWR | O_CLOEXEC);
+    /* the client gets the server's own description of the memfd (a dup, not a reopen
+     * through /proc: that walked procfs and made a new description at every open, 2 of
+     * the open's system calls and its final fput at the close after the hand-over). The
+     * clients use it only for positional I/O, holes, attributes and xattrs
+     * (vfs/pagecache.c), none of which an offset or another holder moves; a client that
+     * sets flags on it could as well write into the memfd it holds read-write. The
+     * program's own fd is the client's reopen of it, a description of its own. */
+    int fd = fcntl(s->mfd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0 && errno == EMFILE && shed_locked() > 0)
-        fd = open(proc, O_RDWR | O_CLOEXEC);
+        fd = fcntl(s->mfd, F_DUPFD_CLOEXEC, 0);
     int r = fd >= 0 ? fd : -errno;
     *id = s->id;
     if (fd >= 0)
@@ -497,7 +502,7 @@ void scache_close_id(uint64_t id)
             scache_drop(s);     /* changed, and its attributes not found again above; or
                                  * holding what the FS never got */
         else
-            scache_idle(s);
+            scache_idle(s, &k);
     }
     pthread_mutex_unlock(&scache_lock);
 }
