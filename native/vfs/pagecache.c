@@ -35,7 +35,9 @@
 #define GROW_MAX (1ull << 30)       /* what a size-0 (procfs-style) file may grow to */
 
 struct pcache {
-    struct pcache *next;
+    struct pcache *next, **pprev;   /* in the table (every entry) */
+    struct pcache *hnext;           /* in its bucket by (mnt, path) */
+    unsigned bucket;
     int refs;                   /* vfiles pointing here; under table_lock */
     int mnt;
     char *path;                 /* under table_lock (rename) */
@@ -80,6 +82,34 @@ struct pcache {
 };
 
 static struct pcache *table;
+/* Found by name at every open and stat of a file a process holds or keeps: hashed (a list
+ * walked each time cost 5-7 us a stat with a thousand kept caches) */
+#define PC_BUCKETS 4096         /* power of two */
+static struct pcache *by_name[PC_BUCKETS];
+
+static unsigned name_bucket(int mnt, const char *path)
+{
+    uint64_t h = 1469598103934665603ull ^ (unsigned)mnt;
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+        h = (h ^ *c) * 1099511628211ull;
+    return (unsigned)(h ^ (h >> 32)) & (PC_BUCKETS - 1);
+}
+
+static void hash_add(struct pcache *pc)
+{
+    pc->bucket = name_bucket(pc->mnt, pc->path);
+    pc->hnext = by_name[pc->bucket];
+    by_name[pc->bucket] = pc;
+}
+
+static void hash_del(struct pcache *pc)
+{
+    for (struct pcache **p = &by_name[pc->bucket]; *p; p = &(*p)->hnext)
+        if (*p == pc) {
+            *p = pc->hnext;
+            break;
+        }
+}
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t granule;          /* what a hole is made of: a page, or a huge page */
 
@@ -208,11 +238,13 @@ static int load_known(struct pcache *pc)
 
 static void table_remove(struct pcache *pc)
 {
-    for (struct pcache **p = &table; *p; p = &(*p)->next)
-        if (*p == pc) {
-            *p = pc->next;
-            break;
-        }
+    if (pc->pprev == NULL)
+        return;
+    *pc->pprev = pc->next;
+    if (pc->next)
+        pc->next->pprev = pc->pprev;
+    pc->pprev = NULL;
+    hash_del(pc);
 }
 
 /* ---- caches kept past their last close (the shared mode). A process keeps the page
@@ -223,7 +255,7 @@ static void table_remove(struct pcache *pc)
  * close did before (the server then checks it against the file: server/page_caches.c). To
  * the server a kept cache is one this process holds, as if a file were open: its own bound
  * on kept caches (LDPFUSE_CACHE_KEEP_MB) counts those no process holds; each process keeps
- * LDPFUSE_CLIENT_KEEP files at most (default 1,024, 0 none; a 16th of RLIMIT_NOFILE at
+ * LDPFUSE_CLIENT_KEEP files at most (default 1,024; 0, or LDPFUSE_CACHE_KEEP_MB=0, none; a 16th of RLIMIT_NOFILE at
  * most, as each keeps an fd: 64 under `ulimit -n 1024`) of 32 MiB in all (8 MiB a file),
  * the least recently used let go of first, and all at its exit or exec. The memory is the
  * server's memfds, shared by every process that holds them. */
@@ -237,8 +269,10 @@ static int idle_max = -1;
 static int idle_max_files(void)
 {
     if (idle_max < 0) {
-        const char *e = getenv("LDPFUSE_CLIENT_KEEP");
+        const char *e = getenv("LDPFUSE_CLIENT_KEEP"), *mb = getenv("LDPFUSE_CACHE_KEEP_MB");
         int n = e && *e ? atoi(e) : IDLE_FILES;
+        if (mb && *mb && atol(mb) <= 0)
+            n = 0;      /* no cache kept past its last close, here either */
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (rlim_t)n > rl.rlim_cur / 16)
             n = (int)(rl.rlim_cur / 16);
@@ -342,7 +376,7 @@ off_t pcache_size(struct pcache *pc);
 
 static struct pcache *find(int mnt, const char *path)
 {
-    for (struct pcache *pc = table; pc; pc = pc->next)
+    for (struct pcache *pc = by_name[name_bucket(mnt, path)]; pc; pc = pc->hnext)
         if (pc->mnt == mnt && !pc->unlinked && strcmp(pc->path, path) == 0)
             return pc;
     return NULL;
@@ -361,7 +395,11 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     pc->mfd = mfd;
     pthread_mutex_init(&pc->lock, NULL);
     pc->next = table;
+    if (table)
+        table->pprev = &pc->next;
     table = pc;
+    pc->pprev = &table;
+    hash_add(pc);
     return pc;
 }
 
@@ -1365,8 +1403,10 @@ void pcache_renamed(int mnt, const char *from, const char *to)
             continue;
         strcpy(np, to);
         strcat(np, pc->path + fl);
+        hash_del(pc);
         free(pc->path);
         pc->path = np;
+        hash_add(pc);
     }
     /* a file renamed over another: the old one's cache no longer has a name */
     table_leave();
