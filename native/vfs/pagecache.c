@@ -249,10 +249,13 @@ static void table_remove(struct pcache *pc)
 
 /* ---- caches kept past their last close (the shared mode). A process keeps the page
  * caches of the files it closed last, while nothing changed them through the mount (the
- * name's stamp as it was when the cache was last the file's): an open of such a name uses
- * it again (for a class that keeps Operations' open and release, an open for reading asks
- * nothing at all: pcache_local), and one whose name moved lets go of it first, as the last
- * close did before (the server then checks it against the file: server/page_caches.c). To
+ * name's stamp as it was when the cache was last the file's), of a class that keeps
+ * Operations' open and release (OPEN_LOCAL): an open for reading of such a name uses it
+ * again with no request at all (pcache_local), and one whose name moved lets go of it
+ * first, as the last close did before (the server then checks it against the file:
+ * server/page_caches.c). (Kept for every class, a reader of many files once each, the
+ * archive example under bench/per_file.c, paid 8-10 us more a close, every close then
+ * letting go of an older cache, for no open saved.) To
  * the server a kept cache is one this process holds, as if a file were open: its own bound
  * on kept caches (LDPFUSE_CACHE_KEEP_MB) counts those no process holds; each process keeps
  * LDPFUSE_CLIENT_KEEP files at most (default 1,024; 0, or LDPFUSE_CACHE_KEEP_MB=0, none; a 16th of RLIMIT_NOFILE at
@@ -323,7 +326,8 @@ static int unchanged(const struct pcache *pc)
 /* May pc, at its last close, be kept? (table_lock held) */
 static int keepable(const struct pcache *pc)
 {
-    return pc->backend_ref && !pc->unlinked && !pc->size_unknown && !__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
+    return pc->backend_ref && (pc->open_flags & OPEN_LOCAL) && !(pc->open_flags & OPEN_DIRECT_IO) && !pc->unlinked &&
+           !pc->size_unknown && !__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
            !__atomic_load_n(&pc->untracked, __ATOMIC_RELAXED) && idle_max_files() > 0 &&
            __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED) <= IDLE_BYTES / 4 && unchanged(pc);
 }
