@@ -97,8 +97,9 @@ def test_an_open_of_a_held_file_changed_behind_the_mount_reads_it_anew(tmp_path,
 @pytest.mark.parametrize("options, wait", FRESH)
 def test_a_reopen_after_the_last_close_of_a_file_changed_behind_the_mount_reads_it_anew(
         tmp_path, lower, fs, options, wait):
-    """The shell opened, read and closed f (the default mode keeps its cache past the close),
-    then the file changed behind the mount: the next open reads it anew."""
+    """The shell opened, read and closed f (the default mode keeps the cache of the class that
+    keeps Operations' open past the close; the server keeps the loopback's), then the file
+    changed behind the mount: the next open reads it anew."""
     m = tmp_path / "mnt"
     r = run(tmp_path, f"read a < {m}/f; echo second > {lower}/f; touch -d 2001-01-01 {lower}/f; "
                       f"{wait}read b < {m}/f; echo \"$a $b\"", fs=fs, options=options)
