@@ -258,8 +258,10 @@ def fuse_thread_loop():
 
 
 # Operations' methods whose default answers success and does nothing: not called when a
-# class keeps them (embedded.c, struct mnt's defaults)
-NOT_CALLED_WHEN_DEFAULT = ("flush", "release", "releasedir", "opendir", "fsync", "access")
+# class keeps them (embedded.c, struct mnt's defaults); open is still called, but a class
+# that keeps open and release lets a process re-open an unchanged cached file with no
+# request (OPEN_LOCAL, vfs/pagecache.c)
+NOT_CALLED_WHEN_DEFAULT = ("flush", "release", "releasedir", "opendir", "fsync", "access", "open")
 
 
 def boot(host_owns=0):

@@ -242,8 +242,14 @@ int vfs_ioctl(int fd, struct vfile *v, unsigned long request, void *arg);
 /* ---- the page cache of cached files (vfs/pagecache.c) */
 struct pcache;
 /* size_known: 0 size from getattr (0 may mean unknown: procfs), 1 created or truncated */
+/* st, stamp: the file's attributes as the open found them (NULL: none, a file just made)
+ * and the name's attrcache_stamp before that lookup */
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, uint64_t ino,
-                           int *fresh);
+                           const struct stat *st, uint64_t stamp, int *fresh);
+void pcache_opened(struct pcache *pc, unsigned open_flags);
+struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, unsigned *open_flags);
+void pcache_whole_to(struct vfile *v);
+void pcache_kept_closing(unsigned first, unsigned last);
 int pcache_held(int mnt, const char *path);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);
@@ -350,6 +356,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t st
 int attrcache_timeout(struct timespec *t);     /* attr_timeout in *t; 0: the caches are off */
 /* What a cached answer about path depends on (path NULL: this process's own changes only);
  * shared.c stamps its open decisions and listings with it too. */
+uint64_t attrcache_change_stamp(int mnt, const char *path);
 uint64_t attrcache_stamp(int mnt, const char *path);
 uint64_t attrcache_stamp_from(uint64_t backend_part);
 int attrcache_coherent(void);       /* the backend tells every process of every change */

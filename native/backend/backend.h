@@ -31,6 +31,10 @@ struct open_result {
 #define OPEN_DIRECT_IO  1u  /* reads go to the FS at the offset asked, past the page cache */
 #define OPEN_KEEP_CACHE 2u  /* the page cache may outlive the last close */
 #define OPEN_NOFLUSH    4u  /* the class has no flush(): close() asks nothing (FUSE's FOPEN_NOFLUSH) */
+#define OPEN_LOCAL      8u  /* the class keeps Operations' open and release (handle 0, nothing
+                             * to release) and the mount checks no permissions: a process
+                             * that keeps the file's page cache may open it again for reading,
+                             * unchanged, with no request (vfs/pagecache.c, pcache_local) */
 
 /* One directory entry as readdir produced it. */
 struct dirent_rec {

@@ -784,6 +784,8 @@ static int be_open(int mnt, const char *path, int flags, struct open_result *res
     int ret = open_result_of(s_open, path, r, res);
     if (ret == 0 && KEPT_DEFAULT(mnt, flush))
         res->open_flags |= OPEN_NOFLUSH;
+    if (ret == 0 && KEPT_DEFAULT(mnt, open) && KEPT_DEFAULT(mnt, release))
+        res->open_flags |= OPEN_LOCAL;
     GIL_LEAVE(g);
     return ret;
 }

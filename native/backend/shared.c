@@ -544,10 +544,11 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
     uint64_t gen = decision_stamp(mnt, path);     /* a change during the call: not kept */
     int had_table = sh_stamp(mnt, path) != 0;
     uint64_t before = stamp_before(mnt, path);
+    int held = pcache_held(mnt, path);      /* before the request: it may let go of a kept cache */
     CALL(W_CREATE_OPEN, mnt, path);
     c.rq.a = mode;
     c.rq.b = flags;
-    c.rq.c = (parent_is_dir ? WANT_DIR_OK : 0) | want_lower() | (pcache_held(mnt, path) ? 0 : WANT_CACHE);
+    c.rq.c = (parent_is_dir ? WANT_DIR_OK : 0) | want_lower() | (held ? 0 : WANT_CACHE);
     c.keep_on_exec = !(flags & O_CLOEXEC);
     c.out = &got;
     c.out_cap = sizeof got;

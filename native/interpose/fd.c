@@ -150,6 +150,8 @@ int close_range(unsigned first, unsigned last, int flags)
         shared_fds_lost(first, last);
     if ((unsigned)ldp_backing_low_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
         backing_fds_lost(first, last);
+    if (!(flags & CLOSE_RANGE_CLOEXEC) && !ldp_guard && !ldp_vfork_child)
+        pcache_kept_closing(first, last);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC) ||
         ldp_vfork_child)
         return REAL(close_range)(first, last, flags);
@@ -166,6 +168,8 @@ void closefrom(int lowfd)
         shared_fds_lost((unsigned)lowfd, INT_MAX);
     if (lowfd >= 0 && ldp_backing_low_fd != INT_MAX)
         backing_fds_lost((unsigned)lowfd, INT_MAX);
+    if (lowfd >= 0 && !ldp_guard && !ldp_vfork_child)
+        pcache_kept_closing((unsigned)lowfd, ~0u);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0 || ldp_vfork_child) {
         REAL(closefrom)(lowfd);
         return;

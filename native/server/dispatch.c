@@ -47,6 +47,10 @@ static int fs_open(int mnt, const char *path, int flags, struct open_result *res
     int r = fs_ops->open(mnt, path, flags, res);
     if (r == -EMFILE && scache_shed() > 0)
         r = fs_ops->open(mnt, path, flags, res);
+    /* with default_permissions every open is checked here (permissions.c): none is made
+     * in the client alone (OPEN_LOCAL) */
+    if (r >= 0 && policy.default_permissions)
+        res->open_flags &= ~OPEN_LOCAL;
     return r;
 }
 

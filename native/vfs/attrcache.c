@@ -132,6 +132,20 @@ uint64_t attrcache_stamp_from(uint64_t backend_part)
     return __atomic_load_n(&generation, __ATOMIC_ACQUIRE) + backend_part;
 }
 
+/* What tells of a change made to path through the mount: the backend's stamp where it
+ * has one (the shared server's table, moved by every process's change), else this
+ * process's own changes (the embedded mode, where what other processes change is, to
+ * this one, a change behind the mount). Not moved by a child waited for, as the
+ * generation is: the page caches' check of a file against its attributes
+ * (vfs/pagecache.c) tells those apart. */
+static uint64_t own_changes = 1;
+
+uint64_t attrcache_change_stamp(int mnt, const char *path)
+{
+    uint64_t b = backend_stamp(mnt, path);
+    return b ? b : __atomic_load_n(&own_changes, __ATOMIC_ACQUIRE);
+}
+
 int attrcache_coherent(void)
 {
     return backend_stamp(0, "/") != 0;
@@ -235,8 +249,10 @@ void attrcache_invalidate(void)
  * process (this one included) of that very name; otherwise everything is forgotten. */
 void attrcache_changed(void)
 {
-    if (!attrcache_coherent())
+    if (!attrcache_coherent()) {
+        __atomic_add_fetch(&own_changes, 1, __ATOMIC_ACQ_REL);
         attrcache_invalidate();
+    }
 }
 
 void attrcache_fork(int phase)

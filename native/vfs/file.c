@@ -224,11 +224,13 @@ static void release_fh(const struct vpath *vp, int flags, uint64_t fh)
  * this process: writes through one fd are seen through the others at once, and
  * flock/fcntl locks between them conflict as they should). */
 static int open_cached(const struct vpath *vp, int flags, const struct open_result *res, off_t size,
-                       int size_known, int trunc, uint64_t ino)
+                       int size_known, int trunc, uint64_t ino, const struct stat *st, uint64_t stamp)
 {
     uint64_t fh = res->fh;
     int fresh;
-    struct pcache *pc = pcache_open(vp, size, size_known, &fh, ino, &fresh);
+    struct pcache *pc = pcache_open(vp, size, size_known, &fh, ino, st, stamp, &fresh);
+    if (pc)
+        pcache_opened(pc, res->open_flags);
     if (pc && trunc) {
         /* O_TRUNC: the FS and the cache together, under the cache's lock */
         int r = pcache_truncate_open(pc, vp->path, &fh);
@@ -254,6 +256,8 @@ static int open_cached(const struct vpath *vp, int flags, const struct open_resu
     v->pc = pc;
     if (fresh && !trunc)
         pcache_brought_whole(v);
+    else if (!trunc)
+        pcache_whole_to(v);
     v->direct_io = (res->open_flags & OPEN_DIRECT_IO) != 0;
     v->noflush = (res->open_flags & OPEN_NOFLUSH) != 0;
     if ((flags & O_APPEND) && size > 0 && (flags & O_ACCMODE) != O_RDONLY)
@@ -337,10 +341,37 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
     return pfd;
 }
 
-/* The FS created (exists 0) or opened (exists 1, st its attributes) the file: give the
- * program its fd. */
+/* A cached file this process holds or keeps, unchanged, of a class that keeps
+ * Operations' open and release (OPEN_LOCAL): an open for reading is made here, with no
+ * request and no handle (vfile_ensure_fh opens one for the calls that need it), and its
+ * close says nothing. st: the open's lookup. Returns the fd, or -2: ask the FS. */
+static int local_open(const struct vpath *vp, int flags, const struct stat *st)
+{
+    unsigned open_flags;
+    struct pcache *pc;
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) || (pc = pcache_local(vp, st, &open_flags)) == NULL)
+        return -2;
+    int fd = pcache_new_fd(pc, flags);
+    struct vfile *v = fd >= 0 ? vfile_new(VF_FILE, vp, flags, 0, 0) : NULL;
+    if (v == NULL) {
+        int e = errno;
+        if (fd >= 0)
+            REAL(close)(fd);
+        pcache_unref(pc);
+        errno = e;
+        return -1;
+    }
+    v->pc = pc;
+    v->noflush = (open_flags & OPEN_NOFLUSH) != 0;
+    pcache_whole_to(v);
+    fdtable_set(fd, v);
+    return fd;
+}
+
+/* The FS created (exists 0) or opened (exists 1, st its attributes, fs_st as the FS gave
+ * them: not patched with a held cache's size) the file: give the program its fd. */
 static int open_made(const struct vpath *vp, int flags, int exists, const struct stat *st,
-                     struct open_result *res)
+                     struct open_result *res, const struct stat *fs_st, uint64_t stamp)
 {
     if (!exists || (flags & O_TRUNC))
         attrcache_changed();
@@ -350,7 +381,7 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
     /* size_known: 1 created (empty, unless another process got there first) or truncated */
     /* the file's inode number (unknown for one just made): its cache is that file's */
     return open_cached(vp, flags, res, exists && !trunc ? st->st_size : 0, trunc || !exists, trunc,
-                       exists ? (uint64_t)st->st_ino : 0);
+                       exists ? (uint64_t)st->st_ino : 0, exists ? fs_st : NULL, stamp);
 }
 
 /* open() of a name the attribute cache knows nothing about: the lookup and the open (or,
@@ -384,7 +415,7 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     }
     struct open_result res = { .passthrough_fd = -1 };
     int outcome;
-    uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
+    uint64_t stamp = attrcache_stamp(vp->mnt, vp->path), changes = attrcache_change_stamp(vp->mnt, vp->path);
     guard_enter();
     int r = be->create_open(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY,
                             parent_is_dir, &res, &st, &outcome);
@@ -393,8 +424,10 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
         /* a first request, made before this process had the table of changes: the
          * server's stamp of the name stands for the one it could not take */
         uint64_t server = be->answer_stamp();
-        if (server)
+        if (server) {
             stamp = attrcache_stamp_from(server);
+            changes = server;
+        }
     }
     if (outcome == CO_EXISTS || outcome == CO_OPENED)
         vfs_keep_attr(vp, &st, stamp);
@@ -417,9 +450,10 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
         return -2;      /* removed between the server's lookup and its open */
     if (r < 0)
         return be_errno(r);
+    struct stat fs_st = st;
     if (outcome == CO_OPENED)
         vfs_patch_open_size(vp, &st);
-    return open_made(vp, flags, outcome == CO_OPENED, &st, &res);
+    return open_made(vp, flags, outcome == CO_OPENED, &st, &res, &fs_st, changes);
 }
 
 /* open() of a passthrough file this process opened before with these flags, the name
@@ -434,7 +468,7 @@ static int decided_open(struct backend_ops *be, const struct vpath *vp, int flag
     if (pfd < 0)
         return -2;      /* errno as it was (backend.h) */
     struct open_result res = { .passthrough_fd = pfd, .fd_flags_set = 1 };
-    return open_made(vp, flags, 1, NULL, &res);
+    return open_made(vp, flags, 1, NULL, &res, NULL, 0);
 }
 
 int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
@@ -458,8 +492,10 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
     if (fd != -2)
         return fd;
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
-    struct stat st;
+    struct stat st, fs_st;
     int looked = LOOKED_UNKNOWN;
+    int had_table = attrcache_coherent();
+    uint64_t stamp = attrcache_change_stamp(vp->mnt, vp->path);  /* before the lookup */
     if (!(flags & O_NOFOLLOW) && !excl) {
         char out[PATH_MAX];
         int r = vfs_follow_stat(vp, out, sizeof out, &st, &looked);
@@ -473,6 +509,7 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
         exists = !vp->trailing_slash || S_ISDIR(st.st_mode) || (errno = ENOTDIR, 0);
         if (!exists)
             return -1;
+        fs_st = st;
         vfs_patch_open_size(vp, &st);
     } else if (looked == LOOKED_MISSING) {
         exists = 0;
@@ -481,7 +518,11 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
         exists = vfs_getattr(vp, 0, &st) == 0;
         if (!exists && errno != ENOENT)
             return -1;
+        fs_st = st;
     }
+    if (!had_table && attrcache_coherent())
+        stamp = attrcache_change_stamp(vp->mnt, vp->path);  /* the lookup was the process's first
+                                                         * request: no stamp before it */
     struct open_result res = { .passthrough_fd = -1 };
     int r;
     if (exists) {
@@ -515,6 +556,11 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
             r = be->open_special(vp->mnt, vp->path, &st, flags & ~(O_CREAT | O_EXCL));
             return r < 0 ? be_errno(r) : r;
         }
+        if (S_ISREG(st.st_mode)) {
+            int fd = local_open(vp, flags, &fs_st);
+            if (fd != -2)
+                return fd;
+        }
         guard_enter();
         r = be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
         guard_leave();
@@ -544,7 +590,7 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
         if (r < 0)
             return be_errno(r);
     }
-    return open_made(vp, flags, exists, &st, &res);
+    return open_made(vp, flags, exists, &st, &res, &fs_st, stamp);
 }
 
 /* What close() of one duplicate does: flush (the data is already in the FS, but for stores

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/xattr.h>
 
 #define RA_MIN (128u << 10)         /* first readahead window */
@@ -34,7 +35,9 @@
 #define GROW_MAX (1ull << 30)       /* what a size-0 (procfs-style) file may grow to */
 
 struct pcache {
-    struct pcache *next;
+    struct pcache *next, **pprev;   /* in the table (every entry) */
+    struct pcache *hnext;           /* in its bucket by (mnt, path) */
+    unsigned bucket;
     int refs;                   /* vfiles pointing here; under table_lock */
     int mnt;
     char *path;                 /* under table_lock (rename) */
@@ -56,10 +59,57 @@ struct pcache {
     int no_xattr;                   /* the memfd takes no user xattr: known is ours only */
     int untracked;                  /* changed past the wrappers before one of our own
                                      * writes moved `known` on: still owed to the FS */
+    /* The file as an open found it when this cache was last known to be its (the open's
+     * attributes, under the name's stamp then): a new open whose attributes are others,
+     * with no change through the mount to explain them, does not use it (the file changed
+     * behind the mount: pcache_open); one that finds them unchanged may open it with no
+     * request (pcache_local). */
+    int fs_known;
+    off_t fs_size;
+    struct timespec fs_mtime;
+    uint64_t valid_stamp;
+    unsigned creds_gen;             /* ldp_creds_gen then */
+    unsigned open_flags;            /* OPEN_* of the last open the FS answered */
+    uint64_t whole_stamp;           /* seen filled whole (a vfile's whole_*, kept for the */
+    unsigned whole_gen;             /* next opens of the file) */
+    off_t whole_size;
+    /* kept past its last close (refs 0, shared mode): in the idle list, least recently
+     * used first, under table_lock */
+    int idle;
+    off_t idle_size;
+    struct pcache *idle_prev, *idle_next;
     pthread_mutex_t lock;
 };
 
 static struct pcache *table;
+/* Found by name at every open and stat of a file a process holds or keeps: hashed (a list
+ * walked each time cost 5-7 us a stat with a thousand kept caches) */
+#define PC_BUCKETS 4096         /* power of two */
+static struct pcache *by_name[PC_BUCKETS];
+
+static unsigned name_bucket(int mnt, const char *path)
+{
+    uint64_t h = 1469598103934665603ull ^ (unsigned)mnt;
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+        h = (h ^ *c) * 1099511628211ull;
+    return (unsigned)(h ^ (h >> 32)) & (PC_BUCKETS - 1);
+}
+
+static void hash_add(struct pcache *pc)
+{
+    pc->bucket = name_bucket(pc->mnt, pc->path);
+    pc->hnext = by_name[pc->bucket];
+    by_name[pc->bucket] = pc;
+}
+
+static void hash_del(struct pcache *pc)
+{
+    for (struct pcache **p = &by_name[pc->bucket]; *p; p = &(*p)->hnext)
+        if (*p == pc) {
+            *p = pc->hnext;
+            break;
+        }
+}
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t granule;          /* what a hole is made of: a page, or a huge page */
 
@@ -186,9 +236,151 @@ static int load_known(struct pcache *pc)
     return 0;
 }
 
+static void table_remove(struct pcache *pc)
+{
+    if (pc->pprev == NULL)
+        return;
+    *pc->pprev = pc->next;
+    if (pc->next)
+        pc->next->pprev = pc->pprev;
+    pc->pprev = NULL;
+    hash_del(pc);
+}
+
+/* ---- caches kept past their last close (the shared mode). A process keeps the page
+ * caches of the files it closed last, while nothing changed them through the mount (the
+ * name's stamp as it was when the cache was last the file's), of a class that keeps
+ * Operations' open and release (OPEN_LOCAL): an open for reading of such a name uses it
+ * again with no request at all (pcache_local), and one whose name moved lets go of it
+ * first, as the last close did before (the server then checks it against the file:
+ * server/page_caches.c). (Kept for every class, a reader of many files once each, the
+ * archive example under bench/per_file.c, paid 8-10 us more a close, every close then
+ * letting go of an older cache, for no open saved.) To
+ * the server a kept cache is one this process holds, as if a file were open: its own bound
+ * on kept caches (LDPFUSE_CACHE_KEEP_MB) counts those no process holds; each process keeps
+ * LDPFUSE_CLIENT_KEEP files at most (default 1,024; 0, or LDPFUSE_CACHE_KEEP_MB=0, none; a 16th of RLIMIT_NOFILE at
+ * most, as each keeps an fd: 64 under `ulimit -n 1024`) of 32 MiB in all (8 MiB a file),
+ * the least recently used let go of first, and all at its exit or exec. The memory is the
+ * server's memfds, shared by every process that holds them. */
+#define IDLE_BYTES (32 << 20)
+#define IDLE_FILES 1024
+static struct pcache *idle_head, *idle_tail;
+static int idle_files;
+static off_t idle_bytes;
+static int idle_max = -1;
+
+static int idle_max_files(void)
+{
+    if (idle_max < 0) {
+        const char *e = getenv("LDPFUSE_CLIENT_KEEP"), *mb = getenv("LDPFUSE_CACHE_KEEP_MB");
+        int n = e && *e ? atoi(e) : IDLE_FILES;
+        if (mb && *mb && atol(mb) <= 0)
+            n = 0;      /* no cache kept past its last close, here either */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (rlim_t)n > rl.rlim_cur / 16)
+            n = (int)(rl.rlim_cur / 16);
+        idle_max = n > 0 ? n : 0;
+    }
+    return idle_max;
+}
+
+static void idle_remove(struct pcache *pc)
+{
+    if (!pc->idle)
+        return;
+    if (pc->idle_prev)
+        pc->idle_prev->idle_next = pc->idle_next;
+    else
+        idle_head = pc->idle_next;
+    if (pc->idle_next)
+        pc->idle_next->idle_prev = pc->idle_prev;
+    else
+        idle_tail = pc->idle_prev;
+    pc->idle = 0;
+    idle_files--;
+    idle_bytes -= pc->idle_size;
+}
+
+static void idle_add(struct pcache *pc)
+{
+    pc->idle = 1;
+    pc->open_stamp = attrcache_stamp(pc->mnt, pc->path);   /* kept unchanged: nothing to settle */
+    pc->idle_size = __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED);
+    pc->idle_next = NULL;
+    pc->idle_prev = idle_tail;
+    if (idle_tail)
+        idle_tail->idle_next = pc;
+    else
+        idle_head = pc;
+    idle_tail = pc;
+    idle_files++;
+    idle_bytes += pc->idle_size;
+}
+
+/* Is the file unchanged through the mount since the cache was last the file's? */
+static int unchanged(const struct pcache *pc)
+{
+    return pc->fs_known && attrcache_coherent() && attrcache_change_stamp(pc->mnt, pc->path) == pc->valid_stamp;
+}
+
+/* May pc, at its last close, be kept? (table_lock held) */
+static int keepable(const struct pcache *pc)
+{
+    return pc->backend_ref && (pc->open_flags & OPEN_LOCAL) && !(pc->open_flags & OPEN_DIRECT_IO) && !pc->unlinked &&
+           !pc->size_unknown && !__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
+           !__atomic_load_n(&pc->untracked, __ATOMIC_RELAXED) && idle_max_files() > 0 &&
+           __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED) <= IDLE_BYTES / 4 && unchanged(pc);
+}
+
+/* Did every change of the memfd reach the FS? (its known state, vfs: KNOWN_XATTR, is what
+ * it holds) */
+static int passed_on(struct pcache *pc)
+{
+    struct known kn;
+    struct stat k;
+    int e = errno;
+    if (pc->no_xattr || REAL(fgetxattr)(pc->mfd, KNOWN_XATTR, &kn, sizeof kn) != (ssize_t)sizeof kn)
+        kn = (struct known){ pc->known_size, pc->known_mtime.tv_sec, pc->known_mtime.tv_nsec };
+    int r = !__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) && !__atomic_load_n(&pc->untracked, __ATOMIC_RELAXED) &&
+            REAL(fstat)(pc->mfd, &k) == 0 && k.st_size == kn.size && k.st_mtim.tv_sec == kn.sec &&
+            k.st_mtim.tv_nsec == kn.nsec;
+    errno = e;
+    return r;
+}
+
+static int same_attrs(const struct pcache *pc, const struct stat *st)
+{
+    return pc->fs_size == st->st_size && pc->fs_mtime.tv_sec == st->st_mtim.tv_sec &&
+           pc->fs_mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* The file (st, an open's attributes) changed behind the mount since pc was its: other
+ * attributes, no change through the mount to explain them, nothing in the memfd that the
+ * FS did not get (as the server's held_changed_behind, server/page_caches.c). */
+static int changed_behind(struct pcache *pc, const struct stat *st)
+{
+    return st && S_ISREG(st->st_mode) && pc->fs_known && !same_attrs(pc, st) &&
+           attrcache_change_stamp(pc->mnt, pc->path) == pc->valid_stamp && passed_on(pc);
+}
+
+/* The open's attributes are the file's as the cache holds it, at stamp. */
+static void note_file(struct pcache *pc, const struct stat *st, uint64_t stamp)
+{
+    pc->fs_known = st && S_ISREG(st->st_mode) && stamp != 0;
+    if (!pc->fs_known)
+        return;
+    pc->fs_size = st->st_size;
+    pc->fs_mtime = st->st_mtim;
+    pc->valid_stamp = stamp;
+    pc->creds_gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+}
+
+static int let_go(struct pcache *pc, const struct vfile *v);
+off_t pcache_size(struct pcache *pc);
+
 static struct pcache *find(int mnt, const char *path)
 {
-    for (struct pcache *pc = table; pc; pc = pc->next)
+    for (struct pcache *pc = by_name[name_bucket(mnt, path)]; pc; pc = pc->hnext)
         if (pc->mnt == mnt && !pc->unlinked && strcmp(pc->path, path) == 0)
             return pc;
     return NULL;
@@ -207,7 +399,11 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     pc->mfd = mfd;
     pthread_mutex_init(&pc->lock, NULL);
     pc->next = table;
+    if (table)
+        table->pprev = &pc->next;
     table = pc;
+    pc->pprev = &table;
+    hash_add(pc);
     return pc;
 }
 
@@ -215,9 +411,105 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
 int pcache_held(int mnt, const char *path)
 {
     table_enter();
-    int held = find(mnt, path) != NULL;
+    struct pcache *pc = find(mnt, path), *drop = NULL;
+    if (pc && pc->idle && !unchanged(pc)) {
+        /* kept, but changed through the mount since: let go of, as its last close would have */
+        idle_remove(pc);
+        table_remove(pc);
+        drop = pc;
+        pc = NULL;
+    }
     table_leave();
-    return held;
+    if (drop)
+        let_go(drop, NULL);
+    return pc != NULL;
+}
+
+/* pc is not this file's any more (another file under the name, or the file changed behind
+ * the mount): kept, it is let go of (*drop); held, its holders keep it and the name is
+ * another cache's. (table_lock held) */
+static void detach(struct pcache *pc, struct pcache **drop)
+{
+    if (pc->idle) {
+        idle_remove(pc);
+        table_remove(pc);
+        *drop = pc;
+    } else {
+        __atomic_store_n(&pc->unlinked, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The program closes [first, last] at once (close_range, closefrom): the caches kept
+ * there are let go of first, their numbers not to be taken for theirs after. */
+void pcache_kept_closing(unsigned first, unsigned last)
+{
+    if (__atomic_load_n(&idle_files, __ATOMIC_RELAXED) == 0)
+        return;
+    for (;;) {
+        table_enter();
+        struct pcache *pc = idle_head;
+        while (pc && ((unsigned)pc->mfd < first || (unsigned)pc->mfd > last))
+            pc = pc->idle_next;
+        if (pc) {
+            idle_remove(pc);
+            table_remove(pc);
+        }
+        table_leave();
+        if (pc == NULL)
+            return;
+        let_go(pc, NULL);
+    }
+}
+
+/* A re-open for reading with no request (OPEN_LOCAL): the cache this process holds or
+ * keeps of the file at vp, if the file is unchanged since it was the file's (the name's
+ * stamp, and the open's attributes st, those of the cache; the same credentials), for a
+ * class that keeps Operations' open and release and a mount that checks no permissions
+ * (the server said so with the file's last open). A reference for the caller, or NULL. */
+struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, unsigned *open_flags)
+{
+    table_enter();
+    struct pcache *pc = find(vp->mnt, vp->path);
+    if (pc && !(pc->backend_ref && (pc->open_flags & OPEN_LOCAL) && !(pc->open_flags & OPEN_DIRECT_IO) &&
+                !pc->size_unknown && S_ISREG(st->st_mode) && same_attrs(pc, st) &&
+                (st->st_ino == 0 || pc->ino == 0 || (uint64_t)st->st_ino == pc->ino) &&
+                pc->creds_gen == __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE) && unchanged(pc)))
+        pc = NULL;
+    if (pc) {
+        idle_remove(pc);
+        pc->refs++;
+        *open_flags = pc->open_flags;
+    }
+    table_leave();
+    return pc;
+}
+
+/* A new vfile of pc: what is known of the cache filled whole, for its reads. */
+void pcache_whole_to(struct vfile *v)
+{
+    struct pcache *pc = v->pc;
+    table_enter();
+    v->whole_stamp = pc->whole_stamp;
+    v->whole_gen = pc->whole_gen;
+    v->whole_size = pc->whole_size;
+    table_leave();
+}
+
+static void whole_from(struct pcache *pc, const struct vfile *v)
+{
+    table_enter();
+    pc->whole_stamp = v->whole_stamp;
+    pc->whole_gen = v->whole_gen;
+    pc->whole_size = v->whole_size;
+    table_leave();
+}
+
+/* What the FS answered the open that got pc (OPEN_*). */
+void pcache_opened(struct pcache *pc, unsigned open_flags)
+{
+    table_enter();
+    pc->open_flags = open_flags;
+    table_leave();
 }
 
 /* The inode number of the file open at vp (through fh), as the FS gives it; 0 unknown. */
@@ -240,10 +532,16 @@ static uint64_t ino_of(const struct vpath *vp, const uint64_t *fh)
  * is taken out of the table, as an unlink here would. FSes that give no inode numbers
  * (ldpfuse makes them from the path) keep one cache per name. */
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, uint64_t ino,
-                           int *fresh)
+                           const struct stat *st, uint64_t stamp, int *fresh)
 {
+    struct pcache *drop = NULL;
     table_enter();
     struct pcache *pc = find(vp->mnt, vp->path);
+    if (pc && pc->idle && !unchanged(pc)) {
+        /* kept, changed through the mount since: let go of (the server checks it) */
+        detach(pc, &drop);
+        pc = NULL;
+    }
     if (pc && ino == 0 && pc->ino != 0) {
         /* a file just made (O_CREAT) under a name this process holds: which one is it? */
         table_leave();
@@ -252,16 +550,34 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
         pc = find(vp->mnt, vp->path);
     }
     if (pc && ino != 0 && pc->ino != 0 && pc->ino != ino) {
-        __atomic_store_n(&pc->unlinked, 1, __ATOMIC_RELAXED);
+        detach(pc, &drop);
+        pc = NULL;
+    }
+    if (pc && changed_behind(pc, st)) {
+        /* the file changed behind the mount since this process's cache was its: its
+         * holders keep theirs, this open gets the file as it is now (as kernel FUSE's open
+         * drops a page cache whose file changed) */
+        detach(pc, &drop);
         pc = NULL;
     }
     if (pc) {
+        idle_remove(pc);
         pc->refs++;
         if (pc->ino == 0)
             pc->ino = ino;
+        if (st && stamp != pc->valid_stamp && S_ISREG(st->st_mode) && pcache_size(pc) == st->st_size &&
+            passed_on(pc))
+            note_file(pc, st, stamp);   /* changed through the mount, the memfd the file */
         table_leave();
+        if (drop)
+            let_go(drop, NULL);
         *fresh = 0;
         return pc;
+    }
+    if (drop) {
+        table_leave();
+        let_go(drop, NULL);
+        table_enter();
     }
     /* the shared server's memfd, shared with every process of the mount, or our own */
     struct backend_ops *be = backend_get();
@@ -283,6 +599,9 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
     }
     if (mfd >= 0)
         mfd = fs_fd(mfd);
+    if (mfd >= 0 && r == 0)
+        REAL(fcntl)(mfd, F_SETFD, FD_CLOEXEC);  /* ours: an exec'd image has no use for it (the
+                                                 * server's came as the open asked) */
     if (mfd < 0 || (pc = entry_new(vp->mnt, vp->path, mfd)) == NULL) {
         int e = errno;
         if (mfd >= 0)
@@ -301,6 +620,7 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
     if (r == 0 && server_fresh && be->cache_whole_stamp)
         pc->brought_whole = be->cache_whole_stamp();
     pc->open_stamp = attrcache_stamp(vp->mnt, vp->path);
+    note_file(pc, st, stamp);
     pc->ino = ino;
     pc->size_unknown = size == 0 && !size_known;
     /* fresh, or made by a process that has not noted it yet: a memfd without a known
@@ -318,7 +638,14 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
 struct pcache *pcache_adopt(int fd, const struct vpath *vp)
 {
     table_enter();
-    struct pcache *pc = find(vp->mnt, vp->path);
+    struct pcache *pc = find(vp->mnt, vp->path), *drop = NULL;
+    if (pc && pc->idle) {
+        detach(pc, &drop);
+        table_leave();
+        let_go(drop, NULL);
+        table_enter();
+        pc = find(vp->mnt, vp->path);
+    }
     if (pc) {
         struct stat a, b;
         if (REAL(fstat)(fd, &a) < 0 || REAL(fstat)(pc->mfd, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
@@ -361,12 +688,27 @@ int pcache_unref_releasing(struct pcache *pc, const struct vfile *v)
         table_leave();
         return 0;
     }
-    for (struct pcache **p = &table; *p; p = &(*p)->next)
-        if (*p == pc) {
-            *p = pc->next;
-            break;
+    if (keepable(pc)) {
+        /* kept: the least recently used one over the bound is let go of instead, with v's
+         * release when both are of one mount (one request, as before) */
+        idle_add(pc);
+        struct pcache *old = NULL;
+        if (idle_files > idle_max_files() || idle_bytes > IDLE_BYTES) {
+            old = idle_head;
+            idle_remove(old);
+            table_remove(old);
         }
+        table_leave();
+        return old ? let_go(old, v && v->mnt == old->mnt ? v : NULL) : 0;
+    }
+    table_remove(pc);
     table_leave();
+    return let_go(pc, v);
+}
+
+/* pc, out of the table: its memfd closed, the backend told (with v's release if v). */
+static int let_go(struct pcache *pc, const struct vfile *v)
+{
     REAL(close)(pc->mfd);
     struct backend_ops *be = backend_get();
     int released = 0;
@@ -411,8 +753,8 @@ off_t pcache_size_of(int mnt, const char *path, uint64_t ino)
 {
     table_enter();
     struct pcache *pc = find(mnt, path);
-    if (pc && ino && pc->ino && pc->ino != ino)
-        pc = NULL;          /* the name is another file's now */
+    if (pc && ((ino && pc->ino && pc->ino != ino) || pc->idle))
+        pc = NULL;          /* the name is another file's now; or no file is open */
     off_t size = pc ? pcache_size(pc) : -1;
     table_leave();
     return size;
@@ -643,6 +985,7 @@ static void note_whole(struct pcache *pc, struct vfile *v, unsigned gen)
     v->whole_gen = gen;
     v->whole_size = h;
     v->whole_stamp = stamp;
+    whole_from(pc, v);
 }
 
 /* A small file's data came with its open (the server filled the new cache with the file
@@ -664,6 +1007,7 @@ void pcache_brought_whole(struct vfile *v)
     v->whole_gen = __atomic_load_n(&pc->gen, __ATOMIC_ACQUIRE);
     v->whole_size = size;
     v->whole_stamp = stamp;
+    whole_from(pc, v);
 }
 
 int pcache_whole(const struct vfile *v)
@@ -1032,7 +1376,7 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
         }
     }
     if (be->cache_open) {
-        pc = pcache_open(vp, len, 1, NULL, ino_of(vp, NULL), &fresh);  /* made fresh: len bytes, none filled */
+        pc = pcache_open(vp, len, 1, NULL, ino_of(vp, NULL), NULL, 0, &fresh);  /* made fresh: len bytes, none filled */
     } else {
         table_enter();
         if ((pc = find(vp->mnt, vp->path)) != NULL)
@@ -1063,8 +1407,10 @@ void pcache_renamed(int mnt, const char *from, const char *to)
             continue;
         strcpy(np, to);
         strcat(np, pc->path + fl);
+        hash_del(pc);
         free(pc->path);
         pc->path = np;
+        hash_add(pc);
     }
     /* a file renamed over another: the old one's cache no longer has a name */
     table_leave();
@@ -1251,6 +1597,17 @@ void pcache_fork_child(void)
         if (v && v->fh_valid == 1)
             v->fh_valid = 2;
     }
+    /* the caches the parent keeps are the parent's holds: let go of here, unsaid */
+    for (struct pcache *n, *pc = idle_head; pc; pc = n) {
+        n = pc->idle_next;
+        table_remove(pc);
+        REAL(close)(pc->mfd);
+        free(pc->path);
+        free(pc);
+    }
+    idle_head = idle_tail = NULL;
+    idle_files = 0;
+    idle_bytes = 0;
     for (struct pcache *pc = table; pc; pc = pc->next) {
         pc->backend_ref = 0;
         pthread_mutex_init(&pc->lock, NULL);
