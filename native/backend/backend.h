@@ -44,6 +44,16 @@ struct dirent_rec {
     unsigned char plus;     /* dirlist.attrs holds the entry's attributes (readdirplus) */
     size_t name_off;        /* into dirlist.names */
 };
+/* One entry of getdents64's answer (the kernel's layout; glibc 2.36 has no declaration):
+ * the backed and union listings read lower directories with it. */
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
 struct dirlist {
     struct dirent_rec *ents;
     size_t n, cap;

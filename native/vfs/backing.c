@@ -852,14 +852,6 @@ static int b_opendir(int mnt, const char *path, uint64_t *fh)
     return 0;
 }
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
 static int b_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
 {
     const char *rel;

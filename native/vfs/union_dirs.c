@@ -56,14 +56,6 @@ int union_opendir(int mnt, const char *path, uint64_t *fh)
     return r;
 }
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
 /* The names met so far (shown or hidden): open addressing, grown at half full. */
 struct names {
     char **slot;

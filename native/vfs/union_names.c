@@ -114,14 +114,6 @@ void layer_names_free(struct layer_names *ln)
         free(ln);
 }
 
-struct linux_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
 /* May the caller look names up in the layer's directory dfd (O_PATH)? Only then does a
  * name missing from its listing answer ENOENT without asking: without search permission
  * the lookup fails with EACCES, whatever the name. */
