@@ -291,17 +291,15 @@ static void put_parent(struct tree *t, int dfd, int slot)
         backing_dir_put(slot, dfd);
 }
 
-/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. */
+/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. One openat2 of the
+ * whole path, as natively (every caller's flags have O_NOFOLLOW: the last component is not
+ * followed; a symlink among the directories is, beneath the tree, as get_parent's walk
+ * would): no kept directory is needed, and a miss of the table (vfs/backing_dirs.c) would
+ * have cost a walk, a dup3 and a close more (filebench's creates over 1,000 directories). */
 static long open_in(struct tree *t, const char *rel, int flags, mode_t mode)
 {
-    int dfd, slot;
-    const char *last;
-    int r = get_parent(t, rel, 0, &dfd, &last, &slot);
-    if (r != 0)
-        return r;
-    long fd = beneath(dfd, last[0] ? last : ".", flags, mode);
-    put_parent(t, dfd, slot);
-    return fd;
+    int tfd = tree_fd(t);
+    return tfd < 0 ? tfd : beneath(tfd, rel, flags, mode);
 }
 
 /* A directory changed here that processes may keep (vfs/backing_dirs.c): all of them
