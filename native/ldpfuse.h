@@ -27,7 +27,9 @@ extern TLS int ldp_guard;
 /* Signals stay blocked while the FS runs: a handler that touches the mount then runs after
  * the call, instead of re-entering locks (ours, the GIL, the FS's own) that the interrupted
  * call holds. A program that never installed a handler has nothing to re-enter: it pays
- * nothing (two syscalls per FS call otherwise). */
+ * nothing (two syscalls per FS call otherwise). Code that takes no such lock and calls
+ * nothing that could need one runs without the guard: a backed stat
+ * (vfs/backing.c backing_getattr_here). */
 extern TLS sigset_t ldp_guard_mask;
 extern TLS int ldp_guard_blocked;
 extern int ldp_handlers;    /* the program has installed a signal handler (interpose/signal.c) */
@@ -394,6 +396,9 @@ struct backend_ops *backing_over(struct backend_ops *be);
 int backing_uncached(int mnt);
 void backing_served_init(void);     /* whom backed and union mounts serve (the launcher's env) */
 int backing_caller_served(void);    /* this process's caller, asked again at a credentials change */
+/* A stat of a backed name done in the calling process without the guard (no signal
+ * blocked): 1 and *r (0 or -errno), or 0: ask the backend as usual */
+int backing_getattr_here(int mnt, const char *path, struct stat *st, int *r);
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
 /* ---- union backing (vfs/union.c): a mount that is an overlay's merged view, whose reads

@@ -395,3 +395,33 @@ def test_a_bad_declaration_is_one_clear_line(tmp_path):
     r, _ = ldp(tmp_path, f"{HERE}/fs_fixtures/backed.py:Unknown", [tmp_path], "true")
     assert r.returncode != 0
     assert "unknown operations ['frobnicate']" in r.stderr
+
+
+def test_stat_of_names_in_many_directories_costs_one_system_call(tmp_path):
+    """filebench spreads its files over thousands of directories and installs signal
+    handlers: a backed stat there is one newfstatat, as natively: the name's directory
+    kept open (vfs/backing_dirs.c, a table as large as RLIMIT_NOFILE allows: 64 entries
+    missed at nearly every call among 300 directories) and no rt_sigprocmask pair around
+    it (vfs/backing.c backing_getattr_here). System calls counted by strace -c."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed: the system calls it counts are what this checks")
+    exe = tmp_path / "backed_stats"
+    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), os.path.join(HERE, "programs", "backed_stats.c")],
+                   check=True)
+    lower = tmp_path / "lower"
+    lower.mkdir()
+    dirs, rounds = 300, 10
+    counts = tmp_path / "counts"
+    r, _ = ldp(tmp_path, LOOPBACK, [lower],
+               f"strace -f -c -o {counts} {exe} {tmp_path / 'mnt'} {dirs} {rounds}", timeout=120)
+    assert r.returncode == 0 and "failed 0" in r.stdout, r.stdout + r.stderr
+    calls = {}
+    for line in counts.read_text().splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[3].isdigit():
+            calls[f[-1]] = int(f[3])
+    stats = dirs * rounds
+    assert calls.get("newfstatat", 0) >= stats
+    # the first walk of each directory, and again after attr_timeout (1 s) if strace is slow
+    assert calls.get("openat2", 0) < stats // 3, calls
+    assert calls.get("rt_sigprocmask", 0) < stats // 10, calls

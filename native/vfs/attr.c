@@ -67,9 +67,12 @@ static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked
         return -1;
     }
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
-    guard_enter();
-    int r = be->getattr(vp->mnt, vp->path, NULL, st);
-    guard_leave();
+    int r;
+    if (!backing_getattr_here(vp->mnt, vp->path, st, &r)) {    /* a backed name: no guard */
+        guard_enter();
+        r = be->getattr(vp->mnt, vp->path, NULL, st);
+        guard_leave();
+    }
     if (asked)
         *asked = stamp;
     if (r < 0) {

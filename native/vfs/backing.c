@@ -374,17 +374,15 @@ static void put_parent(struct tree *t, int dfd, int slot)
         backing_dir_put(slot, dfd);
 }
 
-/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. */
+/* Open rel in t beneath its lower directory: an fd, -errno or ASK_CLASS. One openat2 of the
+ * whole path, as natively (every caller's flags have O_NOFOLLOW: the last component is not
+ * followed; a symlink among the directories is, beneath the tree, as get_parent's walk
+ * would): no kept directory is needed, and a miss of the table (vfs/backing_dirs.c) would
+ * have cost a walk, a dup3 and a close more (filebench's creates over 1,000 directories). */
 static long open_in(struct tree *t, const char *rel, int flags, mode_t mode)
 {
-    int dfd, slot;
-    const char *last;
-    int r = get_parent(t, rel, 0, &dfd, &last, &slot);
-    if (r != 0)
-        return r;
-    long fd = beneath(dfd, last[0] ? last : ".", flags, mode);
-    put_parent(t, dfd, slot);
-    return fd;
+    int tfd = tree_fd(t);
+    return tfd < 0 ? tfd : beneath(tfd, rel, flags, mode);
 }
 
 /* A directory changed here that processes may keep (vfs/backing_dirs.c): all of them
@@ -431,6 +429,30 @@ static int is_dir(int dfd, const char *last)
     pr_; })
 
 /* ---- the methods */
+
+/* A stat the tree serves, done here without the guard (vfs/attr.c): signals are left as the
+ * program has them, no rt_sigprocmask pair around one fstatat (a program with a handler
+ * paid two more system calls per stat: Python, filebench). 1 and *r (0 or -errno) when it
+ * was done; 0 when it goes to b_getattr, under the guard. Safe with a handler that touches
+ * the mount on this thread at any point of it: it takes no lock (the kept directories are
+ * lock-free, tree_fd is one compare-and-swap, the table of changes is read without a lock
+ * and mapped under a guard of its own) and calls nothing that could re-enter the backend.
+ * b_getattr does the same for the calls that come through the backend: keep them alike
+ * (what the class is told of a getattr would have to be told here, or not done here). */
+int backing_getattr_here(int mnt, const char *path, struct stat *st, int *r)
+{
+    const char *rel;
+    if (LIKELY(mount_has_tree == NULL) || !mount_has_tree[mnt] || union_mount(mnt))
+        return 0;
+    struct tree *t = tree_for(mnt, path, BK_GETATTR, &rel);
+    if (t && UNLIKELY(t->after & BK_GETATTR))
+        return 0;       /* the class adjusts the answer: b_getattr, under the guard */
+    int v = t ? AT_PARENT(t, rel, 0, REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | EMPTY(last))) : ASK_CLASS;
+    if (v == ASK_CLASS)
+        return 0;
+    *r = v;
+    return 1;
+}
 
 static int b_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
 {

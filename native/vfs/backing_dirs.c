@@ -4,8 +4,12 @@
  * (openat2 beneath it), the call, and a close every time (issue 33: stat of such a name ran
  * at a third of native's speed, and unlink, chmod and the rest paid the same).
  *
- * A process keeps up to DIRS directories, each an O_PATH fd of its own at a high number
- * (fs_fd), found by the directory's mount path. A kept directory is used while:
+ * A process keeps directories, each an O_PATH fd of its own at a high number (from
+ * fs_fd_base up), found by the directory's mount path: as many as a quarter of the fd
+ * numbers its RLIMIT_NOFILE leaves above fs_fd_base, from DIRS_MIN to DIRS_MAX (filebench's
+ * web-server spreads its files over 2,600 directories: a table of 64 missed at nearly every
+ * open, and a miss costs the walk, a dup3 and a close). The table is mapped at the first
+ * keep, with the limit the program has then. A kept directory is used while:
  *
  *  - no process of the command has removed or renamed it or a directory above it, or
  *    changed their permissions: the entry is stamped with coherence_stamp_below() of its
@@ -30,64 +34,90 @@
  * nothing. A kept fd in use by a call is never replaced meanwhile (users); one the program
  * closes or dup2()s over is forgotten (backing_dirs_lost). A vfork child, which shares this
  * memory but not the fd table, keeps nothing.
+ *
+ * No lock: an entry's users count is its lock. A lookup adds itself to the users of an entry
+ * whose hash matches and only then compares the rest; a keep claims an entry with no users
+ * by making the count CLAIMED (negative), and a lookup that lands on a claimed entry backs
+ * off and walks. Nothing waits, so a signal handler that touches the mount in the middle of
+ * a lookup or a keep on the same thread walks as any other miss (100 threads on 2 cores
+ * queued on the one mutex this had).
  */
 #include "../ldpfuse.h"
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
-#define DIRS 64                 /* power of two */
+#define DIRS_MIN 64             /* powers of two */
+#define DIRS_MAX 4096
 #define WAYS 4                  /* per set */
 #define DIR_PATH_MAX 256        /* longer paths walk every time */
 #define DIRS_AFTER 8
+#define CLAIMED (INT_MIN / 2)   /* users while a keep rewrites the entry */
 
 struct kept {
-    int fd;                     /* ours, high; kept across replacements (dup3); -1 none */
-    int users;                  /* calls using fd now: taken under the lock, given back without */
+    int fd1;                    /* 1 + ours, high; kept across replacements (dup3); 0 none */
     int mnt;
     unsigned creds;
     uint64_t hash, stamp;       /* stamp 0: empty */
     struct timespec expires;
     char path[DIR_PATH_MAX];
 };
-static struct kept kept[DIRS];
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static TLS int holding;         /* a signal handler's call on this thread walks */
+static struct kept *kept;       /* ndirs entries, mapped at the first keep (zeros: empty) */
+static int *users;              /* calls using each entry now, or CLAIMED */
+static unsigned ndirs;
 static unsigned walks, hand;
 static struct backend_ops *be;
 
-/* fork: the table is taken across it (no entry half-replaced in the child); the child has
- * none of the calls that were using kept fds, so none is in use there. */
-static int fork_took;
-
-static void fork_prepare(void)
-{
-    fork_took = !holding;       /* not when a signal handler forks on the thread that holds it */
-    if (fork_took)
-        pthread_mutex_lock(&lock);
-}
-
-static void fork_parent(void)
-{
-    if (fork_took)
-        pthread_mutex_unlock(&lock);
-}
-
+/* fork: the child has none of the calls that were using kept fds; an entry a thread it
+ * does not have was rewriting is dropped (its fd, if any, stays the entry's). */
 static void fork_child(void)
 {
-    for (int i = 0; i < DIRS; i++)
-        kept[i].users = 0;
-    if (fork_took)
-        pthread_mutex_unlock(&lock);
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    if (t == NULL)
+        return;
+    for (unsigned i = 0; i < ndirs; i++) {
+        if (users[i] < 0)
+            t[i].stamp = 0;
+        users[i] = 0;
+    }
 }
 
 void backing_dirs_over(struct backend_ops *backend)
 {
     be = backend;
-    for (int i = 0; i < DIRS; i++)
-        kept[i].fd = -1;
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    pthread_atfork(NULL, NULL, fork_child);
+}
+
+/* The table, mapped now if it is not: a quarter of the fd numbers above fs_fd_base. */
+static struct kept *table(void)
+{
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    if (LIKELY(t != NULL))
+        return t;
+    struct rlimit rl;
+    unsigned n = DIRS_MIN;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t base = (rlim_t)fs_fd_base();
+        rlim_t room = rl.rlim_cur == RLIM_INFINITY ? 4 * DIRS_MAX : rl.rlim_cur > base ? (rl.rlim_cur - base) / 4 : 0;
+        while (n < DIRS_MAX && 2 * (rlim_t)n <= room)
+            n *= 2;
+    }
+    /* one thread maps it (ndirs and users set before the table is published, never
+     * changed after); another, or a handler on this one, walks meanwhile */
+    static int mapping;
+    if (__atomic_exchange_n(&mapping, 1, __ATOMIC_ACQ_REL))
+        return NULL;
+    size_t size = n * sizeof *t + n * sizeof *users;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;    /* nothing is kept in this process */
+    ndirs = n;
+    users = (int *)((char *)m + n * sizeof *t);
+    __atomic_store_n(&kept, (struct kept *)m, __ATOMIC_RELEASE);
+    return m;
 }
 
 static int later(const struct timespec *a, const struct timespec *b)
@@ -98,7 +128,7 @@ static int later(const struct timespec *a, const struct timespec *b)
 /* The stamp a kept dir must still have, 0 if nothing is kept now. */
 static uint64_t stamp_of(int mnt, const char *dir)
 {
-    if (be == NULL || be->below_stamp == NULL || ldp_vfork_child || holding)
+    if (be == NULL || be->below_stamp == NULL || ldp_vfork_child)
         return 0;
     int connect = __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED) >= DIRS_AFTER;
     return be->below_stamp(mnt, dir, connect);
@@ -115,66 +145,92 @@ static long walk(int tfd, const char *rel)
     return fd >= 0 ? fd : -errno;
 }
 
+static int claim(unsigned i)
+{
+    int none = 0;
+    return __atomic_compare_exchange_n(&users[i], &none, CLAIMED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
 /* Keep fd (ours, from walk) as dir's: the kept fd, used (put it back), and *slot; or -1. */
 static int keep(int mnt, const char *dir, size_t len, uint64_t hash, uint64_t stamp, unsigned creds, int fd,
                 int *slot)
 {
     struct timespec now, ttl;
-    if (!attrcache_timeout(&ttl))
+    struct kept *t = table();
+    if (t == NULL || !attrcache_timeout(&ttl))
         return -1;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    holding = 1;
-    pthread_mutex_lock(&lock);
-    unsigned set = (unsigned)hash & (DIRS - WAYS);
-    struct kept *k = NULL;
-    for (unsigned i = 0; i < WAYS && k == NULL; i++) {     /* its own old entry, or an empty one */
-        struct kept *c = &kept[set + i];
-        if (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) == 0 &&
-            (c->stamp == 0 || (c->hash == hash && c->mnt == mnt)))
-            k = c;
+    unsigned set = (unsigned)hash & (ndirs - WAYS);
+    int i = -1;
+    for (unsigned w = 0; w < WAYS && i < 0; w++) {      /* its own old entry, or an empty one */
+        struct kept *c = &t[set + w];
+        uint64_t s = __atomic_load_n(&c->stamp, __ATOMIC_RELAXED);
+        if ((s == 0 || (__atomic_load_n(&c->hash, __ATOMIC_RELAXED) == hash && __atomic_load_n(&c->mnt, __ATOMIC_RELAXED) == mnt)) && claim(set + w))
+            i = (int)(set + w);
     }
-    for (unsigned i = 0; i < WAYS && k == NULL; i++) {     /* else in turn */
-        struct kept *c = &kept[set + (hand++ % WAYS)];
-        if (__atomic_load_n(&c->users, __ATOMIC_ACQUIRE) == 0)
-            k = c;
+    for (unsigned w = 0; w < WAYS && i < 0; w++) {      /* else in turn */
+        unsigned j = set + (__atomic_fetch_add(&hand, 1, __ATOMIC_RELAXED) % WAYS);
+        if (claim(j))
+            i = (int)j;
+    }
+    if (i < 0)
+        return -1;
+    struct kept *k = &t[i];
+    __atomic_store_n(&k->stamp, 0, __ATOMIC_RELAXED);
+    int kfd = __atomic_load_n(&k->fd1, __ATOMIC_ACQUIRE) - 1;
+    if (kfd >= 0 && REAL(dup3)(fd, kfd, O_CLOEXEC) < 0) {
+        kfd = -1;               /* keeps the old directory: it is not used again */
+    } else if (kfd < 0) {
+        kfd = (int)REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fs_fd_base());     /* no room up there: -1 */
+        __atomic_store_n(&k->fd1, kfd + 1, __ATOMIC_RELEASE);
+        if (kfd >= 0 && kfd < ldp_backing_low_fd)
+            ldp_backing_low_fd = kfd;
     }
     int r = -1;
-    if (k) {
-        k->stamp = 0;
-        int kfd = __atomic_load_n(&k->fd, __ATOMIC_ACQUIRE);
-        if (kfd >= 0 && REAL(dup3)(fd, kfd, O_CLOEXEC) < 0)
-            kfd = -1;               /* keeps the old directory: it is not used again */
-        else if (kfd < 0) {
-            int copy = (int)REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);
-            kfd = copy >= 0 ? fs_fd(copy) : -1;
-            if (kfd >= 0 && kfd < fs_fd_base()) {
-                REAL(close)(kfd);   /* no room up there: nothing is kept */
-                kfd = -1;
-            }
-            __atomic_store_n(&k->fd, kfd, __ATOMIC_RELEASE);
-            if (kfd >= 0 && kfd < ldp_backing_low_fd)
-                ldp_backing_low_fd = kfd;
+    if (kfd >= 0) {
+        __atomic_store_n(&k->mnt, mnt, __ATOMIC_RELAXED);
+        __atomic_store_n(&k->hash, hash, __ATOMIC_RELAXED);
+        k->creds = creds;
+        memcpy(k->path, dir, len + 1);
+        k->expires.tv_sec = now.tv_sec + ttl.tv_sec;
+        k->expires.tv_nsec = now.tv_nsec + ttl.tv_nsec;
+        if (k->expires.tv_nsec >= 1000000000L) {
+            k->expires.tv_sec++;
+            k->expires.tv_nsec -= 1000000000L;
         }
-        if (kfd >= 0) {
-            k->mnt = mnt;
-            k->hash = hash;
-            k->creds = creds;
-            memcpy(k->path, dir, len + 1);
-            k->expires.tv_sec = now.tv_sec + ttl.tv_sec;
-            k->expires.tv_nsec = now.tv_nsec + ttl.tv_nsec;
-            if (k->expires.tv_nsec >= 1000000000L) {
-                k->expires.tv_sec++;
-                k->expires.tv_nsec -= 1000000000L;
-            }
-            k->stamp = stamp;
-            __atomic_store_n(&k->users, 1, __ATOMIC_RELAXED);
-            *slot = (int)(k - kept);
-            r = kfd;
-        }
+        __atomic_store_n(&k->stamp, stamp, __ATOMIC_RELAXED);
+        *slot = i;
+        r = kfd;
     }
-    pthread_mutex_unlock(&lock);
-    holding = 0;
+    /* let go of the claim (lookups that backed off meanwhile took theirs back), using it */
+    __atomic_sub_fetch(&users[i], r >= 0 ? CLAIMED - 1 : CLAIMED, __ATOMIC_RELEASE);
     return r;
+}
+
+/* A kept fd of dir, used (put it back), or -1. */
+static int find(int mnt, const char *dir, size_t len, uint64_t hash, uint64_t stamp, unsigned creds, int *slot)
+{
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    if (t == NULL)
+        return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    unsigned set = (unsigned)hash & (ndirs - WAYS);
+    for (unsigned i = set; i < set + WAYS; i++) {
+        struct kept *k = &t[i];
+        if (__atomic_load_n(&k->hash, __ATOMIC_RELAXED) != hash)
+            continue;
+        if (__atomic_add_fetch(&users[i], 1, __ATOMIC_ACQUIRE) > 0) {      /* no keep rewrites it now */
+            int kfd = __atomic_load_n(&k->fd1, __ATOMIC_ACQUIRE) - 1;
+            if (__atomic_load_n(&k->stamp, __ATOMIC_RELAXED) == stamp && k->hash == hash && k->mnt == mnt &&
+                k->creds == creds && kfd >= 0 && later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
+                *slot = (int)i;
+                return kfd;
+            }
+        }
+        __atomic_sub_fetch(&users[i], 1, __ATOMIC_RELEASE);
+    }
+    return -1;
 }
 
 /* The directory dir (a mount path on mnt; rel: the same beneath the tree fd tfd): an fd of
@@ -190,24 +246,7 @@ long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *sl
     unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
     if (stamp) {
         hash = fnv1a(fnv1a_seed(mnt), dir, NULL);
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-        int fd = -1;
-        holding = 1;
-        pthread_mutex_lock(&lock);
-        unsigned set = (unsigned)hash & (DIRS - WAYS);
-        for (struct kept *k = &kept[set]; k < &kept[set + WAYS]; k++) {
-            int kfd = __atomic_load_n(&k->fd, __ATOMIC_ACQUIRE);
-            if (k->stamp == stamp && k->hash == hash && k->mnt == mnt && k->creds == creds && kfd >= 0 &&
-                later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
-                __atomic_add_fetch(&k->users, 1, __ATOMIC_ACQ_REL);
-                fd = kfd;
-                *slot = (int)(k - kept);
-                break;
-            }
-        }
-        pthread_mutex_unlock(&lock);
-        holding = 0;
+        int fd = find(mnt, dir, len, hash, stamp, creds, slot);
         if (fd >= 0)
             return fd;
     }
@@ -228,7 +267,7 @@ void backing_dir_put(int slot, int fd)
         REAL(close)(fd);
         return;
     }
-    __atomic_sub_fetch(&kept[slot].users, 1, __ATOMIC_RELEASE);  /* only taken under the lock */
+    __atomic_sub_fetch(&users[slot], 1, __ATOMIC_RELEASE);
 }
 
 /* The program closed or replaced fds first..last: kept fds among them are forgotten (the
@@ -236,13 +275,12 @@ void backing_dir_put(int slot, int fd)
 int backing_dirs_lost(unsigned first, unsigned last)
 {
     int low = INT_MAX;
-    if (be == NULL)
-        return low;     /* no tree (a union alone): the table was never set up, its fds are not -1 */
-    for (int i = 0; i < DIRS; i++) {
-        int fd = __atomic_load_n(&kept[i].fd, __ATOMIC_ACQUIRE);
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; t && i < ndirs; i++) {
+        int fd = __atomic_load_n(&t[i].fd1, __ATOMIC_ACQUIRE) - 1;
         if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last) {
-            kept[i].stamp = 0;
-            __atomic_store_n(&kept[i].fd, -1, __ATOMIC_RELEASE);
+            __atomic_store_n(&t[i].stamp, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&t[i].fd1, 0, __ATOMIC_RELEASE);
         } else if (fd >= 0 && fd < low) {
             low = fd;
         }
