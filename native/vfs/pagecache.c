@@ -65,6 +65,8 @@ struct pcache {
      * behind the mount: pcache_open); one that finds them unchanged may open it with no
      * request (pcache_local). */
     int fs_known;
+    int written_here;           /* this process passed a change of it to the FS: its own
+                                 * writes, not the file's, may explain other attributes */
     off_t fs_size;
     struct timespec fs_mtime;
     uint64_t valid_stamp;
@@ -354,12 +356,21 @@ static int same_attrs(const struct pcache *pc, const struct stat *st)
            pc->fs_mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
+/* This process is about to pass a change of pc to the FS: from now on other attributes of
+ * the file may be its own doing, not a change behind the mount (changed_behind). Set before
+ * the FS call, so that an open that sees the change also sees this. */
+static void wrote_here(struct pcache *pc)
+{
+    __atomic_store_n(&pc->written_here, 1, __ATOMIC_RELEASE);
+}
+
 /* The file (st, an open's attributes) changed behind the mount since pc was its: other
  * attributes, no change through the mount to explain them, nothing in the memfd that the
  * FS did not get (as the server's held_changed_behind, server/page_caches.c). */
 static int changed_behind(struct pcache *pc, const struct stat *st)
 {
-    return st && S_ISREG(st->st_mode) && pc->fs_known && !same_attrs(pc, st) &&
+    return st && S_ISREG(st->st_mode) && pc->fs_known && !__atomic_load_n(&pc->written_here, __ATOMIC_ACQUIRE) &&
+           !same_attrs(pc, st) &&
            attrcache_change_stamp(pc->mnt, pc->path) == pc->valid_stamp && passed_on(pc);
 }
 
@@ -1261,6 +1272,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         goto out;
     ssize_t n;
     if (v->direct_io) {
+        wrote_here(pc);
         guard_enter();
         n = append ? be->append(pc->mnt, v->path, buf, len, v->fh, &at)
                    : be->write(pc->mnt, v->path, buf, len, at, v->fh);
@@ -1279,6 +1291,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         /* the FS decides where the end is (other processes append too) */
         if (fill_edge(pc, v, size, size) < 0)
             goto out;
+        wrote_here(pc);
         guard_enter();
         n = be->append(pc->mnt, v->path, buf, len, v->fh, &at);
         guard_leave();
@@ -1286,6 +1299,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         if (fill_edge(pc, v, at < size ? at : size, size) < 0 ||
             fill_edge(pc, v, at + (off_t)len, size) < 0)
             goto out;
+        wrote_here(pc);
         guard_enter();
         n = be->write(pc->mnt, v->path, buf, len, at, v->fh);
         guard_leave();
@@ -1324,6 +1338,7 @@ static int truncate_locked(struct pcache *pc, const char *path, off_t len, const
     struct backend_ops *be = backend_get();
     entry_lock(pc);
     check_untracked(pc);
+    wrote_here(pc);
     guard_enter();
     int r = be->truncate(pc->mnt, path, len, fh);
     guard_leave();
@@ -1529,6 +1544,7 @@ int pcache_sync_untracked(struct vfile *v)
         goto done;
     }
     if (size != pc->known_size) {
+        wrote_here(pc);
         guard_enter();
         int r = be->truncate(pc->mnt, v->path, size, &v->fh);
         guard_leave();
@@ -1551,6 +1567,7 @@ int pcache_sync_untracked(struct vfile *v)
                 pos = h;
                 break;
             }
+            wrote_here(pc);
             guard_enter();
             ssize_t w = be->write(pc->mnt, v->path, buf, (size_t)n, pos, v->fh);
             guard_leave();
