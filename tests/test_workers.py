@@ -84,14 +84,14 @@ def test_loopback_writes_and_reads_as_native(tmp_path, tree):
     mnt = tmp_path / "mnt"
     script = tmp_path / "read_all.py"
     script.write_text(READ_ALL)
-    work = ('cp -r "$1/d0" "$1/copy" && echo added >> "$1/copy/f000" && mv "$1/copy/f004" "$1/copy/g" && '
-            'rm "$1/copy/f008" && mkdir "$1/new" && printf x > "$1/new/x" && ' + f'{sys.executable} {script} "$1"')
+    def work(copy, new):    # the directories' names only: the interpreter's path may hold either word
+        return (f'cp -r "$1/d0" "$1/{copy}" && echo added >> "$1/{copy}/f000" && mv "$1/{copy}/f004" "$1/{copy}/g" && '
+                f'rm "$1/{copy}/f008" && mkdir "$1/{new}" && printf x > "$1/{new}/x" && {sys.executable} {script} "$1"')
     native_dir = tmp_path / "native"
     shutil.copytree(src, native_dir)
-    native = run_native(["sh", "-c", work, "sh", native_dir])
+    native = run_native(["sh", "-c", work("copy", "new"), "sh", native_dir])
     for passthrough in ("yes", "no"):
-        r = run_ldp(LOOPBACK, [lower], ["sh", "-c", work.replace("copy", f"copy{passthrough}")
-                                        .replace("new", f"new{passthrough}"), "sh", mnt],
+        r = run_ldp(LOOPBACK, [lower], ["sh", "-c", work(f"copy{passthrough}", f"new{passthrough}"), "sh", mnt],
                     mnt, options={"workers": 2, "passthrough": passthrough, "backing": "no"})
         assert r.returncode == 0, r.stderr
         want = native.stdout.replace("copy/", f"copy{passthrough}/").replace("new/", f"new{passthrough}/")
