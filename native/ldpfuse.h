@@ -82,6 +82,17 @@ struct vpath {
     char path[VPATH_MAX];
 };
 
+/* now + ttl (both normalised): when an answer kept at now for ttl expires */
+static inline struct timespec timespec_after(struct timespec now, struct timespec ttl)
+{
+    struct timespec t = { now.tv_sec + ttl.tv_sec, now.tv_nsec + ttl.tv_nsec };
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 /* A vpath is VPATH_MAX bytes: a struct copy or a designated initializer writes every one
  * of them (12 KiB on each stat of a mount path). These copy and begin one by its path. */
 static inline void vpath_copy(struct vpath *to, const struct vpath *from)

@@ -229,12 +229,7 @@ void attrcache_put(int mnt, const char *path, const struct stat *st, uint64_t st
         s->mnt = mnt;
         s->st = *st;
         memcpy(s->path, path, len + 1);
-        s->expires.tv_sec = now.tv_sec + timeout.tv_sec;
-        s->expires.tv_nsec = now.tv_nsec + timeout.tv_nsec;
-        if (s->expires.tv_nsec >= 1000000000L) {
-            s->expires.tv_sec++;
-            s->expires.tv_nsec -= 1000000000L;
-        }
+        s->expires = timespec_after(now, timeout);
     }
     pthread_mutex_unlock(&lock);
     holding = 0;

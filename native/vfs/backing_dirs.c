@@ -192,12 +192,7 @@ static int keep(int mnt, const char *dir, size_t len, uint64_t hash, uint64_t st
         __atomic_store_n(&k->hash, hash, __ATOMIC_RELAXED);
         k->creds = creds;
         memcpy(k->path, dir, len + 1);
-        k->expires.tv_sec = now.tv_sec + ttl.tv_sec;
-        k->expires.tv_nsec = now.tv_nsec + ttl.tv_nsec;
-        if (k->expires.tv_nsec >= 1000000000L) {
-            k->expires.tv_sec++;
-            k->expires.tv_nsec -= 1000000000L;
-        }
+        k->expires = timespec_after(now, ttl);
         __atomic_store_n(&k->stamp, stamp, __ATOMIC_RELAXED);
         *slot = i;
         r = kfd;

@@ -528,12 +528,7 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
     k->hash = hash;
     k->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
     memcpy(k->path, dir, len + 1);
-    k->expires.tv_sec = now.tv_sec + ttl.tv_sec;
-    k->expires.tv_nsec = now.tv_nsec + ttl.tv_nsec;
-    if (k->expires.tv_nsec >= 1000000000L) {
-        k->expires.tv_sec++;
-        k->expires.tv_nsec -= 1000000000L;
-    }
+    k->expires = timespec_after(now, ttl);
     for (int i = 0; i < s->n; i++)
         if (s->fd[i] < ldp_backing_low_fd)
             ldp_backing_low_fd = s->fd[i];
