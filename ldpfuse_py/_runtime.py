@@ -203,12 +203,27 @@ def _keep_root_logger(root, state):
         root.setLevel(level)
 
 
+# The instance ldpfuse-run built to check the class before starting the command
+# (cli.py), by the description it was built from: this process serves with it instead of
+# building a second one (an archive indexed twice at every start of the shared mode)
+_checked: dict = {}
+
+
+def adopt(spec, args, options, ops):
+    """The launcher's checked instance of the mount described by (spec, args, -o options),
+    for boot() in this process to take as it would have built it."""
+    _checked[(spec, SEP.join(args), SEP.join(options))] = ops
+
+
 def _load(i, spec, args, opts, host_owns):
     ro = "ro" in opts.pop(MOUNT_FLAGS, ())
     if spec.startswith((SCRIPT_PREFIX, MODULE_PREFIX)):
         return _load_script(spec, args, host_owns, ro)
-    cls = load_class(spec, private_name=f"_ldpfuse_fs_{i}")
-    ops = check_instance(cls(*args, **opts), spec)
+    ops = _checked.pop((spec, os.environ.get(f"LDPFUSE_FS_{i}_ARGS", ""),
+                        os.environ.get(f"LDPFUSE_FS_{i}_OPTS", "")), None)
+    if ops is None:
+        cls = load_class(spec, private_name=f"_ldpfuse_fs_{i}")
+        ops = check_instance(cls(*args, **opts), spec)
     from_fusepy = any(getattr(ops, name, 0) is None for name in _NONE_CHECK)
     if from_fusepy or ro or _MFUSEPY_ONLY & _own_methods(ops):
         # fusepy's "set to None: not implemented", mfusepy's readdir_with_offset and

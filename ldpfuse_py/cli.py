@@ -505,6 +505,9 @@ def main(argv=None):
         args.mode = preferred_mode(cls)
     if "LDPFUSE_WORKERS" in own_env and args.mode == "embedded":
         die(WORKERS_SHARED_ONLY)
+    from . import _runtime
+
+    _runtime.adopt(spec, args.fs_args, args.options, ops)   # built once, not again to serve
     return launch(args, spec, point, own_env, cmd, die)
 
 

@@ -115,3 +115,39 @@ def test_no_process_is_left_behind(tmp_path):
     server = int(r.stdout)
     with pytest.raises(ProcessLookupError):
         os.kill(server, 0)
+
+
+COUNTED = '''
+import os
+from ldpfuse_py import Operations
+
+
+class Counted(Operations):
+    """Writes a line to LOG each time an instance is built, and serves one file."""
+
+    def __init__(self, log):
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+
+    def getattr(self, path, fh=None):
+        if path == "/":
+            return {"st_mode": 0o40755, "st_nlink": 2}
+        if path == "/f":
+            return {"st_mode": 0o100644, "st_nlink": 1, "st_size": 3}
+        raise OSError(2, "")
+
+    def read(self, path, size, offset, fh):
+        return b"hi\\n"[offset:offset + size]
+'''
+
+
+def test_the_launcher_builds_the_class_once(tmp_path):
+    # ldpfuse-run builds the instance to check the class before the command starts, and
+    # the server serves with that one: an archive or a store is not indexed twice
+    fs = tmp_path / "counted.py"
+    fs.write_text(COUNTED)
+    log = tmp_path / "built"
+    r = shared(tmp_path, f"{fs}:Counted", log, cmd=["cat", str(tmp_path / "mnt" / "f")])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "hi\n"
+    assert len(log.read_text().split()) == 1, log.read_text()

@@ -405,8 +405,8 @@ def test_a_class_whose_init_started_a_thread_is_not_forked(tmp_path):
     assert all(built == served for built, served in pairs) and len(pairs) == 2, pairs
     said = [line for line in stderr.splitlines() if "fork" in line]
     assert len(said) == 1, stderr
-    # (3: the launcher's main thread, and one of each instance the launcher built)
-    assert said[0] == ("ldpfuse-run: -o workers=2: the process has 3 threads once Threaded is built (its module "
+    # (2: the launcher's main thread, and the one of the instance it built, once)
+    assert said[0] == ("ldpfuse-run: -o workers=2: the process has 2 threads once Threaded is built (its module "
                        "or __init__ started them), and a fork of a process with threads is unsafe: each worker "
                        "builds its own instance instead (docs/operations.md)"), said
 
