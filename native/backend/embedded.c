@@ -126,6 +126,18 @@ void ldp_embedded_serving(void)
     serving = 1;
 }
 
+/* A request of the shared server's FS thread may call several methods (an open that
+ * brings its page cache: open, getattr, read): the GIL is taken at the first and kept
+ * until the request's end (ldp_embedded_hold, ldp_embedded_let_go), one take and one
+ * release per request instead of one per method (perf on bench/per_file.py: the GIL's
+ * take, PyGILState_Ensure and PyEval_RestoreThread, was a fifth of the conversions
+ * around the class's calls). Only that thread, which calls a class that is not
+ * thread_safe, holds it so: a thread_safe class's threads let go of it between methods,
+ * so that one request's system calls never hold up another's Python. */
+static __thread int hold_depth;     /* in a request that keeps the GIL once taken */
+static __thread int holding;        /* ... and has taken it: held_gil says how */
+static __thread PyGILState_STATE held_gil;
+
 static struct pyctx gil_enter(void)
 {
     struct pyctx c;
@@ -135,6 +147,10 @@ static struct pyctx gil_enter(void)
             PyEval_SaveThread();
         }
         tstate_ready = 1;
+    }
+    if (hold_depth && !holding) {
+        held_gil = PyGILState_Ensure();     /* the request's: the calls' own nest in it */
+        holding = 1;
     }
     c.gil = PyGILState_Ensure();
     c.serial = 0;
@@ -159,6 +175,21 @@ void ldp_thread_done(void)
         return;
     PyEval_RestoreThread(ts);
     PyGILState_Release(PyGILState_UNLOCKED);   /* its count reaches 0: cleared, deleted, GIL let go */
+}
+
+/* The FS thread's request begins: the GIL its methods take stays until its end. */
+void ldp_embedded_hold(void)
+{
+    hold_depth++;
+}
+
+/* ... and ends: the GIL goes, if a method took it. */
+void ldp_embedded_let_go(void)
+{
+    if (--hold_depth == 0 && holding) {
+        holding = 0;
+        PyGILState_Release(held_gil);
+    }
 }
 
 static void gil_leave(struct pyctx *c)
