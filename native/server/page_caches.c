@@ -305,27 +305,31 @@ static int scache_still_valid(const struct scache *s, const struct stat *st)
  * caller's open of the file (NULL: none), size what the client saw, used only if the file
  * system's getattr fails. */
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int fill, int *fresh, uint64_t *id);
+                      int fill, int *fresh, off_t *fresh_size, uint64_t *id);
 
-int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id)
+/* (fresh_size, when not NULL: a new cache's size, the memfd's as made, so that its first
+ * fill needs no fstat of it: dispatch.c) */
+int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, off_t *fresh_size,
+                uint64_t *id)
 {
-    return scache_get(mnt, path, size, NULL, fh, 0, fresh, id);
+    return scache_get(mnt, path, size, NULL, fh, 0, fresh, fresh_size, id);
 }
 
 /* The same, for an open whose own lookup has just found the file's attributes
  * (W_CREATE_OPEN): no second getattr, unless a cache was dropped in between. */
-int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id)
+int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size, uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, 0, fresh, id);
+    return scache_get(mnt, path, st->st_size, st, NULL, 0, fresh, fresh_size, id);
 }
 
 /* The same, for an open that brought the file's data with it (a worker's, workers.c): a
  * new cache is the caller's alone until scache_filled(id): every other open waits for it,
  * so that the fill writes over nothing newer, as with one FS thread no other request runs
  * meanwhile (dispatch.c, fill_first_window). */
-int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id)
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size,
+                        uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, 1, fresh, id);
+    return scache_get(mnt, path, st->st_size, st, NULL, 1, fresh, fresh_size, id);
 }
 
 /* The fill of a new cache (scache_open_to_fill) ended: the other opens may have it. */
@@ -354,7 +358,7 @@ static int held_changed_behind(const struct scache *s, const struct stat *st)
 }
 
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int fill, int *fresh, uint64_t *id)
+                      int fill, int *fresh, off_t *fresh_size, uint64_t *id)
 {
     struct stat st;
     int have_st = 0;
@@ -436,6 +440,8 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         name_link(s);
         LINK(&by_id[s->id & (SCACHE_BUCKETS - 1)], s, id_next, id_pprev);
         *fresh = 1;
+        if (fresh_size)
+            *fresh_size = now;
     }
     /* the client gets the server's own description of the memfd (a dup, not a reopen
      * through /proc: that walked procfs and made a new description at every open, 2 of
