@@ -119,15 +119,22 @@ static int idle_count;          /* and how many they are (each keeps an fd) */
 #define IDLE_MAX 1024
 
 /* Each idle cache keeps an fd of the server's: they may take a quarter of RLIMIT_NOFILE
- * (read at each use: prlimit may move it), at most IDLE_MAX. The rest is for what the
- * server must open: the caches clients hold, connections, the class's own files. Under
- * `ulimit -n 256`, 64. */
+ * (read again at a use 100 ms after the last read: prlimit may move it; read at every
+ * release, it was one system call a file for a reader of many files), at most IDLE_MAX.
+ * The rest is for what the server must open: the caches clients hold, connections, the
+ * class's own files. Under `ulimit -n 256`, 64. scache_lock held. */
 static int idle_max(void)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= IDLE_MAX)
-        return IDLE_MAX;
-    return (int)(rl.rlim_cur / 4);
+    static int most;
+    static uint64_t read_at;
+    uint64_t now = chan_now_ns();
+    if (read_at == 0 || now - read_at > 100000000u) {
+        struct rlimit rl;
+        most = getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= IDLE_MAX
+               ? IDLE_MAX : (int)(rl.rlim_cur / 4);
+        read_at = now;
+    }
+    return most;
 }
 
 static void idle_leave(struct scache *s)
