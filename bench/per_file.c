@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +81,48 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
+/* The server: the nearest ancestor whose comm is ldpfuse-run; 0 if none. */
+static int server_pid(void)
+{
+    int pid = getppid();
+    for (int depth = 0; pid > 1 && depth < 8; depth++) {
+        char p[64], buf[512];
+        snprintf(p, sizeof p, "/proc/%d/stat", pid);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            return 0;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        if (!open || !close)
+            return 0;
+        if (close - open - 1 == 11 && strncmp(open + 1, "ldpfuse-run", 11) == 0)
+            return pid;
+        pid = atoi(close + 4);      /* ") S PPID" */
+    }
+    return 0;
+}
+
+/* utime + stime of process pid, all threads, in clock ticks; -1 if unknown */
+static long long cpu_ticks(int pid)
+{
+    char p[64], buf[1024];
+    snprintf(p, sizeof p, "/proc/%d/stat", pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *c = strrchr(buf, ')');
+    unsigned long long ut, st;
+    /* after ")": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (!c || sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (long long)(ut + st);
+}
+
 static void add(const char *path)
 {
     if (n_names == cap_names) {
@@ -132,13 +175,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: per_file [-d] DIR\n");
         return 2;
     }
+    int srv = server_pid();
+    long long srv0 = -1;
     double t0 = now_us();
+    if (per_dir && srv)
+        srv0 = cpu_ticks(srv);
     walk(argv[1]);
     double t_list = now_us() - t0 - list_pause;
-    if (!per_dir)
+    if (!per_dir) {
+        if (srv)
+            srv0 = cpu_ticks(srv);
         read_files(0);
+    }
+    long long srv1 = srv0 >= 0 ? cpu_ticks(srv) : -1;
     size_t k = files ? files : 1;
-    printf("RESULT files=%zu bytes=%lld list_us=%.0f stat=%.2f open=%.2f read=%.2f close=%.2f total=%.2f\n",
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec;
+    printf("RESULT files=%zu bytes=%lld list_us=%.0f stat=%.2f open=%.2f read=%.2f close=%.2f total=%.2f",
            files, bytes, t_list, s_stat / k, s_open / k, s_read / k, s_close / k, s_files_time / k);
+    if (srv1 >= 0)
+        printf(" srv_cpu=%.2f", (double)(srv1 - srv0) * 1e6 / (double)sysconf(_SC_CLK_TCK) / (double)k);
+    printf(" cpu=%.2f\n", cpu / (double)k);
     return 0;
 }

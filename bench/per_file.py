@@ -10,7 +10,10 @@ stats, opens, reads whole and closes each file, timing each step:
            Python loop over the same names (no transport, no cache: the floor)
 
 in interleaved rounds; prints medians (us per file) and, with --stats, the request
-counts of one run per ldpfuse-run.
+counts of one run per ldpfuse-run. srv_cpu is the server's CPU time per file over the
+files' pass, cpu the reader's own (per_file.c): on a loaded machine they move less than
+the wall clock; --no-spin turns the client's and the server's spins off
+(LDPFUSE_SPIN_US=0, LDPFUSE_SERVER_SPIN_US=0), so that srv_cpu is the server's work alone.
 
     python3 bench/per_file.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]... [--stats] [--per-dir]
 
@@ -33,7 +36,7 @@ sys.path.insert(0, HERE)
 import data_loader  # noqa: E402  (make_tar)
 
 ARCHIVE_PY = os.path.join(os.path.dirname(HERE), "examples", "archive.py")
-KEYS = ("stat", "open", "read", "close", "total")
+KEYS = ("stat", "open", "read", "close", "total", "srv_cpu", "cpu")
 
 
 def build(out):
@@ -50,8 +53,8 @@ def parse(text):
     return None
 
 
-def run_c(argv):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+def run_c(argv, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
     res = parse(r.stdout)
     if res is None:
         raise SystemExit(f"{argv[0]} failed: {r.stderr.strip()[-500:]}")
@@ -80,6 +83,7 @@ def main():
     ap.add_argument("--ldpfuse-run", action="append", default=[])
     ap.add_argument("--stats", action="store_true", help="print one --stats table per ldpfuse-run")
     ap.add_argument("--per-dir", action="store_true", help="each directory's files after its listing")
+    ap.add_argument("--no-spin", action="store_true", help="LDPFUSE_SPIN_US=0 LDPFUSE_SERVER_SPIN_US=0 for the ldp runs")
     args = ap.parse_args()
     ldps = args.ldpfuse_run or [shutil.which("ldpfuse-run")]
     if not all(ldps):
@@ -94,6 +98,7 @@ def main():
             t.extractall(ext)
             names = ["/" + m.name for m in t.getmembers() if m.isfile()]
         exe = build(tmp)
+        env = dict(os.environ, LDPFUSE_SPIN_US="0", LDPFUSE_SERVER_SPIN_US="0") if args.no_spin else None
         flag = ["-d"] if args.per_dir else []
         cols = ["native"] + [f"ldp{i}" for i in range(len(ldps))] + ["class"]
         res = {c: [] for c in cols}
@@ -106,7 +111,7 @@ def main():
                     r = {"total": class_loop(tar, names)}
                 else:
                     i = int(c[3:])
-                    r, _ = run_c([ldps[i], "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt])
+                    r, _ = run_c([ldps[i], "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt], env)
                 res[c].append(r)
                 print(f"[round {rnd + 1}] {c:7s} " + " ".join(f"{k}={r[k]:.2f}" for k in KEYS if k in r),
                       flush=True)
@@ -123,7 +128,7 @@ def main():
             print(f"ldp{i} = {ldp} serving {examples[i]}")
         if args.stats:
             for i, ldp in enumerate(ldps):
-                _, err = run_c([ldp, "--stats", "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt])
+                _, err = run_c([ldp, "--stats", "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt], env)
                 print(f"\n--stats of ldp{i}:\n{err}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

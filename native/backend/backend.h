@@ -264,6 +264,11 @@ struct backend_ops {
      * stat's answer); for a change st is NULL and the answer is 0 whatever the class did
      * (the operation is done). NULL: nothing is told. */
     int (*after)(int mnt, unsigned op, const char *path, const char *path2, int result, struct stat *st);
+    /* read, its bytes written into fd at off (a page cache's memfd) from the method's own
+     * result, with no buffer between, only when the method gave all size bytes asked
+     * (a short read writes nothing): the count, or -errno, as read's. NULL: read into a
+     * buffer, then pwrite (dispatch.c, fill_first_window). */
+    ssize_t (*read_to_fd)(int mnt, const char *path, int fd, size_t size, off_t off, uint64_t fh);
 };
 #define TRUNCATE_CACHED 1
 enum { CO_ASK = 0, CO_CREATED = 1, CO_OPENED = 2, CO_EXISTS = 3, CO_MISSING = 4 };

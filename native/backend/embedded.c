@@ -126,6 +126,18 @@ void ldp_embedded_serving(void)
     serving = 1;
 }
 
+/* A request of the shared server's FS thread may call several methods (an open that
+ * brings its page cache: open, getattr, read): the GIL is taken at the first and kept
+ * until the request's end (ldp_embedded_hold, ldp_embedded_let_go), one take and one
+ * release per request instead of one per method (perf on bench/per_file.py: the GIL's
+ * take, PyGILState_Ensure and PyEval_RestoreThread, was a fifth of the conversions
+ * around the class's calls). Only that thread, which calls a class that is not
+ * thread_safe, holds it so: a thread_safe class's threads let go of it between methods,
+ * so that one request's system calls never hold up another's Python. */
+static __thread int hold_depth;     /* in a request that keeps the GIL once taken */
+static __thread int holding;        /* ... and has taken it: held_gil says how */
+static __thread PyGILState_STATE held_gil;
+
 static struct pyctx gil_enter(void)
 {
     struct pyctx c;
@@ -135,6 +147,10 @@ static struct pyctx gil_enter(void)
             PyEval_SaveThread();
         }
         tstate_ready = 1;
+    }
+    if (hold_depth && !holding) {
+        held_gil = PyGILState_Ensure();     /* the request's: the calls' own nest in it */
+        holding = 1;
     }
     c.gil = PyGILState_Ensure();
     c.serial = 0;
@@ -159,6 +175,21 @@ void ldp_thread_done(void)
         return;
     PyEval_RestoreThread(ts);
     PyGILState_Release(PyGILState_UNLOCKED);   /* its count reaches 0: cleared, deleted, GIL let go */
+}
+
+/* The FS thread's request begins: the GIL its methods take stays until its end. */
+void ldp_embedded_hold(void)
+{
+    hold_depth++;
+}
+
+/* ... and ends: the GIL goes, if a method took it. */
+void ldp_embedded_let_go(void)
+{
+    if (--hold_depth == 0 && holding) {
+        holding = 0;
+        PyGILState_Release(held_gil);
+    }
 }
 
 static void gil_leave(struct pyctx *c)
@@ -589,7 +620,11 @@ static void log_once_read_overrun(const char *path, size_t n, size_t size)
             "(said once)", path, n, size);
 }
 
-static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *buf, size_t size, int exact)
+/* r (a method's bytes-like answer) copied into buf, at most size bytes; or, with to_fd >= 0,
+ * written into to_fd at `at` (read_to_fd) when it holds all size bytes asked (fewer: none
+ * written, the count returned). */
+static ssize_t bytes_result_to(PyObject *op, const char *path, PyObject *r, char *buf, size_t size, int exact,
+                               int to_fd, off_t at)
 {
     if (r == NULL)
         return fail(op, path);
@@ -624,12 +659,25 @@ static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *b
                 log_once_read_overrun(path, n, size);
             n = size;
         }
-        memcpy(buf, view.buf, n);
-        ret = (ssize_t)n;
+        if (to_fd < 0) {
+            memcpy(buf, view.buf, n);
+            ret = (ssize_t)n;
+        } else if (n == size) {
+            ret = pwrite(to_fd, view.buf, n, at);
+            if (ret < 0)
+                ret = -errno;
+        } else {
+            ret = (ssize_t)n;
+        }
     }
     PyBuffer_Release(&view);
     Py_DECREF(r);
     return ret;
+}
+
+static ssize_t bytes_result(PyObject *op, const char *path, PyObject *r, char *buf, size_t size, int exact)
+{
+    return bytes_result_to(op, path, r, buf, size, exact, -1, 0);
 }
 
 static int be_readlink(int mnt, const char *path, char *buf, size_t size)
@@ -832,6 +880,23 @@ static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t 
     for (int i = 0; i < 3; i++)
         Py_XDECREF(extra[i]);
     ssize_t n = bytes_result(s_read, path, r, buf, size, 0);
+    GIL_LEAVE(g);
+    return n;
+}
+
+/* read into a page cache's memfd (backend.h, read_to_fd): the method's bytes are written
+ * there as they are, not first copied into a buffer of the server's (bench/NOTES.md,
+ * 2026-11-28: a small file's open that brings its data). */
+static ssize_t be_read_to_fd(int mnt, const char *path, int fd, size_t size, off_t off, uint64_t fh)
+{
+    if (!Py_IsInitialized())
+        return -EIO;        /* a Python host that has finalised */
+    struct pyctx g = gil_enter_mnt(mnt);
+    PyObject *extra[3] = { PyLong_FromSize_t(size), PyLong_FromLongLong(off), fh_obj(fh) };
+    PyObject *r = call(mnt, s_read, path, extra, 3);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(extra[i]);
+    ssize_t n = bytes_result_to(s_read, path, r, NULL, size, 0, fd, off);
     GIL_LEAVE(g);
     return n;
 }
@@ -1438,7 +1503,7 @@ static struct backend_ops ops = {
     .access = be_access, .utimens = be_utimens, .setxattr = be_setxattr,
     .getxattr = be_getxattr, .listxattr = be_listxattr, .removexattr = be_removexattr,
     .destroy = be_destroy, .append = be_append, .ioctl = be_ioctl, .lock = be_lock, .flock = be_flock,
-    .after = be_after,
+    .after = be_after, .read_to_fd = be_read_to_fd,
 };
 
 /* ---- start-up */

@@ -121,20 +121,21 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
  * (vfs/pagecache.c, pcache_whole), as for a cache it saw filled. */
 #define FIRST_WINDOW (128u << 10)
 
-static int fill_first_window(int fd, int mnt, const char *path, uint64_t fh, int flags,
+static int fill_first_window(int fd, off_t size, int mnt, const char *path, uint64_t fh, int flags,
                              const struct open_window *w)
 {
-    struct stat k;
-    if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) || fstat(fd, &k) < 0 || k.st_size <= 0 ||
-        k.st_size > (off_t)FIRST_WINDOW)
+    /* size: the new memfd's, as page_caches.c made it (no fstat: no one else has it yet) */
+    if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC) || size <= 0 || size > (off_t)FIRST_WINDOW)
         return 0;
     if (w && w->len >= 0)   /* brought by the open (a worker's) */
-        return w->len == (ssize_t)k.st_size && pwrite(fd, w->data, (size_t)w->len, 0) == w->len;
+        return w->len == (ssize_t)size && pwrite(fd, w->data, (size_t)w->len, 0) == w->len;
     if (!serialise)
         return 0;
-    char *buf = malloc((size_t)k.st_size);
-    ssize_t n = buf ? fs_ops->read(mnt, path, buf, (size_t)k.st_size, 0, fh) : -1;
-    int whole = n == (ssize_t)k.st_size && pwrite(fd, buf, (size_t)n, 0) == n;  /* a part (no memory): the rest stays holes */
+    if (fs_ops->read_to_fd)     /* the class's bytes into the memfd, no buffer between */
+        return fs_ops->read_to_fd(mnt, path, fd, (size_t)size, 0, fh) == (ssize_t)size;
+    char *buf = malloc((size_t)size);
+    ssize_t n = buf ? fs_ops->read(mnt, path, buf, (size_t)size, 0, fh) : -1;
+    int whole = n == (ssize_t)size && pwrite(fd, buf, (size_t)n, 0) == n;  /* a part (no memory): the rest stays holes */
     free(buf);
     return whole;
 }
@@ -147,22 +148,23 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
                        const struct open_window *w, int32_t *cache, uint64_t *cache_token)
 {
     int fresh, whole = 0;
+    off_t size = 0;
     uint64_t id = 0, token;
     /* a file just made: empty, as far as this open knows (the cache's own getattr says);
      * a worker's open: the attributes its instance gave right after it */
     int brought = w && w->len >= 0;
     if (w && w->have_st)
         st = &w->st;
-    int fd = brought ? scache_open_to_fill(mnt, path, st, &fresh, &id)
-             : st    ? scache_open_sized(mnt, path, st, &fresh, &id)
-                     : scache_open(mnt, path, 0, NULL, &fresh, &id);
+    int fd = brought ? scache_open_to_fill(mnt, path, st, &fresh, &size, &id)
+             : st    ? scache_open_sized(mnt, path, st, &fresh, &size, &id)
+                     : scache_open(mnt, path, 0, NULL, &fresh, &size, &id);
     if (fd < 0) {
         if (brought)
             scache_filled(id);      /* (a new one that could not be opened: dropped) */
         return -1;
     }
     if (fresh)
-        whole = fill_first_window(fd, mnt, path, fh, flags, w);
+        whole = fill_first_window(fd, size, mnt, path, fh, flags, w);
     if (brought && fresh)
         scache_filled(id);
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
@@ -325,7 +327,7 @@ void do_op(struct client *cl)
             r = -EPERM;     /* the client makes a cache of its own */
         int fresh;
         uint64_t id;
-        if (r == 0 && (r = scache_open(mnt, path, (off_t)rq->a, fhp, &fresh, &id)) >= 0) {
+        if (r == 0 && (r = scache_open(mnt, path, (off_t)rq->a, fhp, &fresh, NULL, &id)) >= 0) {
             pass_fd = (int)r;
             r = hand_over(cl, W_CACHE_OPEN, mnt, path, 0, id, &fh);
             if (r == 0)

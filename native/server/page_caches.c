@@ -13,6 +13,7 @@
  */
 #include "server.h"
 #include <stdio.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/xattr.h>
@@ -118,15 +119,22 @@ static int idle_count;          /* and how many they are (each keeps an fd) */
 #define IDLE_MAX 1024
 
 /* Each idle cache keeps an fd of the server's: they may take a quarter of RLIMIT_NOFILE
- * (read at each use: prlimit may move it), at most IDLE_MAX. The rest is for what the
- * server must open: the caches clients hold, connections, the class's own files. Under
- * `ulimit -n 256`, 64. */
+ * (read again at a use 100 ms after the last read: prlimit may move it; read at every
+ * release, it was one system call a file for a reader of many files), at most IDLE_MAX.
+ * The rest is for what the server must open: the caches clients hold, connections, the
+ * class's own files. Under `ulimit -n 256`, 64. scache_lock held. */
 static int idle_max(void)
 {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= IDLE_MAX)
-        return IDLE_MAX;
-    return (int)(rl.rlim_cur / 4);
+    static int most;
+    static uint64_t read_at;
+    uint64_t now = chan_now_ns();
+    if (read_at == 0 || now - read_at > 100000000u) {
+        struct rlimit rl;
+        most = getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 4 >= IDLE_MAX
+               ? IDLE_MAX : (int)(rl.rlim_cur / 4);
+        read_at = now;
+    }
+    return most;
 }
 
 static void idle_leave(struct scache *s)
@@ -158,6 +166,13 @@ static void *reaper_thread(void *arg)
 {
     (void)arg;
     int batch[REAP_MAX];
+    /* at the lowest priority, as the watcher (serve.c): its wake-up no longer preempts the
+     * FS thread on its CPU between a release and the next request (measured with perf on
+     * bench/per_file.py: 2-4 us a file at load, in the scheduler under the release's
+     * reap_close); it runs once a CPU has nothing else to do, and a full queue falls
+     * back to the dropper's own close */
+    struct sched_param idle = { 0 };
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     for (;;) {
         pthread_mutex_lock(&reap_lock);
         while (reap_count == 0)
@@ -185,12 +200,15 @@ static void reap_close(int fd)
             pthread_detach(t);
     }
     int queued = reaper_state == 1 && reap_count < REAP_MAX;
+    int first = 0;
     if (queued) {
         reap_fds[reap_count++] = fd;
-        if (reap_count == 1)
-            pthread_cond_signal(&reap_cond);
+        first = reap_count == 1;
     }
     pthread_mutex_unlock(&reap_lock);
+    /* after the unlock: a reaper woken under the lock would wake only to wait for it */
+    if (first)
+        pthread_cond_signal(&reap_cond);
     if (!queued)
         close(fd);
 }
@@ -294,27 +312,31 @@ static int scache_still_valid(const struct scache *s, const struct stat *st)
  * caller's open of the file (NULL: none), size what the client saw, used only if the file
  * system's getattr fails. */
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int fill, int *fresh, uint64_t *id);
+                      int fill, int *fresh, off_t *fresh_size, uint64_t *id);
 
-int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id)
+/* (fresh_size, when not NULL: a new cache's size, the memfd's as made, so that its first
+ * fill needs no fstat of it: dispatch.c) */
+int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, off_t *fresh_size,
+                uint64_t *id)
 {
-    return scache_get(mnt, path, size, NULL, fh, 0, fresh, id);
+    return scache_get(mnt, path, size, NULL, fh, 0, fresh, fresh_size, id);
 }
 
 /* The same, for an open whose own lookup has just found the file's attributes
  * (W_CREATE_OPEN): no second getattr, unless a cache was dropped in between. */
-int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id)
+int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size, uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, 0, fresh, id);
+    return scache_get(mnt, path, st->st_size, st, NULL, 0, fresh, fresh_size, id);
 }
 
 /* The same, for an open that brought the file's data with it (a worker's, workers.c): a
  * new cache is the caller's alone until scache_filled(id): every other open waits for it,
  * so that the fill writes over nothing newer, as with one FS thread no other request runs
  * meanwhile (dispatch.c, fill_first_window). */
-int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id)
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size,
+                        uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, 1, fresh, id);
+    return scache_get(mnt, path, st->st_size, st, NULL, 1, fresh, fresh_size, id);
 }
 
 /* The fill of a new cache (scache_open_to_fill) ended: the other opens may have it. */
@@ -343,7 +365,7 @@ static int held_changed_behind(const struct scache *s, const struct stat *st)
 }
 
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int fill, int *fresh, uint64_t *id)
+                      int fill, int *fresh, off_t *fresh_size, uint64_t *id)
 {
     struct stat st;
     int have_st = 0;
@@ -425,6 +447,8 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         name_link(s);
         LINK(&by_id[s->id & (SCACHE_BUCKETS - 1)], s, id_next, id_pprev);
         *fresh = 1;
+        if (fresh_size)
+            *fresh_size = now;
     }
     /* the client gets the server's own description of the memfd (a dup, not a reopen
      * through /proc: that walked procfs and made a new description at every open, 2 of

@@ -24,6 +24,8 @@
 
 void ldp_thread_done(void);
 void ldp_embedded_serving(void);
+void ldp_embedded_hold(void);
+void ldp_embedded_let_go(void);
 struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int host_owns_python, char *err,
                                                   size_t errsize);
 int serialise = 1;
@@ -408,8 +410,10 @@ static int fs_pass(int check)
             cl->gone = 1;
         } else if (first > 0 || (!cl->first && chan_load(&cl->region->state) == CHAN_REQ)) {
             coh_fs_begin();
+            ldp_embedded_hold();        /* one GIL take per request, not per method */
             if (serve_request(cl) < 0)
                 cl->gone = 1;
+            ldp_embedded_let_go();
             coh_fs_served();
             served++;
         } else if (check && chan_peer_gone(cl->fd)) {

@@ -242,9 +242,11 @@ extern const struct core_api server_core;
 
 /* page_caches.c */
 int scache_held(int mnt, const char *path);
-int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, uint64_t *id);
-int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id);
-int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, uint64_t *id);
+int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, off_t *fresh_size,
+                uint64_t *id);
+int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size, uint64_t *id);
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size,
+                        uint64_t *id);
 void scache_filled(uint64_t id);
 int scache_known(int mnt, const char *path);
 

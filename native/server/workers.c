@@ -1187,6 +1187,7 @@ PyObject *ldp_workers_start(PyObject *self, PyObject *args)
     SET(releasedir) SET(access) SET(utimens) SET(setxattr) SET(getxattr) SET(listxattr)
     SET(removexattr) SET(lock) SET(flock) SET(ioctl)
 #undef SET
+    fwd.read_to_fd = NULL;      /* the instance's read comes back over its socket: into a buffer */
     fs_ops = &fwd;
     Py_RETURN_NONE;
 }
