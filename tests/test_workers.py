@@ -429,12 +429,17 @@ root, what, ppid = sys.argv[1], sys.argv[2], os.getppid()
 def owner(fd):
     return int(os.pread(fd, 16, 0).split(b"\n")[0])
 def child(k, w):
-    held = os.open(f"{root}/f{k}", os.O_RDONLY)
-    out = []
+    out, held, mine = [], None, False
     fd = os.open(f"{root}/{what}", os.O_RDONLY)
     try:
         who = owner(fd)
-        mine = owner(held) == who
+        for _ in range(8):      # a file held open by the same instance (it may be busy: another)
+            held = os.open(f"{root}/f{k}", os.O_RDONLY)
+            mine = owner(held) == who
+            if mine:
+                break
+            os.close(held)
+            held = None
     except OSError as e:    # /die: another process's release ended the instance first
         assert what == "die" and e.errno == errno.EIO, e
         who = ppid
@@ -448,7 +453,8 @@ def child(k, w):
         except OSError as e:
             out.append(f"held {errno.errorcode[e.errno]}")
     try:
-        os.close(held)
+        if held is not None:
+            os.close(held)
     except OSError as e:
         out.append(f"close-held {e}")
     for i in range(8):      # the command goes on: opens served, by an instance alive
@@ -501,7 +507,7 @@ def test_a_workers_release_is_not_waited_for_and_not_lost(tmp_path):
     # every release ran (the slow ones too, before their instance's destroy())
     releases = [line.split() for line in log if line.startswith("release")]
     assert sum(1 for _, _, path in releases if path == "/slow") == 4
-    assert sum(1 for _, _, path in releases if path.startswith("/f")) == 4 + 4 * 8
+    assert sum(1 for _, _, path in releases if path.startswith("/f")) >= 4 + 4 * 8   # (and each retry)
     for pid in {pid for _, pid, _ in releases}:
         mine = [line for line in log if line.split()[1] == pid]
         assert mine[-1] == f"destroy {pid}", mine
