@@ -329,11 +329,12 @@ static int wk_send(int k, struct wk_req *q, const char *path, const char *path2,
  * worker runs it before the calls written after it (a call of the same instance sees the
  * handle gone), and before its destroy() at the end (its socket is read to the end). A
  * worker stuck in it is killed as any: the next call's answer does not come within
- * op_timeout. */
+ * op_timeout. Those still queued when the command ends run before destroy(), within the
+ * op_timeout workers_stop gives. */
 static void wk_post(int k, struct wk_req *q, const char *path)
 {
     q->noreply = 1;
-    if (wk_send(k, q, path, NULL, NULL) < 0)
+    if (wk_send(k, q, path, NULL, NULL) < 0 && !wks[k].dead)
         wk_kill(k, "hung up");
 }
 
