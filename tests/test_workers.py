@@ -415,3 +415,117 @@ def test_workers_safe_takes_fork_or_nothing(tmp_path):
     r = run_ldp(PIDS, [], ["true"], tmp_path / "mnt", options={"workers_safe": "yes"}, mode="shared")
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["ldpfuse-run: -o workers_safe takes no value, or fork, got 'yes'"]
+
+
+# A release of a file a worker process opened is posted to it (workers.c, wk_post): the
+# client's close() does not wait for it, and the worker runs it before the calls after it
+# and before its destroy(). 4 processes (spread over the instances): each finds whether
+# its connection's instance is a worker, and if so closes /slow (3 s in its release) and
+# times that close, then /fail (release raises) and /die (the worker's release ends the
+# process) where the test asks for them, and reads a file it still holds.
+POSTED = r"""
+import errno, os, sys, time
+root, what, ppid = sys.argv[1], sys.argv[2], os.getppid()
+def owner(fd):
+    return int(os.pread(fd, 16, 0).split(b"\n")[0])
+def child(k, w):
+    out, held, mine = [], None, False
+    fd = os.open(f"{root}/{what}", os.O_RDONLY)
+    try:
+        who = owner(fd)
+        for _ in range(8):      # a file held open by the same instance (it may be busy: another)
+            held = os.open(f"{root}/f{k}", os.O_RDONLY)
+            mine = owner(held) == who
+            if mine:
+                break
+            os.close(held)
+            held = None
+    except OSError as e:    # /die: another process's release ended the instance first
+        assert what == "die" and e.errno == errno.EIO, e
+        who = ppid
+    t0 = time.monotonic()
+    os.close(fd)
+    took = time.monotonic() - t0
+    if who != ppid and mine:       # a worker process's, and so is held
+        out.append(f"worker-close {took:.1f}")
+        try:
+            out.append(f"held {owner(held) == who}")
+        except OSError as e:
+            out.append(f"held {errno.errorcode[e.errno]}")
+    try:
+        if held is not None:
+            os.close(held)
+    except OSError as e:
+        out.append(f"close-held {e}")
+    for i in range(8):      # the command goes on: opens served, by an instance alive
+        with open(f"{root}/f{i}", "rb") as f:
+            assert int(f.read(16).split(b"\n")[0]) > 0
+    os.write(w, ";".join(out).encode())
+    os._exit(0)
+kids = []
+for k in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        child(k, w)
+    os.close(w)
+    kids.append((pid, r))
+for pid, r in kids:
+    got = os.read(r, 4096).decode()
+    if got:
+        print(got)
+    assert os.waitpid(pid, 0)[1] == 0
+"""
+
+
+def posted(tmp_path, what):
+    """POSTED with `what` over Releases, workers=2: (its lines, the log's lines, stderr)."""
+    mnt = tmp_path / "mnt"
+    script = tmp_path / "posted.py"
+    script.write_text(POSTED)
+    log = tmp_path / "releases.log"
+    log.write_text("")
+    r = run_ldp(RELEASES, [log], [sys.executable, script, mnt, what], mnt, options={"workers": 2, "op_timeout": 20},
+                timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert any(line.startswith("worker-close") for line in lines), \
+        f"no /{what} opened by a worker process: {r.stdout!r}"
+    return [line for line in lines if line], log.read_text().splitlines(), r.stderr
+
+
+RELEASES = f"{FS_FIXTURES / 'releases.py'}:Releases"
+
+
+@shared_only
+def test_a_workers_release_is_not_waited_for_and_not_lost(tmp_path):
+    lines, log, _ = posted(tmp_path, "slow")
+    for line in lines:
+        took = float(line.split(";")[0].split()[1])
+        assert took < 1.5, f"close() waited for the worker's release ({took} s)"
+        assert line.split(";")[1] == "held True"
+    # every release ran (the slow ones too, before their instance's destroy())
+    releases = [line.split() for line in log if line.startswith("release")]
+    assert sum(1 for _, _, path in releases if path == "/slow") == 4
+    assert sum(1 for _, _, path in releases if path.startswith("/f")) >= 4 + 4 * 8   # (and each retry)
+    for pid in {pid for _, pid, _ in releases}:
+        mine = [line for line in log if line.split()[1] == pid]
+        assert mine[-1] == f"destroy {pid}", mine
+
+
+@shared_only
+def test_a_workers_failing_release_leaves_its_instance_serving(tmp_path):
+    lines, log, stderr = posted(tmp_path, "fail")
+    for line in lines:
+        assert line.split(";")[1:] == ["held True"], line      # its other handle still served
+    assert "release('/fail') raised" in stderr
+
+
+@shared_only
+def test_a_worker_that_ends_in_a_posted_release_gives_eio_not_a_hang(tmp_path):
+    lines, log, stderr = posted(tmp_path, "die")
+    for line in lines:
+        # the held file's next call (after the close that ended its instance): EIO; its
+        # close answers as a dead worker's does
+        assert line.split(";")[1] == "held EIO", line
+    assert "killed, its calls answer EIO" in stderr
