@@ -282,9 +282,10 @@ static void table_remove(struct pcache *pc)
  * cache is let go of: at the eviction of the least recently used, when the name is
  * unlinked or renamed by this process (pcache_unlinked, pcache_renamed), when an open or
  * stat finds it changed through the mount since or the file changed behind it, when the
- * program closes its fd (close_range); at exit or exec the server releases what the
- * process still holds, as it does for an open fd. A held handle is never a write open's,
- * and never one a forked child inherits (the parent's to release). */
+ * program closes its fd (close_range), and before exec (pcache_holds_end); at exit the
+ * server releases what the process still holds, as it does for an open fd. A held handle
+ * is never a write open's, and never one a forked child inherits (the parent's to
+ * release). */
 #define IDLE_BYTES (32 << 20)
 #define IDLE_FILES 1024
 static struct pcache *idle_head, *idle_tail;
