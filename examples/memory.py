@@ -91,6 +91,10 @@ class Symlink(Inode):
 
 class Memory(Operations):
     use_ns = True
+    # open() only pins the inode (fh -> inode, so that an unlinked file stays
+    # readable) and release() only unpins it: a process that read a file may open
+    # it again, unchanged, with no request (docs/operations.md, open_only_pins)
+    open_only_pins = True
 
     def __init__(self):
         self._next_ino = 1

@@ -329,7 +329,11 @@ def boot(host_owns=0):
                          if direct and getattr(type(ops), name, None) is getattr(Operations, name))
         # a class that is not thread_safe is called one operation at a time (embedded.c)
         thread_safe = bool(getattr(ops, "thread_safe", False))
-        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl, defaults, thread_safe))
+        # its open only pins the file, its release only unpins it: a re-open for reading
+        # of the unchanged file may share a handle the process still holds (operations.md)
+        open_pins = bool(getattr(getattr(ops, "operations", ops), "open_only_pins", False))
+        mounts.append((ops, use_ns, bool(takes_fi), direct, posix_acl, defaults, thread_safe,
+                       open_pins))
     _MOUNTED[:] = mounts
     _configure_logging(host_owns)
     if host_owns:

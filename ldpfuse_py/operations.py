@@ -294,6 +294,15 @@ class Operations:
     # EOPNOTSUPP, and programs fall back to chmod, as over kernel FUSE.
     posix_acl = False
 
+    # When True, the class says its open() only pins the file (it checks nothing
+    # and changes nothing, but keeps the file reachable through the handle: an
+    # unlinked file stays readable) and its release() only unpins it. A process
+    # that read a file may then keep the handle of that read-only open past its
+    # close, while it keeps the file's page cache, and open the file again for
+    # reading, unchanged, with no request: release() runs when the hold ends
+    # (docs/operations.md, open_only_pins).
+    open_only_pins = False
+
     def __call__(self, op: str, *args: Any) -> Any:
         if not hasattr(self, op):
             raise FuseOSError(errno.EFAULT)

@@ -185,6 +185,8 @@ struct vfile {
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     int noflush;            /* the class has no flush(): close() does not ask (OPEN_NOFLUSH) */
+    int holdable;           /* a read-only open of this process whose handle its last close
+                             * may hold for a re-open (OPEN_HOLD, vfs/pagecache.c) */
     struct vdir *dir;       /* VF_DIR: the stream opened on it by fdopendir, if any */
     int lock_fd1;           /* VF_FILE: 1 + the fd of its locks' stand-in (vfs/locks.c), 0: none */
     int class_locked;       /* the class's lock took a record lock through it: F_UNLCK at close */
@@ -260,9 +262,11 @@ struct pcache;
 struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, const uint64_t *fh, uint64_t ino,
                            const struct stat *st, uint64_t stamp, int *fresh);
 void pcache_opened(struct pcache *pc, unsigned open_flags);
-struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, unsigned *open_flags);
+struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, int flags, unsigned *open_flags,
+                            uint64_t *fh, int *fh_valid);
 void pcache_whole_to(struct vfile *v);
 void pcache_kept_closing(unsigned first, unsigned last);
+void pcache_holds_end(void);    /* before exec: held handles released */
 int pcache_held(int mnt, const char *path);
 struct pcache *pcache_adopt(int fd, const struct vpath *vp);
 void pcache_unref(struct pcache *pc);

@@ -35,6 +35,12 @@ struct open_result {
                              * to release) and the mount checks no permissions: a process
                              * that keeps the file's page cache may open it again for reading,
                              * unchanged, with no request (vfs/pagecache.c, pcache_local) */
+#define OPEN_HOLD      16u  /* the class keeps its own open and release but says they only pin
+                             * the file (Operations.open_only_pins) and the mount checks no
+                             * permissions: the handle of a read-only open may be held past
+                             * its last close while the process keeps the file's page cache,
+                             * and a re-open for reading of the unchanged file takes it with
+                             * no request (vfs/pagecache.c, held handles) */
 
 /* One directory entry as readdir produced it. */
 struct dirent_rec {

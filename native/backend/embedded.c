@@ -52,6 +52,9 @@ struct mnt {
     unsigned defaults;
     /* not thread_safe: called one operation at a time (serial_enter) */
     int serial;
+    /* its open only pins the file and its release only unpins it (Operations.open_only_pins):
+     * a re-open may share a handle held past its close (OPEN_HOLD) */
+    int open_pins;
 };
 #define KEPT_DEFAULT(mnt, op) ((mnts[mnt].defaults >> OP_##op) & 1u)
 
@@ -834,6 +837,8 @@ static int be_open(int mnt, const char *path, int flags, struct open_result *res
         res->open_flags |= OPEN_NOFLUSH;
     if (ret == 0 && KEPT_DEFAULT(mnt, open) && KEPT_DEFAULT(mnt, release))
         res->open_flags |= OPEN_LOCAL;
+    else if (ret == 0 && mnts[mnt].open_pins && res->passthrough_fd < 0)
+        res->open_flags |= OPEN_HOLD;
     GIL_LEAVE(g);
     return ret;
 }
@@ -1631,7 +1636,7 @@ static int boot(char *err, size_t errsize)
     nmnts = (int)PyList_GET_SIZE(r);
     mnts = calloc((size_t)nmnts + 1, sizeof *mnts);
     for (int i = 0; i < nmnts; i++) {
-        /* (ops, use_ns, create_fi, direct, posix_acl, defaults, thread_safe) */
+        /* (ops, use_ns, create_fi, direct, posix_acl, defaults, thread_safe, open_only_pins) */
         PyObject *t = PyList_GET_ITEM(r, i);
         mnts[i].ops = PyTuple_GetItem(t, 0);
         Py_XINCREF(mnts[i].ops);
@@ -1640,6 +1645,7 @@ static int boot(char *err, size_t errsize)
         mnts[i].direct = PyTuple_Size(t) > 3 && PyObject_IsTrue(PyTuple_GetItem(t, 3));
         mnts[i].posix_acl = PyTuple_Size(t) > 4 && PyObject_IsTrue(PyTuple_GetItem(t, 4));
         mnts[i].serial = PyTuple_Size(t) > 6 && !PyObject_IsTrue(PyTuple_GetItem(t, 6));
+        mnts[i].open_pins = PyTuple_Size(t) > 7 && PyObject_IsTrue(PyTuple_GetItem(t, 7));
         PyObject *defaults = PyTuple_Size(t) > 5 ? PyTuple_GetItem(t, 5) : NULL;
         for (Py_ssize_t k = 0; defaults && PyTuple_Check(defaults) && k < PyTuple_GET_SIZE(defaults); k++)
             for (int o = 0; o < NOPS; o++)

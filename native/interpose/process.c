@@ -304,6 +304,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
         return -1;
     char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
+    pcache_holds_end();
     ldp_before_exec(0);
     int r;
     const char *inside = path;
@@ -463,6 +464,8 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 {
     char cwdbuf[VPATH_MAX + 16], realbuf[PATH_MAX + 24];
     char **env = fix_env(envp, cwdbuf, realbuf);
+    if (!ldp_vfork_child)
+        pcache_holds_end();
     ldp_before_exec(0);
     struct vfile *v = vfd(fd);
     if (v && v->kind == VF_FILE && v->pc)

@@ -48,9 +48,9 @@ static int fs_open(int mnt, const char *path, int flags, struct open_result *res
     if (r == -EMFILE && scache_shed() > 0)
         r = fs_ops->open(mnt, path, flags, res);
     /* with default_permissions every open is checked here (permissions.c): none is made
-     * in the client alone (OPEN_LOCAL) */
+     * in the client alone (OPEN_LOCAL, OPEN_HOLD) */
     if (r >= 0 && policy.default_permissions)
-        res->open_flags &= ~OPEN_LOCAL;
+        res->open_flags &= ~(OPEN_LOCAL | OPEN_HOLD);
     return r;
 }
 

@@ -260,6 +260,7 @@ static int open_cached(const struct vpath *vp, int flags, const struct open_resu
         pcache_whole_to(v);
     v->direct_io = (res->open_flags & OPEN_DIRECT_IO) != 0;
     v->noflush = (res->open_flags & OPEN_NOFLUSH) != 0;
+    v->holdable = (res->open_flags & OPEN_HOLD) && (flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC);
     if ((flags & O_APPEND) && size > 0 && (flags & O_ACCMODE) != O_RDONLY)
         pcache_fill(v, size - 1, 1, 0);     /* stdio appends past the wrappers, into this page */
     fdtable_set(fd, v);
@@ -344,24 +345,32 @@ static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, i
 /* A cached file this process holds or keeps, unchanged, of a class that keeps
  * Operations' open and release (OPEN_LOCAL): an open for reading is made here, with no
  * request and no handle (vfile_ensure_fh opens one for the calls that need it), and its
- * close says nothing. st: the open's lookup. Returns the fd, or -2: ask the FS. */
+ * close says nothing. Or of a class whose open only pins the file (OPEN_HOLD), the cache
+ * holding the handle of an earlier open: the new open takes it, and its close holds it
+ * again. st: the open's lookup. Returns the fd, or -2: ask the FS. */
 static int local_open(const struct vpath *vp, int flags, const struct stat *st)
 {
     unsigned open_flags;
+    uint64_t fh;
+    int fh_valid;
     struct pcache *pc;
-    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) || (pc = pcache_local(vp, st, &open_flags)) == NULL)
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) ||
+        (pc = pcache_local(vp, st, flags, &open_flags, &fh, &fh_valid)) == NULL)
         return -2;
     int fd = pcache_new_fd(pc, flags);
-    struct vfile *v = fd >= 0 ? vfile_new(VF_FILE, vp, flags, 0, 0) : NULL;
+    struct vfile *v = fd >= 0 ? vfile_new(VF_FILE, vp, flags, fh, fh_valid) : NULL;
     if (v == NULL) {
         int e = errno;
         if (fd >= 0)
             REAL(close)(fd);
+        if (fh_valid)
+            release_fh(vp, flags, fh);
         pcache_unref(pc);
         errno = e;
         return -1;
     }
     v->pc = pc;
+    v->holdable = fh_valid;
     v->noflush = (open_flags & OPEN_NOFLUSH) != 0;
     pcache_whole_to(v);
     fdtable_set(fd, v);

@@ -79,6 +79,11 @@ struct pcache {
      * used first, under table_lock */
     int idle;
     off_t idle_size;
+    /* a handle held past its last close (OPEN_HOLD, below): the FS's open of the file is
+     * still this process's, released when the hold ends (let_go) */
+    int held;
+    int held_flags;
+    uint64_t held_fh;
     struct pcache *idle_prev, *idle_next;
     pthread_mutex_t lock;
 };
@@ -263,7 +268,24 @@ static void table_remove(struct pcache *pc)
  * LDPFUSE_CLIENT_KEEP files at most (default 1,024; 0, or LDPFUSE_CACHE_KEEP_MB=0, none; a 16th of RLIMIT_NOFILE at
  * most, as each keeps an fd: 64 under `ulimit -n 1024`) of 32 MiB in all (8 MiB a file),
  * the least recently used let go of first, and all at its exit or exec. The memory is the
- * server's memfds, shared by every process that holds them. */
+ * server's memfds, shared by every process that holds them.
+ *
+ * Held handles. A class that keeps its own open and release but says that they only pin
+ * the file (Operations.open_only_pins: OPEN_HOLD) gets no open without a request, as its
+ * open must run once for the file to be readable through a handle; but the handle of a
+ * read-only open (vfile.holdable) is not released at its close: the cache keeps it
+ * (held, held_fh), and is kept past its last close as an OPEN_LOCAL one is. A re-open
+ * for reading of the unchanged file, with the same flags, takes the held handle with no
+ * request (pcache_local); its close holds it again. One cache holds one handle at most
+ * (another read-only open's is released at its close, as before). The hold ends, with
+ * the class's release (sent with the let-go of the cache, one request), wherever a kept
+ * cache is let go of: at the eviction of the least recently used, when the name is
+ * unlinked or renamed by this process (pcache_unlinked, pcache_renamed), when an open or
+ * stat finds it changed through the mount since or the file changed behind it, when the
+ * program closes its fd (close_range), and before exec (pcache_holds_end); at exit the
+ * server releases what the process still holds, as it does for an open fd. A held handle
+ * is never a write open's, and never one a forked child inherits (the parent's to
+ * release). */
 #define IDLE_BYTES (32 << 20)
 #define IDLE_FILES 1024
 static struct pcache *idle_head, *idle_tail;
@@ -319,6 +341,17 @@ static void idle_add(struct pcache *pc)
     idle_bytes += pc->idle_size;
 }
 
+/* Open flags that make no other open of a file that exists (the FS never sees the first
+ * three; O_CREAT of an existing file opens it) */
+#define SAME_OPEN_MASK (~(O_CLOEXEC | O_NOCTTY | O_LARGEFILE | O_CREAT))
+
+/* May v's handle, at its close, be held by pc? (table_lock held) */
+static int may_hold(const struct pcache *pc, const struct vfile *v)
+{
+    return v && v->holdable && v->fh_valid == 1 && !v->unlinked && pc->backend_ref && !pc->held && !pc->unlinked &&
+           !(pc->open_flags & OPEN_DIRECT_IO);
+}
+
 /* Is the file unchanged through the mount since the cache was last the file's? */
 static int unchanged(const struct pcache *pc)
 {
@@ -328,7 +361,8 @@ static int unchanged(const struct pcache *pc)
 /* May pc, at its last close, be kept? (table_lock held) */
 static int keepable(const struct pcache *pc)
 {
-    return pc->backend_ref && (pc->open_flags & OPEN_LOCAL) && !(pc->open_flags & OPEN_DIRECT_IO) && !pc->unlinked &&
+    return pc->backend_ref && ((pc->open_flags & OPEN_LOCAL) || pc->held) && !(pc->open_flags & OPEN_DIRECT_IO) &&
+           !pc->unlinked &&
            !pc->size_unknown && !__atomic_load_n(&pc->mapped, __ATOMIC_RELAXED) &&
            !__atomic_load_n(&pc->untracked, __ATOMIC_RELAXED) && idle_max_files() > 0 &&
            __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED) <= IDLE_BYTES / 4 && unchanged(pc);
@@ -472,16 +506,47 @@ void pcache_kept_closing(unsigned first, unsigned last)
     }
 }
 
+/* Before exec: the handles this process holds are released now, not when the new image
+ * ends (the server's rule for what a process that exec'd still holds), and the caches
+ * that held them let go of (the new image has no table of them). */
+void pcache_holds_end(void)
+{
+    if (__atomic_load_n(&idle_files, __ATOMIC_RELAXED) == 0)
+        return;
+    struct pcache *out = NULL;
+    table_enter();
+    for (struct pcache *n, *pc = idle_head; pc; pc = n) {
+        n = pc->idle_next;
+        if (!pc->held)
+            continue;
+        idle_remove(pc);
+        table_remove(pc);
+        pc->hnext = out;    /* out of its bucket: the link is free */
+        out = pc;
+    }
+    table_leave();
+    for (struct pcache *n; out; out = n) {
+        n = out->hnext;
+        let_go(out, NULL);
+    }
+}
+
 /* A re-open for reading with no request (OPEN_LOCAL): the cache this process holds or
  * keeps of the file at vp, if the file is unchanged since it was the file's (the name's
  * stamp, and the open's attributes st, those of the cache; the same credentials), for a
  * class that keeps Operations' open and release and a mount that checks no permissions
- * (the server said so with the file's last open). A reference for the caller, or NULL. */
-struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, unsigned *open_flags)
+ * (the server said so with the file's last open), or whose cache holds the handle of an
+ * open with the same flags (OPEN_HOLD): *fh, *fh_valid 1, the handle now the caller's. A
+ * reference for the caller, or NULL. */
+struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, int flags, unsigned *open_flags,
+                            uint64_t *fh, int *fh_valid)
 {
     table_enter();
     struct pcache *pc = find(vp->mnt, vp->path);
-    if (pc && !(pc->backend_ref && (pc->open_flags & OPEN_LOCAL) && !(pc->open_flags & OPEN_DIRECT_IO) &&
+    if (pc && !(pc->backend_ref &&
+                ((pc->open_flags & OPEN_LOCAL) ||
+                 (pc->held && (pc->held_flags & SAME_OPEN_MASK) == (flags & SAME_OPEN_MASK))) &&
+                !(pc->open_flags & OPEN_DIRECT_IO) &&
                 !pc->size_unknown && S_ISREG(st->st_mode) && same_attrs(pc, st) &&
                 (st->st_ino == 0 || pc->ino == 0 || (uint64_t)st->st_ino == pc->ino) &&
                 pc->creds_gen == __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE) && unchanged(pc)))
@@ -490,6 +555,11 @@ struct pcache *pcache_local(const struct vpath *vp, const struct stat *st, unsig
         idle_remove(pc);
         pc->refs++;
         *open_flags = pc->open_flags;
+        /* a held handle is the new open's (OPEN_LOCAL: none, one is opened if needed) */
+        *fh_valid = !(pc->open_flags & OPEN_LOCAL) && pc->held;
+        *fh = *fh_valid ? pc->held_fh : 0;
+        if (*fh_valid)
+            pc->held = 0;
     }
     table_leave();
     return pc;
@@ -694,10 +764,19 @@ void pcache_ref(struct pcache *pc)
  * 1 if v's release went with it, 0 if the caller still has to release. */
 int pcache_unref_releasing(struct pcache *pc, const struct vfile *v)
 {
+    int taken = 0;
     table_enter();
+    if (may_hold(pc, v)) {
+        /* v's handle is held by the cache (OPEN_HOLD): released when the hold ends */
+        pc->held = 1;
+        pc->held_fh = v->fh;
+        pc->held_flags = v->flags;
+        taken = 1;
+        v = NULL;
+    }
     if (--pc->refs > 0) {
         table_leave();
-        return 0;
+        return taken;
     }
     if (keepable(pc)) {
         /* kept: the least recently used one over the bound is let go of instead, with v's
@@ -710,14 +789,15 @@ int pcache_unref_releasing(struct pcache *pc, const struct vfile *v)
             table_remove(old);
         }
         table_leave();
-        return old ? let_go(old, v && v->mnt == old->mnt ? v : NULL) : 0;
+        return (old ? let_go(old, v && v->mnt == old->mnt ? v : NULL) : 0) || taken;
     }
     table_remove(pc);
     table_leave();
-    return let_go(pc, v);
+    return let_go(pc, v) || taken;
 }
 
-/* pc, out of the table: its memfd closed, the backend told (with v's release if v). */
+/* pc, out of the table: its memfd closed, the backend told (with v's release if v, or
+ * with the release of the handle pc holds: then v's is the caller's). */
 static int let_go(struct pcache *pc, const struct vfile *v)
 {
     REAL(close)(pc->mfd);
@@ -725,7 +805,12 @@ static int let_go(struct pcache *pc, const struct vfile *v)
     int released = 0;
     if (pc->backend_ref && be && be->cache_close) {
         guard_enter();
-        if (v && be->release_cached) {
+        if (pc->held && be->release_cached) {
+            be->release_cached(pc->mnt, pc->path, pc->held_flags, pc->held_fh, pc->backend_token);
+        } else if (pc->held) {
+            be->release(pc->mnt, pc->path, pc->held_flags, pc->held_fh);
+            be->cache_close(pc->mnt, pc->path, pc->backend_token);
+        } else if (v && be->release_cached) {
             be->release_cached(v->mnt, v->path, v->flags, v->fh, pc->backend_token);
             released = 1;
         } else {
@@ -1410,10 +1495,23 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
     return r;
 }
 
+/* A kept cache that holds a handle, at (mnt, path): out of the table, for let_go (its
+ * hold ends when its name does). (table_lock held) */
+static struct pcache *held_out(int mnt, const char *path)
+{
+    struct pcache *pc = find(mnt, path);
+    if (pc == NULL || !pc->idle || !pc->held)
+        return NULL;
+    idle_remove(pc);
+    table_remove(pc);
+    return pc;
+}
+
 void pcache_renamed(int mnt, const char *from, const char *to)
 {
     size_t fl = strlen(from);
     table_enter();
+    struct pcache *drop_from = held_out(mnt, from), *drop_to = held_out(mnt, to);
     for (struct pcache *pc = table; pc; pc = pc->next) {
         if (pc->mnt != mnt || strncmp(pc->path, from, fl) != 0 || (pc->path[fl] != '\0' && pc->path[fl] != '/'))
             continue;
@@ -1429,15 +1527,21 @@ void pcache_renamed(int mnt, const char *from, const char *to)
     }
     /* a file renamed over another: the old one's cache no longer has a name */
     table_leave();
+    if (drop_from)
+        let_go(drop_from, NULL);
+    if (drop_to)
+        let_go(drop_to, NULL);
 }
 
 void pcache_unlinked(int mnt, const char *path)
 {
     table_enter();
-    struct pcache *pc = find(mnt, path);
+    struct pcache *drop = held_out(mnt, path), *pc = drop ? NULL : find(mnt, path);
     if (pc)
         __atomic_store_n(&pc->unlinked, 1, __ATOMIC_RELAXED);
     table_leave();
+    if (drop)
+        let_go(drop, NULL);     /* the class's release: the file may go now */
 }
 
 /* Bytes that reached the memfd past the write wrappers (stores through a shared writable
@@ -1627,6 +1731,7 @@ void pcache_fork_child(void)
     idle_bytes = 0;
     for (struct pcache *pc = table; pc; pc = pc->next) {
         pc->backend_ref = 0;
+        pc->held = 0;       /* the parent's handle */
         pthread_mutex_init(&pc->lock, NULL);
     }
 }
