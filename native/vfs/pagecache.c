@@ -1410,8 +1410,19 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
     return r;
 }
 
+/* A process that holds no cache (a backing tree's files are all the kernel's) has nothing
+ * to rename or mark, and takes neither the lock nor the guard: a rename or unlink on such a
+ * tree blocks no signal (vfs/backing.c). A cache another thread makes meanwhile is an open
+ * that raced the change, as it could have taken the lock just after it. */
+static int table_empty(void)
+{
+    return __atomic_load_n(&table, __ATOMIC_ACQUIRE) == NULL;
+}
+
 void pcache_renamed(int mnt, const char *from, const char *to)
 {
+    if (table_empty())
+        return;
     size_t fl = strlen(from);
     table_enter();
     for (struct pcache *pc = table; pc; pc = pc->next) {
@@ -1433,6 +1444,8 @@ void pcache_renamed(int mnt, const char *from, const char *to)
 
 void pcache_unlinked(int mnt, const char *path)
 {
+    if (table_empty())
+        return;
     table_enter();
     struct pcache *pc = find(mnt, path);
     if (pc)
