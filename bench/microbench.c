@@ -19,6 +19,9 @@
  *       --outside D  a native directory holding a fixture (nm-* and firstop)
  *       -n N         iterations of firstop (default 20)
  *       --root PATH  what firstop's child stats on the mount (default DIR)
+ *       --handler    install a signal handler first (SIGUSR1, never sent), as
+ *                    Python, git, make and filebench do: a preload that blocks
+ *                    signals around its calls pays for it then
  *   microbench stat1 PATH                        one stat(), exit (firstop's child)
  *
  * Workloads (one output line each, "RESULT key=value ..."):
@@ -43,6 +46,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -592,9 +596,14 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: microbench setup|check DIR [--large-mb N]\n"
 		"       microbench run DIR [-d SECS] [-w SECS] [-n N] [--setup] [--large-mb N]\n"
-		"                      [--outside DIR] [--root PATH] WORKLOAD[:THREADS]...\n"
+		"                      [--outside DIR] [--root PATH] [--handler] WORKLOAD[:THREADS]...\n"
 		"       microbench stat1 PATH\n");
 	exit(2);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
 }
 
 int main(int argc, char **argv)
@@ -618,6 +627,10 @@ int main(int argc, char **argv)
 		if (a[0] != '-') {
 			first_wl = i;
 			break;
+		}
+		if (strcmp(a, "--handler") == 0) {
+			signal(SIGUSR1, on_usr1);
+			continue;
 		}
 		if (i + 1 >= argc && strcmp(a, "--setup") != 0)
 			usage();
