@@ -28,8 +28,9 @@ extern TLS int ldp_guard;
  * the call, instead of re-entering locks (ours, the GIL, the FS's own) that the interrupted
  * call holds. A program that never installed a handler has nothing to re-enter: it pays
  * nothing (two syscalls per FS call otherwise). Code that takes no such lock and calls
- * nothing that could need one runs without the guard: a backed stat
- * (vfs/backing.c backing_getattr_here). */
+ * nothing that could need one runs without the guard: a backing tree's operations
+ * (vfs/backing.c: backing_getattr_here, and the methods the core calls through
+ * BACKEND_CALL, which take the guard for what reaches the class). */
 extern TLS sigset_t ldp_guard_mask;
 extern TLS int ldp_guard_blocked;
 extern int ldp_handlers;    /* the program has installed a signal handler (interpose/signal.c) */
@@ -409,11 +410,24 @@ struct backend_ops *backing_over(struct backend_ops *be);
 /* mnt has a backing tree or is a union (vfs/union.c): no answer about its names is kept
  * (attrcache.c), no writer counted */
 int backing_uncached(int mnt);
+/* mnt's tree methods may be called without the guard (they take it for the class) */
+int backing_guard_free(int mnt);
+/* A call into the backend for a name on mnt: under the guard, unless backing_guard_free */
+#define BACKEND_CALL(mnt, call) ({ \
+    int free_ = backing_guard_free(mnt); \
+    if (!free_) \
+        guard_enter(); \
+    __typeof__(call) rc_ = (call); \
+    if (!free_) \
+        guard_leave(); \
+    rc_; })
 void backing_served_init(void);     /* whom backed and union mounts serve (the launcher's env) */
 int backing_caller_served(void);    /* this process's caller, asked again at a credentials change */
 /* A stat of a backed name done in the calling process without the guard (no signal
  * blocked): 1 and *r (0 or -errno), or 0: ask the backend as usual */
 int backing_getattr_here(int mnt, const char *path, struct stat *st, int *r);
+/* a tree looks path up itself (create_open): a missing name it finds is final */
+int backing_looks_up(int mnt, const char *path);
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
 /* ---- union backing (vfs/union.c): a mount that is an overlay's merged view, whose reads

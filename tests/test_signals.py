@@ -3,6 +3,8 @@ mount while the interrupted code is inside a mount operation must neither
 deadlock nor see errors.  tests/programs/signal_reentry.c, built natively."""
 
 
+import shutil
+
 import pytest
 
 from conftest import LDP_MODE, LOOPBACK, LOOPBACK_BACKING, MEMORY, build_program
@@ -48,3 +50,27 @@ def test_signal_handler_touching_mount_while_threads_use_many_directories(ws, di
                                check_tree=False, timeout=PROBE_TIMEOUT * 3)
         assert "loop failures 0" in native.stdout
         assert "handler ran yes, handler failures 0" in native.stdout
+
+
+@pytest.fixture(scope="module")
+def handler_names(tmp_path_factory):
+    return build_program(tmp_path_factory, "handler_names")
+
+
+def test_signal_handler_changing_names_while_the_program_changes_names(ws, handler_names):
+    """The backed loopback's opens, creates, closes, renames, unlinks, mkdirs and rmdirs
+    run with signals open (vfs/backing.c CLASS): a SIGALRM handler fired every 50 us that
+    itself stats, opens, reads, creates, renames and unlinks files and makes and removes a
+    directory in the mount, while the main loop does the same to its own names, must
+    neither deadlock (the timeout) nor fail a call nor leave another tree than natively.
+    In the embedded mode and with -o backing=no an open allocates an fd table entry
+    (vfs/file.c vfile_new: calloc), which a handler's open deadlocks on when it interrupts
+    malloc on its own thread: there the handler only stats."""
+    what = "stat" if LDP_MODE == "embedded" or LOOPBACK_BACKING == "no" else "names"
+    for _ in range(2):
+        native, _ = ws.compare(["sh", "-c", f'exec {handler_names} "$D" {what}'],
+                               timeout=PROBE_TIMEOUT * 3)
+        assert "loop failures 0, listings ok" in native.stdout
+        assert "handler ran yes, handler failures 0" in native.stdout
+        for d in (ws.native, ws.lower):      # the next round starts from an empty tree
+            shutil.rmtree(d / "sub")

@@ -44,7 +44,13 @@ void vfs_keep_attr(const struct vpath *vp, struct stat *st, uint64_t stamp)
 }
 
 /* *asked: the stamp taken before the FS was asked (attrcache_stamp), 0 if the cache
- * answered (a missing name it knew: ENOENT). */
+ * answered (a missing name it knew: ENOENT), WALKED_BENEATH if a backing tree did: its
+ * openat2 beneath the lower directory followed the symlinks among the directories itself,
+ * so a failure is final and lookup_failed resolves nothing. That also keeps a stat of a
+ * missing backed name free of malloc (vfs_resolve_parents' buffers): a signal handler that
+ * stats one while its thread is inside malloc (a listing's) neither deadlocks nor
+ * corrupts the heap (tests/test_signals.py, handler_names.c). */
+#define WALKED_BENEATH UINT64_MAX
 static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked)
 {
     if (asked)
@@ -67,14 +73,14 @@ static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked
         return -1;
     }
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
-    int r;
-    if (!backing_getattr_here(vp->mnt, vp->path, st, &r)) {    /* a backed name: no guard */
+    int r, here = backing_getattr_here(vp->mnt, vp->path, st, &r);
+    if (!here) {    /* a backed name: no guard */
         guard_enter();
         r = be->getattr(vp->mnt, vp->path, NULL, st);
         guard_leave();
     }
     if (asked)
-        *asked = stamp;
+        *asked = here ? WALKED_BENEATH : stamp;
     if (r < 0) {
         errno = -r;
         return -1;
@@ -193,6 +199,8 @@ static int lookup_failed(struct vpath *vp, struct stat *st, int e, uint64_t aske
 {
     if (e == ENOENT && asked == 0)
         return -1;      /* known missing: its directories were walked when it was kept */
+    if (asked == WALKED_BENEATH)
+        return -1;      /* a backing tree's walk, which followed them (errno is e) */
     if (e != ENOENT && e != ENOTDIR)
         return -1;
     int changed = vfs_resolve_parents(vp);

@@ -46,6 +46,31 @@
 #endif
 #define ASK_CLASS INT_MIN       /* a local method's answer: the backend below decides */
 
+/* Without the guard (ldpfuse.h): the core calls these methods with no signal blocked on a
+ * mount with trees (backing_guard_free), so that a program with a handler does not pay an
+ * rt_sigprocmask pair around each open, create, unlink, rename, mkdir or rmdir the tree
+ * serves. What they do here is safe with a handler that enters the mount on this thread at
+ * any point, because nothing here can be met half-done by it:
+ *  - no lock and no allocation: the kept directories (backing_dirs.c) and the names opened
+ *    a moment ago (backing_regular.c) take none (a users count, a sequence count: a handler
+ *    that lands on an entry being rewritten walks, or opens after a look, as any miss);
+ *    tree_fd is one compare-and-swap; the table of changes is read without a lock and
+ *    mapped under a guard of its own (backend/shared.c sh_below_stamp);
+ *  - the fds given to the program are the lower files' own, with no entry in the fd table
+ *    (vfs/file.c open_passthrough) and nothing in the attribute cache (backing_uncached);
+ *  - every call below (the class: a method it sees, an after-filter, the server's W_MOVED
+ *    posting of dir_changed) goes through CLASS, which takes the guard for it: the channel's
+ *    lock, the GIL and the class's own are never held with signals open.
+ * A handler's call between this thread's system call and what follows it (a rename of a
+ * directory before its W_MOVED, an unlink before this process forgets the name's type)
+ * sees what another thread of the process would see in that window: the kernel's tree as
+ * it is now, through directories kept from before, as docs/backing.md says of threads. */
+#define CLASS(call) ({ \
+    guard_enter(); \
+    __typeof__(inner->call) r_ = inner->call; \
+    guard_leave(); \
+    r_; })
+
 struct tree {
     int mnt;
     unsigned see;               /* BK_* bits: operations the class answers */
@@ -210,6 +235,14 @@ int backing_caller_served(void)
     served = uid == owner || (uid == 0 && allow_root);
     served_gen = gen;
     return served;
+}
+
+/* The core may call the methods for mnt without the guard: they take it themselves for
+ * whatever reaches the class (CLASS above). A union is not: its methods are union.c's. */
+int backing_guard_free(int mnt)
+{
+    return UNLIKELY(mount_has_tree != NULL) && mnt >= 0 && mnt < ldp_nmounts && mount_has_tree[mnt] &&
+           !union_mount(mnt);
 }
 
 int backing_uncached(int mnt)
@@ -392,7 +425,7 @@ static void dir_changed(int mnt, const char *path, const char *path2)
     struct timespec ttl;
     backing_regular_forget_all();
     if (inner->moved && attrcache_timeout(&ttl))
-        inner->moved(mnt, path, path2);
+        (void)CLASS(moved(mnt, path, path2));
 }
 
 /* The class asked to be told of op (a BK_* bit) after it: it is, with the result (0 or
@@ -400,7 +433,7 @@ static void dir_changed(int mnt, const char *path, const char *path2)
 static void told(struct tree *t, int mnt, unsigned op, const char *path, const char *path2, int r)
 {
     if (inner->after)
-        inner->after(mnt, op, path, path2, r, NULL);
+        (void)CLASS(after(mnt, op, path, path2, r, NULL));
 }
 #define TOLD(t, op, mnt, path, path2, r) \
     do { if (UNLIKELY((t)->after & (op))) told(t, mnt, op, path, path2, r); } while (0)
@@ -454,6 +487,17 @@ int backing_getattr_here(int mnt, const char *path, struct stat *st, int *r)
     return 1;
 }
 
+/* Does a tree look path up (b_create_open's own lookup: its walk beneath the lower
+ * directory follows the symlinks among the directories, so a missing name is final)? */
+int backing_looks_up(int mnt, const char *path)
+{
+    const char *rel;
+    if (LIKELY(mount_has_tree == NULL) || !mount_has_tree[mnt])
+        return 0;
+    struct tree *t = tree_at(mnt, path, &rel);
+    return t && !(t->see & BK_GETATTR);
+}
+
 static int b_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
 {
     const char *rel;
@@ -461,8 +505,8 @@ static int b_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
     int r = t ? AT_PARENT(t, rel, 0, REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
               : ASK_CLASS;
     if (r == 0 && UNLIKELY(t->after & BK_GETATTR) && inner->after)
-        r = inner->after(mnt, BK_GETATTR, path, NULL, 0, st);     /* attributes adjusted */
-    return r != ASK_CLASS ? r : inner->getattr(mnt, path, fh, st);
+        r = CLASS(after(mnt, BK_GETATTR, path, NULL, 0, st));     /* attributes adjusted */
+    return r != ASK_CLASS ? r : CLASS(getattr(mnt, path, fh, st));
 }
 
 static int b_readlink(int mnt, const char *path, char *buf, size_t size)
@@ -470,7 +514,7 @@ static int b_readlink(int mnt, const char *path, char *buf, size_t size)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_READLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(readlinkat)(dfd, last, buf, size)) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->readlink(mnt, path, buf, size);
+    return r != ASK_CLASS ? r : CLASS(readlink(mnt, path, buf, size));
 }
 
 static int b_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
@@ -479,7 +523,7 @@ static int b_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
     struct tree *t = tree_for(mnt, path, BK_MKNOD, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(mknodat)(dfd, last, mode, dev)) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->mknod(mnt, path, mode, dev);
+        return CLASS(mknod(mnt, path, mode, dev));
     CHANGED(mnt, path, r);
     TOLD(t, BK_MKNOD, mnt, path, NULL, r);
     return r;
@@ -491,7 +535,7 @@ static int b_mkdir(int mnt, const char *path, mode_t mode)
     struct tree *t = tree_for(mnt, path, BK_MKDIR, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(mkdirat)(dfd, last, mode & 07777)) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->mkdir(mnt, path, mode);
+        return CLASS(mkdir(mnt, path, mode));
     CHANGED(mnt, path, r);
     TOLD(t, BK_MKDIR, mnt, path, NULL, r);
     return r;
@@ -503,7 +547,7 @@ static int b_unlink(int mnt, const char *path)
     struct tree *t = tree_for(mnt, path, BK_UNLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, 0)) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->unlink(mnt, path);
+        return CLASS(unlink(mnt, path));
     CHANGED(mnt, path, r);
     TOLD(t, BK_UNLINK, mnt, path, NULL, r);
     return r;
@@ -517,7 +561,7 @@ static int b_rmdir(int mnt, const char *path)
     if (r == 0)
         dir_changed(mnt, path, path);
     if (r == ASK_CLASS)
-        return inner->rmdir(mnt, path);
+        return CLASS(rmdir(mnt, path));
     TOLD(t, BK_RMDIR, mnt, path, NULL, r);
     return r;
 }
@@ -528,7 +572,7 @@ static int b_symlink(int mnt, const char *linkpath, const char *target)
     struct tree *t = tree_for(mnt, linkpath, BK_SYMLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(symlinkat)(target, dfd, last)) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->symlink(mnt, linkpath, target);
+        return CLASS(symlink(mnt, linkpath, target));
     CHANGED(mnt, linkpath, r);
     TOLD(t, BK_SYMLINK, mnt, linkpath, target, r);
     return r;
@@ -563,7 +607,7 @@ static int b_rename(int mnt, const char *from, const char *to)
 {
     int r = two_names(mnt, from, to, BK_RENAME, 0, 1);
     if (r == ASK_CLASS)
-        return inner->rename(mnt, from, to);
+        return CLASS(rename(mnt, from, to));
     const char *rel;
     struct tree *t = UNLIKELY(any_after & BK_RENAME) ? tree_at(mnt, from, &rel) : NULL;
     if (t)
@@ -575,7 +619,7 @@ static int b_link(int mnt, const char *newpath, const char *oldpath)
 {
     int r = two_names(mnt, oldpath, newpath, BK_LINK, 0, 0);
     if (r == ASK_CLASS)
-        return inner->link(mnt, newpath, oldpath);
+        return CLASS(link(mnt, newpath, oldpath));
     const char *rel;
     struct tree *t = UNLIKELY(any_after & BK_LINK) ? tree_at(mnt, newpath, &rel) : NULL;
     if (t)
@@ -609,7 +653,7 @@ static int b_chmod(int mnt, const char *path, mode_t mode)
         }
     }
     if (r == ASK_CLASS)
-        return inner->chmod(mnt, path, mode);
+        return CLASS(chmod(mnt, path, mode));
     TOLD(t, BK_CHMOD, mnt, path, NULL, r);
     return r;
 }
@@ -626,7 +670,7 @@ static int b_chown(int mnt, const char *path, uid_t uid, gid_t gid)
         r = 0;
     }
     if (r == ASK_CLASS)
-        return inner->chown(mnt, path, uid, gid);
+        return CLASS(chown(mnt, path, uid, gid));
     TOLD(t, BK_CHOWN, mnt, path, NULL, r);
     return r;
 }
@@ -647,7 +691,7 @@ static int b_truncate(int mnt, const char *path, off_t len, const uint64_t *fh)
     struct tree *t = tree_for(mnt, path, BK_TRUNCATE, &rel);
     int r = t ? truncate_here(t, rel, len) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->truncate(mnt, path, len, fh);
+        return CLASS(truncate(mnt, path, len, fh));
     TOLD(t, BK_TRUNCATE, mnt, path, NULL, r);
     return r;
 }
@@ -661,7 +705,7 @@ static int b_truncate_uncached(int mnt, const char *path, off_t len)
         TOLD(t, BK_TRUNCATE, mnt, path, NULL, r);
         return r;
     }
-    return inner->truncate_uncached ? inner->truncate_uncached(mnt, path, len) : inner->truncate(mnt, path, len, NULL);
+    return inner->truncate_uncached ? CLASS(truncate_uncached(mnt, path, len)) : CLASS(truncate(mnt, path, len, NULL));
 }
 
 /* Which of the class's open bits an open with these flags asks about. */
@@ -697,7 +741,7 @@ static int b_open(int mnt, const char *path, int flags, struct open_result *res)
     struct tree *t = tree_for(mnt, path, open_bits(flags), &rel);
     int r = t ? open_result_fd(open_in(t, rel, flags | O_NOFOLLOW, 0), res) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->open(mnt, path, flags, res);
+        return CLASS(open(mnt, path, flags, res));
     TOLD(t, open_told(t, flags), mnt, path, NULL, r);
     return r;
 }
@@ -708,7 +752,7 @@ static int b_create(int mnt, const char *path, mode_t mode, int flags, struct op
     struct tree *t = tree_for(mnt, path, BK_CREATE | open_bits(flags), &rel);
     int r = t ? open_result_fd(open_in(t, rel, flags | O_CREAT | O_NOFOLLOW, mode), res) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->create(mnt, path, mode, flags, res);
+        return CLASS(create(mnt, path, mode, flags, res));
     TOLD(t, BK_CREATE, mnt, path, NULL, r);
     return r;
 }
@@ -720,7 +764,8 @@ static int b_open_special(int mnt, const char *path, const struct stat *st, int 
     long r = t ? open_in(t, rel, flags | O_NOFOLLOW, 0) : ASK_CLASS;
     if (r != ASK_CLASS)
         return (int)r;
-    return inner->open_special(mnt, path, st, flags);
+    return inner->open_special(mnt, path, st, flags);   /* no guard, as the core calls it: a FIFO's
+                                                          * open waits, and a signal must end it */
 }
 
 /* An existing name opened where it is: CO_OPENED (a regular file; opened here, or by the
@@ -765,7 +810,7 @@ static int open_existing(int mnt, const char *path, struct tree *t, const char *
         *outcome = CO_ASK;      /* a symlink, a directory, a FIFO...: the core's */
     } else if (t->see & open_bits(flags)) {
         *outcome = CO_OPENED;
-        r = inner->open(mnt, path, flags & ~(O_CREAT | O_EXCL), res);
+        r = CLASS(open(mnt, path, flags & ~(O_CREAT | O_EXCL), res));
     } else {
         long fd = beneath(dfd, last[0] ? last : ".", (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW, 0);
         if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP) {
@@ -824,7 +869,7 @@ static int b_create_open(int mnt, const char *path, mode_t mode, int flags, int 
         }
         if (r != ASK_CLASS && *outcome == CO_MISSING && create) {
             *outcome = CO_CREATED;      /* the class creates it (it sees create) */
-            return inner->create(mnt, path, mode, flags, res);
+            return CLASS(create(mnt, path, mode, flags, res));
         }
         if (r != ASK_CLASS)
             return r;
@@ -832,7 +877,7 @@ static int b_create_open(int mnt, const char *path, mode_t mode, int flags, int 
     }
     if (inner->create_open == NULL)
         return 0;
-    return inner->create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome);
+    return CLASS(create_open(mnt, path, mode, flags, parent_is_dir, res, st, outcome));
 }
 
 static int b_open_decided(int mnt, const char *path, int flags)
@@ -857,7 +902,7 @@ static int b_statfs(int mnt, const char *path, struct statvfs *sv)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_STATFS, &rel);
     int r = t ? statfs_here(t, rel, sv) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->statfs(mnt, path, sv);
+    return r != ASK_CLASS ? r : CLASS(statfs(mnt, path, sv));
 }
 
 static int b_opendir(int mnt, const char *path, uint64_t *fh)
@@ -866,7 +911,7 @@ static int b_opendir(int mnt, const char *path, uint64_t *fh)
     struct tree *t = tree_for(mnt, path, BK_READDIR, &rel);
     long fd = t ? open_in(t, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) : ASK_CLASS;
     if (fd == ASK_CLASS)
-        return inner->opendir(mnt, path, fh);
+        return CLASS(opendir(mnt, path, fh));
     if (fd < 0)
         return (int)fd;
     REAL(close)((int)fd);      /* the permission check of opendir(); readdir opens again */
@@ -880,7 +925,7 @@ static int b_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out
     struct tree *t = tree_for(mnt, path, BK_READDIR, &rel);
     long fd = t ? open_in(t, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) : ASK_CLASS;
     if (fd == ASK_CLASS)
-        return inner->readdir(mnt, path, fh, out);
+        return CLASS(readdir(mnt, path, fh, out));
     if (fd < 0)
         return (int)fd;
     char *buf = malloc(32768);
@@ -911,7 +956,7 @@ static int b_releasedir(int mnt, const char *path, uint64_t fh)
     const char *rel;
     if (tree_for(mnt, path, BK_READDIR, &rel))
         return 0;
-    return inner->releasedir(mnt, path, fh);
+    return CLASS(releasedir(mnt, path, fh));
 }
 
 static int b_access(int mnt, const char *path, int mode)
@@ -921,7 +966,7 @@ static int b_access(int mnt, const char *path, int mode)
     /* the real uid, as access(2): this process is the caller */
     int r = t ? AT_PARENT(t, rel, 0, REAL(syscall)(SYS_faccessat2, dfd, last, mode, AT_SYMLINK_NOFOLLOW | EMPTY(last)))
               : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->access(mnt, path, mode);
+    return r != ASK_CLASS ? r : CLASS(access(mnt, path, mode));
 }
 
 static int b_utimens(int mnt, const char *path, const struct timespec ts[2])
@@ -930,7 +975,7 @@ static int b_utimens(int mnt, const char *path, const struct timespec ts[2])
     struct tree *t = tree_for(mnt, path, BK_UTIMENS, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(utimensat)(dfd, last, ts, AT_SYMLINK_NOFOLLOW)) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->utimens(mnt, path, ts);
+        return CLASS(utimens(mnt, path, ts));
     TOLD(t, BK_UTIMENS, mnt, path, NULL, r);
     return r;
 }
@@ -967,7 +1012,7 @@ static ssize_t b_getxattr(int mnt, const char *path, const char *name, void *val
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_GETXATTR, &rel);
     long r = t ? xattr_here(t, path, rel, 0, name, value, size, 0) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->getxattr(mnt, path, name, value, size);
+    return r != ASK_CLASS ? r : CLASS(getxattr(mnt, path, name, value, size));
 }
 
 static int b_setxattr(int mnt, const char *path, const char *name, const void *value, size_t size, int flags)
@@ -976,7 +1021,7 @@ static int b_setxattr(int mnt, const char *path, const char *name, const void *v
     struct tree *t = tree_for(mnt, path, BK_SETXATTR, &rel);
     long r = t ? xattr_here(t, path, rel, 1, name, (void *)value, size, flags) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->setxattr(mnt, path, name, value, size, flags);
+        return CLASS(setxattr(mnt, path, name, value, size, flags));
     TOLD(t, BK_SETXATTR, mnt, path, name, (int)r);
     return (int)r;
 }
@@ -986,7 +1031,7 @@ static ssize_t b_listxattr(int mnt, const char *path, char *list, size_t size)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_LISTXATTR, &rel);
     long r = t ? xattr_here(t, path, rel, 2, NULL, list, size, 0) : ASK_CLASS;
-    return r != ASK_CLASS ? r : inner->listxattr(mnt, path, list, size);
+    return r != ASK_CLASS ? r : CLASS(listxattr(mnt, path, list, size));
 }
 
 static int b_removexattr(int mnt, const char *path, const char *name)
@@ -995,7 +1040,7 @@ static int b_removexattr(int mnt, const char *path, const char *name)
     struct tree *t = tree_for(mnt, path, BK_REMOVEXATTR, &rel);
     long r = t ? xattr_here(t, path, rel, 3, name, NULL, 0, 0) : ASK_CLASS;
     if (r == ASK_CLASS)
-        return inner->removexattr(mnt, path, name);
+        return CLASS(removexattr(mnt, path, name));
     TOLD(t, BK_REMOVEXATTR, mnt, path, name, (int)r);
     return (int)r;
 }

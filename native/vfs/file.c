@@ -41,9 +41,11 @@ void vfs_names_fork(int phase)
  * (attrcache_writer), not while a rename moves the name. */
 static void writer_counted(const struct vfile *v, int delta)
 {
+    guard_enter();      /* names_lock: no handler's rename may wait for it on this thread */
     pthread_mutex_lock(&names_lock);
     attrcache_writer(v->mnt, v->path, delta);
     pthread_mutex_unlock(&names_lock);
+    guard_leave();
 }
 
 void vfile_unref(struct vfile *v)
@@ -71,8 +73,10 @@ void vfile_unref(struct vfile *v)
         guard_leave();
     }
     vfs_lock_release(v);
+    guard_enter();      /* a handler's rename on this thread would wait for names_lock forever */
     pthread_mutex_lock(&names_lock);
     pthread_mutex_unlock(&names_lock);
+    guard_leave();
     free(v->path);
     free(v);
 }
@@ -425,10 +429,9 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     struct open_result res = { .passthrough_fd = -1 };
     int outcome;
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path), changes = attrcache_change_stamp(vp->mnt, vp->path);
-    guard_enter();
-    int r = be->create_open(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY,
-                            parent_is_dir, &res, &st, &outcome);
-    guard_leave();
+    /* a backing tree's create or open blocks no signal: vfs/backing.c CLASS */
+    int r = BACKEND_CALL(vp->mnt, be->create_open(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask),
+                                                  flags & ~O_NOCTTY, parent_is_dir, &res, &st, &outcome));
     if (be->answer_stamp) {
         /* a first request, made before this process had the table of changes: the
          * server's stamp of the name stands for the one it could not take */
@@ -441,6 +444,13 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
     if (outcome == CO_EXISTS || outcome == CO_OPENED)
         vfs_keep_attr(vp, &st, stamp);
     if (outcome == CO_MISSING) {
+        /* a backing tree's walk followed the symlinks among the directories, and nothing
+         * of it is kept: no look for them (its buffers are malloc's, which a handler's
+         * open of a missing name must not call while its thread is inside malloc) */
+        if (backing_looks_up(vp->mnt, vp->path)) {
+            errno = ENOENT;
+            return -1;
+        }
         /* kept as missing where a lookup would keep it: no symlink among its directories
          * (a name reached through one is not told of by its own name) */
         if (parents_have_links(vp))
@@ -570,17 +580,14 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
             if (fd != -2)
                 return fd;
         }
-        guard_enter();
-        r = be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
-        guard_leave();
+        r = BACKEND_CALL(vp->mnt, be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res));
         if (r == -ENOENT && (flags & O_CREAT)) {
             /* another process removed it since we looked (sqlite's journal): O_CREAT
              * makes it again, as the kernel would */
             attrcache_invalidate();
             exists = 0;
-            guard_enter();
-            r = be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
-            guard_leave();
+            r = BACKEND_CALL(vp->mnt, be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask),
+                                                 flags & ~O_NOCTTY, &res));
         }
         if (r < 0)
             return be_errno(r);
@@ -593,9 +600,8 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
             errno = EISDIR;
             return -1;
         }
-        guard_enter();
-        r = be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
-        guard_leave();
+        r = BACKEND_CALL(vp->mnt, be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask),
+                                             flags & ~O_NOCTTY, &res));
         if (r < 0)
             return be_errno(r);
     }
@@ -734,8 +740,18 @@ static void retire_path(char *old)
     retired[i] = old;
 }
 
+/* Both walk the fd table under names_lock, with signals blocked (a handler's rename or
+ * unlink on this thread would wait for the lock forever); a process with no entry in the
+ * table (every file of a backing tree is the kernel's: open_passthrough keeps none) has
+ * nothing to walk and blocks nothing. An entry another thread adds meanwhile is an open
+ * that raced this change, as it could have taken the lock just after the walk. */
 void vfs_renamed(int mnt, const char *from, const char *to)
 {
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) == 0) {
+        pcache_renamed(mnt, from, to);
+        return;
+    }
+    guard_enter();
     pthread_mutex_lock(&names_lock);
     size_t fl = strlen(from);
     for (int fd = 0; fd <= fdtable_max(); fd++) {
@@ -755,18 +771,23 @@ void vfs_renamed(int mnt, const char *from, const char *to)
         retire_path(__atomic_exchange_n(&v->path, np, __ATOMIC_ACQ_REL));
     }
     pthread_mutex_unlock(&names_lock);
+    guard_leave();
     pcache_renamed(mnt, from, to);
 }
 
 void vfs_unlinked(int mnt, const char *path)
 {
-    pthread_mutex_lock(&names_lock);
-    for (int fd = 0; fd <= fdtable_max(); fd++) {
-        struct vfile *v = fdtable_get(fd);
-        if (v && v->mnt == mnt && strcmp(v->path, path) == 0)
-            v->unlinked = 1;
+    if (__atomic_load_n(&ldp_nvfds, __ATOMIC_ACQUIRE) != 0) {
+        guard_enter();
+        pthread_mutex_lock(&names_lock);
+        for (int fd = 0; fd <= fdtable_max(); fd++) {
+            struct vfile *v = fdtable_get(fd);
+            if (v && v->mnt == mnt && strcmp(v->path, path) == 0)
+                v->unlinked = 1;
+        }
+        pthread_mutex_unlock(&names_lock);
+        guard_leave();
     }
-    pthread_mutex_unlock(&names_lock);
     pcache_unlinked(mnt, path);
 }
 

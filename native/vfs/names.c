@@ -6,21 +6,29 @@
 
 /* Every call through BE changes something (access and statfs excepted, which use BE_RO):
  * the attribute cache forgets what it knew, after the call as well as before it (unless the
- * backend tells every process's caches of the change: attrcache_changed). */
-#define BE_RO(call) ({ \
+ * backend tells every process's caches of the change: attrcache_changed).
+ * The call runs under the guard (signals blocked), but on a mount with backing trees, whose
+ * methods take it themselves for what reaches the class (vfs/backing.c CLASS): there a
+ * program with a signal handler pays no rt_sigprocmask pair for an unlink, a rename or a
+ * mkdir the tree does. GUARDED as mnt: always under it (the xattrs: backing.c formats a
+ * /proc path with snprintf, which is no call for a handler to meet half-done). */
+#define GUARDED (-1)
+#define BE_RO(mnt, call) ({ \
     struct backend_ops *be_ = backend_get(); \
     ssize_t r_; \
     if (be_ == NULL) { \
         r_ = -EIO; \
+    } else if (backing_guard_free(mnt)) { \
+        r_ = be_->call; \
     } else { \
         guard_enter(); \
         r_ = be_->call; \
         guard_leave(); \
     } \
     r_; })
-#define BE(call) ({ \
+#define BE(mnt, call) ({ \
     attrcache_changed(); \
-    ssize_t rr_ = BE_RO(call); \
+    ssize_t rr_ = BE_RO(mnt, call); \
     attrcache_changed(); \
     rr_; })
 
@@ -57,7 +65,7 @@ int vfs_access(const struct vpath *vp0, int mode, int flags)
         return -1;
     if (mode == F_OK)
         return 0;
-    return be_errno(BE_RO(access(vp.mnt, vp.path, mode)));
+    return be_errno(BE_RO(vp.mnt, access(vp.mnt, vp.path, mode)));
 }
 
 /* The FS sees whole paths: a symlink among the directories ("link/new", link -> dir)
@@ -74,7 +82,7 @@ static int retry_in_real_parent(struct vpath *vp, ssize_t r)
     ssize_t rn_; \
     int again_ = 0; \
     for (int try_ = 0; try_ < 2; try_++) { \
-        rn_ = BE(call); \
+        rn_ = BE((vp)->mnt, call); \
         if (try_ > 0 || (again_ = retry_in_real_parent(vp, rn_)) <= 0) \
             break; \
     } \
@@ -160,12 +168,12 @@ int vfs_rename(const struct vpath *from, const struct vpath *to, unsigned flags)
     struct vpath f, t;
     vpath_copy(&f, from);
     vpath_copy(&t, to);
-    ssize_t rr = BE(rename(f.mnt, f.path, t.path));
+    ssize_t rr = BE(f.mnt, rename(f.mnt, f.path, t.path));
     int again = retry_in_real_parents(&f, &t, rr);
     if (again < 0)
         return -1;
     if (again)
-        rr = BE(rename(f.mnt, f.path, t.path));
+        rr = BE(f.mnt, rename(f.mnt, f.path, t.path));
     int r = be_errno(rr);
     if (r == 0)
         vfs_renamed(f.mnt, f.path, t.path);
@@ -183,12 +191,12 @@ int vfs_link(const struct vpath *from, const struct vpath *to)
     struct vpath f, t;
     vpath_copy(&f, from);
     vpath_copy(&t, to);
-    ssize_t r = BE(link(t.mnt, t.path, f.path));
+    ssize_t r = BE(t.mnt, link(t.mnt, t.path, f.path));
     int again = retry_in_real_parents(&f, &t, r);
     if (again < 0)
         return -1;
     if (again)
-        r = BE(link(t.mnt, t.path, f.path));
+        r = BE(t.mnt, link(t.mnt, t.path, f.path));
     return be_errno(r);
 }
 
@@ -203,7 +211,7 @@ int vfs_symlink(const char *target, const struct vpath *vp0)
 
 ssize_t vfs_readlink(const struct vpath *vp, char *buf, size_t size)
 {
-    return be_errno(BE_RO(readlink(vp->mnt, vp->path, buf, size)));
+    return be_errno(BE_RO(vp->mnt, readlink(vp->mnt, vp->path, buf, size)));
 }
 
 int vfs_chmod(const struct vpath *vp0, mode_t mode, int follow_links)
@@ -217,7 +225,7 @@ int vfs_chmod(const struct vpath *vp0, mode_t mode, int follow_links)
     struct stat st;
     if (vfs_getattr(&vp, 0, &st) < 0)
         return -1;
-    return be_errno(BE(chmod(vp.mnt, vp.path, (st.st_mode & S_IFMT) | (mode & 07777))));
+    return be_errno(BE(vp.mnt, chmod(vp.mnt, vp.path, (st.st_mode & S_IFMT) | (mode & 07777))));
 }
 
 int vfs_chown(const struct vpath *vp0, uid_t uid, gid_t gid, int follow_links)
@@ -274,7 +282,7 @@ int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow
     if (ts == NULL || (ts[0].tv_nsec == UTIME_NOW && ts[1].tv_nsec == UTIME_NOW)) {
         /* "now" goes as is: the FS applies its own rule (the kernel lets a writer who is not
          * the owner set the times to now, but only the owner set them to given values) */
-        return be_errno(BE(utimens(vp.mnt, vp.path, NULL)));
+        return be_errno(BE(vp.mnt, utimens(vp.mnt, vp.path, NULL)));
     } else {
         t[0] = ts[0];
         t[1] = ts[1];
@@ -295,7 +303,7 @@ int vfs_utimens(const struct vpath *vp0, const struct timespec ts[2], int follow
             }
         }
     }
-    return be_errno(BE(utimens(vp.mnt, vp.path, t)));
+    return be_errno(BE(vp.mnt, utimens(vp.mnt, vp.path, t)));
 }
 
 int vfs_statvfs(const struct vpath *vp, struct statvfs *sv)
@@ -303,7 +311,7 @@ int vfs_statvfs(const struct vpath *vp, struct statvfs *sv)
     struct stat st;
     if (vfs_getattr(vp, 1, &st) < 0)
         return -1;
-    int r = be_errno(BE_RO(statfs(vp->mnt, vp->path, sv)));
+    int r = be_errno(BE_RO(vp->mnt, statfs(vp->mnt, vp->path, sv)));
     if (r == 0 && sv->f_fsid == 0)
         sv->f_fsid = (unsigned long)ldp_mounts[vp->mnt].dev;
     return r;
@@ -338,7 +346,7 @@ ssize_t vfs_getxattr(const struct vpath *vp0, const char *name, void *val, size_
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(getxattr)(out, name, val, size);
-    ssize_t n = BE_RO(getxattr(vp.mnt, vp.path, name, val, size));
+    ssize_t n = BE_RO(GUARDED, getxattr(vp.mnt, vp.path, name, val, size));
     return be_errno(n == -ENOSYS ? -ENOTSUP : n);
 }
 
@@ -357,7 +365,7 @@ int vfs_setxattr(const struct vpath *vp0, const char *name, const void *val, siz
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(setxattr)(out, name, val, size, flags);
-    return be_errno(BE(setxattr(vp.mnt, vp.path, name, val, size, flags)));
+    return be_errno(BE(GUARDED, setxattr(vp.mnt, vp.path, name, val, size, flags)));
 }
 
 ssize_t vfs_listxattr(const struct vpath *vp0, char *list, size_t size, int follow_links)
@@ -368,7 +376,7 @@ ssize_t vfs_listxattr(const struct vpath *vp0, char *list, size_t size, int foll
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(listxattr)(out, list, size);
-    return be_errno(BE_RO(listxattr(vp.mnt, vp.path, list, size)));
+    return be_errno(BE_RO(GUARDED, listxattr(vp.mnt, vp.path, list, size)));
 }
 
 int vfs_removexattr(const struct vpath *vp0, const char *name, int follow_links)
@@ -381,5 +389,5 @@ int vfs_removexattr(const struct vpath *vp0, const char *name, int follow_links)
     int r = follow(&vp, follow_links, out, sizeof out);
     if (r <= 0)
         return r < 0 ? -1 : REAL(removexattr)(out, name);
-    return be_errno(BE(removexattr(vp.mnt, vp.path, name)));
+    return be_errno(BE(GUARDED, removexattr(vp.mnt, vp.path, name)));
 }

@@ -1507,8 +1507,19 @@ static struct pcache *held_out(int mnt, const char *path)
     return pc;
 }
 
+/* A process that holds no cache (a backing tree's files are all the kernel's) has nothing
+ * to rename or mark, and takes neither the lock nor the guard: a rename or unlink on such a
+ * tree blocks no signal (vfs/backing.c). A cache another thread makes meanwhile is an open
+ * that raced the change, as it could have taken the lock just after it. */
+static int table_empty(void)
+{
+    return __atomic_load_n(&table, __ATOMIC_ACQUIRE) == NULL;
+}
+
 void pcache_renamed(int mnt, const char *from, const char *to)
 {
+    if (table_empty())
+        return;
     size_t fl = strlen(from);
     table_enter();
     struct pcache *drop_from = held_out(mnt, from), *drop_to = held_out(mnt, to);
@@ -1535,6 +1546,8 @@ void pcache_renamed(int mnt, const char *from, const char *to)
 
 void pcache_unlinked(int mnt, const char *path)
 {
+    if (table_empty())
+        return;
     table_enter();
     struct pcache *drop = held_out(mnt, path), *pc = drop ? NULL : find(mnt, path);
     if (pc)
