@@ -148,6 +148,8 @@ static int root_stack(struct onion *u, struct stack *s)
     s->kept = 0;
     s->changes = 0;
     s->self_known = 0;
+    s->gen = 0;
+    s->parent_gen = 0;
     for (int k = 0; k < u->n; k++) {
         int fd = layer_fd(&u->l[k]);
         if (fd < 0)
@@ -279,17 +281,34 @@ static int opaque(int dfd, const char *name, const struct stat *st, uint64_t cha
     return r;
 }
 
+static void seen_set(struct layer_seen *l, const struct stat *st)
+{
+    l->ino = st->st_ino;
+    l->dev = st->st_dev;
+    l->ctime = st->st_ctim;
+}
+
+static int seen_same(const struct layer_seen *l, const struct stat *st)
+{
+    return l->ino == st->st_ino && l->dev == st->st_dev && same_time(&l->ctime, &st->st_ctim);
+}
+
 /* What name is in the merged directory s: the top entry's stat in *st and the index of
  * its layer in s in *top; *dirs, when asked, gets the directories of that name (top first,
  * down to an opaque one) and *merged whether there are two or more. -ENOENT, or -errno. */
 static int step(struct stack *s, const char *name, struct stat *st, int *top, struct stack *dirs, int *merged)
 {
     int found = 0, ndirs = 0;
+    struct timespec before;
     if (dirs) {
         dirs->n = 0;
         dirs->kept = 0;
         dirs->changes = 0;
         dirs->self_known = 0;
+        dirs->settled = 1;
+        dirs->gen = 0;
+        dirs->parent_gen = s->gen;
+        clock_gettime(CLOCK_REALTIME_COARSE, &before);
     }
     for (int k = 0; k < s->n; k++) {
         int more = k + 1 < s->n;
@@ -333,6 +352,8 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
             }
             dirs->fd[dirs->n] = fd;
             dirs->layer[dirs->n] = s->layer[k];
+            seen_set(&dirs->seen[dirs->n], &here);
+            dirs->settled &= later(&before, &here.st_ctim);
             dirs->names[dirs->n] = NULL;
             dirs->owned[dirs->n++] = 1;
         } else if (ndirs > 1) {
@@ -402,10 +423,12 @@ struct kept {
 };
 static struct kept *kept;       /* nkept entries, mapped at the first keep (zeros: empty) */
 static int *users;              /* calls using each entry now, or CLAIMED */
+static uint64_t *hashes;        /* each entry's hash, a set's on one cache line */
 static unsigned nkept;
 static int fds_kept, fds_most;  /* layer fds the entries hold, and how many they may */
 static unsigned uses;           /* the clock of used */
 static unsigned walks;
+static uint64_t gens;           /* of kept stacks */
 
 /* fork: the child has none of the calls that were using kept stacks; an entry a thread it
  * does not have was rewriting is dropped (its fds stay open, close-on-exec). */
@@ -441,13 +464,14 @@ static struct kept *table(void)
     static int mapping;
     if (__atomic_exchange_n(&mapping, 1, __ATOMIC_ACQ_REL))
         return NULL;
-    size_t size = n * sizeof *t + n * sizeof *users;
+    size_t size = n * sizeof *t + n * sizeof *hashes + n * sizeof *users;
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;    /* nothing is kept in this process */
     nkept = n;
     fds_most = room < 16 ? 16 : room > 4 * KEPT_MAX ? 4 * KEPT_MAX : (int)room;
-    users = (int *)((char *)m + n * sizeof *t);
+    hashes = (uint64_t *)((char *)m + n * sizeof *t);
+    users = (int *)(hashes + n);
     __atomic_store_n(&kept, (struct kept *)m, __ATOMIC_RELEASE);
     return m;
 }
@@ -558,6 +582,63 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t 
     }
 }
 
+static void stack_copy(struct stack *to, const struct stack *from)
+{
+    int n = from->n;
+    to->n = n;
+    memcpy(to->fd, from->fd, (size_t)n * sizeof to->fd[0]);
+    memcpy(to->layer, from->layer, (size_t)n);
+    memset(to->owned, 0, (size_t)n);
+    memcpy(to->names, from->names, (size_t)n * sizeof to->names[0]);
+    to->changes = from->changes;
+    to->self_known = from->self_known;
+    to->self_merged = from->self_merged;
+    to->self = from->self;
+    to->settled = 0;            /* a copy is not kept again: what the layers were is the entry's */
+    to->gen = from->gen;
+    to->parent_gen = from->parent_gen;
+}
+
+/* The kept stack k, walked when the count of changes was was, is still true now that it is
+ * changes: each of its layers' directories is the one the walk found, with the ctime it
+ * had (a name made, removed or renamed in it, an xattr or a mode set on it, move it; the
+ * walk saw each ctime older than its clock, so a later change cannot give the same one),
+ * and its parent's stack is the kept one it was walked from, still true, up to the root's
+ * (a layer's directory made or removed moves its parent's ctime there; a parent walked
+ * again since is a new stack: what changed there may have been this one's name). Then it is good for changes: a copy-up, a
+ * create or an unlink elsewhere (git's index.lock) does not make every directory walk
+ * again, only those on its path. */
+static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s);
+
+static int still_true(struct onion *u, struct kept *k, uint64_t was, uint64_t changes)
+{
+    if (!k->s.settled || was > changes)
+        return 0;
+    const char *slash = strrchr(k->path, '/');
+    size_t plen = slash ? (size_t)(slash - k->path) : 0;
+    if (slash && slash[1] != '\0') {
+        char parent[KEPT_PATH];
+        memcpy(parent, k->path, plen);
+        parent[plen ? plen : 1] = '\0';
+        if (!plen)
+            parent[0] = '/';
+        struct stack ps;
+        if (!kept_find(u, parent, plen ? plen : 1, changes, &ps))
+            return 0;
+        __atomic_sub_fetch(&users[ps.slot], 1, __ATOMIC_RELEASE);
+        if (ps.gen != k->s.parent_gen)
+            return 0;           /* walked again since: it changed after this one's walk */
+    }
+    for (int i = 0; i < k->s.n; i++) {
+        struct stat st;
+        int fd = __atomic_load_n(&k->s.fd[i], __ATOMIC_ACQUIRE);
+        if (fd < 0 || REAL(fstat)(fd, &st) < 0 || !seen_same(&k->s.seen[i], &st))
+            return 0;
+    }
+    __atomic_compare_exchange_n(&k->s.changes, &was, changes, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return 1;
+}
+
 /* The kept stack of dir (len bytes) if it is still good for changes: 1, s->kept, a user of
  * its entry (give it back with dir_put); 0 if none. */
 static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s)
@@ -571,15 +652,15 @@ static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t chan
     struct timespec now = { 0, 0 };
     for (unsigned i = set; i < set + WAYS; i++) {
         struct kept *k = &t[i];
-        if (__atomic_load_n(&k->hash, __ATOMIC_RELAXED) != hash)
+        if (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) != hash)
             continue;
         if (now.tv_sec == 0)
             clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
         if (__atomic_add_fetch(&users[i], 1, __ATOMIC_ACQUIRE) > 0) {      /* no keep rewrites it now */
-            if (__atomic_load_n(&k->s.changes, __ATOMIC_RELAXED) == changes && k->hash == hash && k->mnt == u->mnt &&
-                k->creds == creds && later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
-                *s = k->s;
-                memset(s->owned, 0, sizeof s->owned);
+            uint64_t was = __atomic_load_n(&k->s.changes, __ATOMIC_RELAXED);
+            if (was && k->hash == hash && k->mnt == u->mnt && k->creds == creds && later(&k->expires, &now) &&
+                memcmp(k->path, dir, len + 1) == 0 && (was == changes || still_true(u, k, was, changes))) {
+                stack_copy(s, &k->s);
                 s->kept = 1;
                 s->slot = (int)i;
                 __atomic_add_fetch(&k->hits, 1, __ATOMIC_RELAXED);
@@ -629,7 +710,7 @@ static int claim_for(struct kept *t, int mnt, uint64_t hash)
     for (unsigned i = set; i < set + WAYS; i++) {
         struct kept *c = &t[i];
         if ((__atomic_load_n(&c->s.changes, __ATOMIC_RELAXED) == 0 ||
-             (__atomic_load_n(&c->hash, __ATOMIC_RELAXED) == hash && c->mnt == mnt)) && claim(i))
+             (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) == hash && c->mnt == mnt)) && claim(i))
             return (int)i;
     }
     unsigned now = __atomic_load_n(&uses, __ATOMIC_RELAXED), oldest = 0;
@@ -691,11 +772,24 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
         stack_free(s);
         return;
     }
+    if (root) {
+        struct timespec before;
+        clock_gettime(CLOCK_REALTIME_COARSE, &before);
+        s->settled = 1;
+        for (int i = 0; i < s->n; i++) {
+            struct stat st;
+            if (REAL(fstat)(s->fd[i], &st) < 0)
+                memset(&st, 0, sizeof st);
+            seen_set(&s->seen[i], &st);
+            s->settled &= st.st_ino && later(&before, &st.st_ctim);
+        }
+    }
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
     struct stack old = k->s;
     __atomic_store_n(&k->s.changes, 0, __ATOMIC_RELAXED);
     k->s = *s;
     k->s.kept = 0;
+    k->s.gen = __atomic_add_fetch(&gens, 1, __ATOMIC_RELAXED);
     k->mnt = u->mnt;
     k->hits = 0;
     k->learn_at = LEARN_AFTER;
@@ -703,7 +797,8 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
     memcpy(k->path, dir, len + 1);
     k->expires = timespec_after(now, ttl);
     __atomic_store_n(&k->used, __atomic_load_n(&uses, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-    __atomic_store_n(&k->hash, hash, __ATOMIC_RELAXED);
+    k->hash = hash;
+    __atomic_store_n(&hashes[slot], hash, __ATOMIC_RELAXED);
     __atomic_add_fetch(&fds_kept, more, __ATOMIC_RELAXED);
     for (int i = 0; i < s->n; i++)
         if (s->fd[i] < ldp_backing_low_fd)
@@ -731,7 +826,7 @@ static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merg
         return 0;
     uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
     unsigned set = (unsigned)hash & (nkept - WAYS), i = set;
-    while (i < set + WAYS && __atomic_load_n(&t[i].hash, __ATOMIC_RELAXED) != hash)
+    while (i < set + WAYS && __atomic_load_n(&hashes[i], __ATOMIC_RELAXED) != hash)
         i++;
     struct stack s;
     if (i == set + WAYS || !kept_find(u, dir, len, changes_now(u), &s))

@@ -38,6 +38,17 @@ struct stack {
     int self_known;             /* the walk's answer for the directory itself (getattr's): */
     int self_merged;
     struct stat self;
+    /* what the walk found of each layer's directory (a kept stack is still true after other
+     * changes while these are: vfs/union.c still_true); settled: every ctime was older than
+     * the clock before the walk looked */
+    int settled;
+    uint64_t gen;               /* a kept stack's, new at each keep (0: not kept) */
+    uint64_t parent_gen;        /* the kept parent's it was walked from (0: none) */
+    struct layer_seen {
+        uint64_t ino;
+        uint64_t dev;
+        struct timespec ctime;
+    } seen[LAYERS_MAX];
 };
 
 
