@@ -21,7 +21,8 @@
  * cache, stamps 0, no open decisions, no writer bookkeeping), so a change the class makes
  * to the upper directory is what the next call here reads. What a process keeps is the
  * layers' directories of the merged directories it walked to, and what those layers hold,
- * while nothing changed through the mount (below, "directories kept").
+ * while nothing changed through the mount, or while those directories are as the walk
+ * found them (below, "directories kept").
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_UNION = "MNT\x1fUPPER\x1fLOWER\x1f...\x1e..." (layers top first).
@@ -374,7 +375,9 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
  *  - the server's count of every change made through the mount (coherence.h changes) is
  *    what it was before the walk: a copy-up, a whiteout, a mkdir, a rename, an open for
  *    writing (server/coherence.c counts it for this) by any process of the command, all of
- *    them the class's, make every process walk again;
+ *    them the class's, make every process walk again, but for the directories whose
+ *    layers' directories are still those the walk found, with their ctimes, below a kept
+ *    parent that is still the one they were walked from (still_true: one fstat a layer);
  *  - attr_timeout has not passed since (a change made by a process outside the command, as
  *    the rest of the mount's caches);
  *  - this process has not changed its credentials (the walk checked its search rights).
@@ -423,7 +426,10 @@ struct kept {
 };
 static struct kept *kept;       /* nkept entries, mapped at the first keep (zeros: empty) */
 static int *users;              /* calls using each entry now, or CLAIMED */
-static uint64_t *hashes;        /* each entry's hash, a set's on one cache line */
+static uint64_t *hashes;        /* each way's entry's hash, a set's on one cache line */
+static int *where;              /* each way's entry: 1 + its index in kept (0: none yet) */
+static unsigned pooled;         /* entries handed out, in order: a process that keeps a few
+                                   hundred directories touches as many pages as they fill */
 static unsigned nkept;
 static int fds_kept, fds_most;  /* layer fds the entries hold, and how many they may */
 static unsigned uses;           /* the clock of used */
@@ -436,12 +442,19 @@ static void fork_child(void)
 {
     struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; t && i < nkept; i++) {
-        if (users[i] < 0) {
-            t[i].s.changes = 0;
-            t[i].s.n = 0;
+        if (users[i] < 0 && where[i]) {
+            t[where[i] - 1].s.changes = 0;
+            t[where[i] - 1].s.n = 0;
         }
         users[i] = 0;
     }
+}
+
+/* Way i's entry, NULL if it has none yet */
+static struct kept *entry_at(unsigned i)
+{
+    int w = __atomic_load_n(&where[i], __ATOMIC_ACQUIRE);
+    return w ? &kept[w - 1] : NULL;
 }
 
 /* The table, mapped now if it is not. */
@@ -464,7 +477,7 @@ static struct kept *table(void)
     static int mapping;
     if (__atomic_exchange_n(&mapping, 1, __ATOMIC_ACQ_REL))
         return NULL;
-    size_t size = n * sizeof *t + n * sizeof *hashes + n * sizeof *users;
+    size_t size = n * sizeof *t + n * sizeof *hashes + n * sizeof *users + n * sizeof *where;
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;    /* nothing is kept in this process */
@@ -472,6 +485,7 @@ static struct kept *table(void)
     fds_most = room < 16 ? 16 : room > 4 * KEPT_MAX ? 4 * KEPT_MAX : (int)room;
     hashes = (uint64_t *)((char *)m + n * sizeof *t);
     users = (int *)(hashes + n);
+    where = users + n;
     __atomic_store_n(&kept, (struct kept *)m, __ATOMIC_RELEASE);
     return m;
 }
@@ -651,8 +665,10 @@ static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t chan
     unsigned set = (unsigned)hash & (nkept - WAYS);
     struct timespec now = { 0, 0 };
     for (unsigned i = set; i < set + WAYS; i++) {
-        struct kept *k = &t[i];
         if (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) != hash)
+            continue;
+        struct kept *k = entry_at(i);
+        if (k == NULL)
             continue;
         if (now.tv_sec == 0)
             clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
@@ -708,16 +724,17 @@ static int claim_for(struct kept *t, int mnt, uint64_t hash)
 {
     unsigned set = (unsigned)hash & (nkept - WAYS);
     for (unsigned i = set; i < set + WAYS; i++) {
-        struct kept *c = &t[i];
-        if ((__atomic_load_n(&c->s.changes, __ATOMIC_RELAXED) == 0 ||
+        struct kept *c = entry_at(i);     /* read only where there is one: a page each */
+        if ((c == NULL || __atomic_load_n(&c->s.changes, __ATOMIC_RELAXED) == 0 ||
              (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) == hash && c->mnt == mnt)) && claim(i))
             return (int)i;
     }
     unsigned now = __atomic_load_n(&uses, __ATOMIC_RELAXED), oldest = 0;
     int victim = -1;
     for (unsigned i = set; i < set + WAYS; i++) {
-        unsigned age = now - __atomic_load_n(&t[i].used, __ATOMIC_RELAXED);
-        if (victim < 0 || age > oldest) {
+        struct kept *c = entry_at(i);
+        unsigned age = c ? now - __atomic_load_n(&c->used, __ATOMIC_RELAXED) : 0;
+        if (c && (victim < 0 || age > oldest)) {
             victim = (int)i;
             oldest = age;
         }
@@ -747,7 +764,11 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
     }
     uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
     int slot = claim_for(t, u->mnt, hash);
-    struct kept *k = slot >= 0 ? &t[slot] : NULL;
+    if (slot >= 0 && where[slot] == 0) {
+        unsigned p = __atomic_fetch_add(&pooled, 1, __ATOMIC_RELAXED);  /* one per way: never past nkept */
+        __atomic_store_n(&where[slot], (int)p + 1, __ATOMIC_RELEASE);
+    }
+    struct kept *k = slot >= 0 ? entry_at((unsigned)slot) : NULL;
     int more = owned_fds(s) - (k ? owned_fds(&k->s) : 0);
     if (k && __atomic_load_n(&fds_kept, __ATOMIC_RELAXED) + more > fds_most) {
         __atomic_sub_fetch(&users[slot], CLAIMED, __ATOMIC_RELEASE);
@@ -845,7 +866,7 @@ static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merg
  * one already. Returns what s's layer k has now. */
 struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln)
 {
-    struct layer_names **at = s->kept ? &kept[s->slot].s.names[k] : &s->names[k];
+    struct layer_names **at = s->kept ? &entry_at((unsigned)s->slot)->s.names[k] : &s->names[k];
     struct layer_names *none = NULL;
     if (ln == NULL)
         return __atomic_load_n(at, __ATOMIC_ACQUIRE);
@@ -872,7 +893,7 @@ struct layer_names *union_stack_names(struct stack *s, int k, int learn)
 {
     if (!s->kept)
         return s->names[k];
-    struct kept *e = &kept[s->slot];
+    struct kept *e = entry_at((unsigned)s->slot);
     struct layer_names *ln = __atomic_load_n(&e->s.names[k], __ATOMIC_ACQUIRE);
     if (ln || !learn)
         return ln;
@@ -910,7 +931,8 @@ int union_fds_lost(unsigned first, unsigned last)
         }
     }
     struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; t && i < nkept; i++) {
+    unsigned n = t ? __atomic_load_n(&pooled, __ATOMIC_RELAXED) : 0;
+    for (unsigned i = 0; i < n && i < nkept; i++) {
         struct stack *s = &t[i].s;
         for (int k = 0; k < s->n; k++) {
             int fd = __atomic_load_n(&s->fd[k], __ATOMIC_ACQUIRE);
