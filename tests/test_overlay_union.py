@@ -460,3 +460,75 @@ def test_union_lists_a_directory_its_reader_may_read_but_not_search(shared_tmp):
                 options={"allow_other": None}, mode="shared", timeout=TIMEOUT)
     assert r.returncode == 0, r.describe()
     assert r.stdout == "['a', 'b', 'c']\n"
+
+
+# A process that walked more merged directories than the old table held (100, each with a
+# subdirectory) keeps them across changes made elsewhere through the mount (a create at the
+# root, as git's index.lock, moves the count of changes); another process then changes some
+# of them and the directories above others: what the keeper reads after each change must
+# be the kernel's, at the first look (a kept stack is only as true as its layers' ctimes and
+# its parent's walk, vfs/union.c still_true).
+WALKER = r"""
+import errno, json, os, subprocess, sys
+m = sys.argv[1]
+os.chdir(m)
+def look(p):
+    try:
+        st = os.lstat(p)
+        data = open(p).read() if os.path.isfile(p) else sorted(os.listdir(p))
+        return [oct(st.st_mode), data]
+    except OSError as e:
+        return errno.errorcode[e.errno]
+dirs = [f"d{i:03d}" for i in range(100)]
+def walk():
+    return [[look(f"{d}/f"), look(f"{d}/s"), look(f"{d}/s/g"), look(d)] for d in dirs]
+seen = []
+for change in ("echo x > lock", "rm lock && echo y > d005/new", "rm d010/f", "rm -r d020/s && mkdir d020/s",
+               "echo z > d030/s/new", "chmod 700 d040/s", "mv d050/s/g d050/g2", "echo w > d060/f",
+               "rm -r d070 && mkdir d070"):
+    for _ in range(3):
+        walk()
+    subprocess.run(["sh", "-c", change], check=True)
+    seen.append(walk())
+print(json.dumps(seen))
+"""
+
+
+def test_union_kept_directories_across_changes_elsewhere(tmp_path):
+    need_root()
+    script = tmp_path / "walker.py"
+    script.write_text(WALKER)
+
+    def layers(base):
+        lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))
+        for i in range(100):
+            (lower / f"d{i:03d}" / "s").mkdir(parents=True)
+            (lower / f"d{i:03d}" / "f").write_text(f"f{i}\n")
+            (lower / f"d{i:03d}" / "s" / "g").write_text(f"g{i}\n")
+        for i in range(0, 100, 3):     # a third merged from the start
+            (upper / f"d{i:03d}").mkdir(parents=True)
+            (upper / f"d{i:03d}" / "u").write_text("u\n")
+        for d in (upper, work, merged):
+            d.mkdir(exist_ok=True)
+        return lower, upper, work, merged
+
+    lower, upper, work, merged = layers(tmp_path / "kernel")
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={lower},upperdir={upper},workdir={work}", merged],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"mount -t overlay failed (no overlayfs here?): {r.stderr.strip()}")
+    try:
+        k = run_native([sys.executable, script, merged], env=base_env())
+        assert k.returncode == 0, k.describe()
+    finally:
+        subprocess.run(["umount", merged], check=True)
+    lower, upper, _, merged = layers(tmp_path / "union")
+    o = run_ldp(OVERLAY, [lower, upper], [sys.executable, script, merged], merged, mode="shared",
+                timeout=TIMEOUT)
+    assert o.returncode == 0, o.describe()
+    got, want = json.loads(o.stdout), json.loads(k.stdout)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"after change {i}: " + next(f"d{j:03d}: {a} != {b}" for j, (a, b) in enumerate(zip(g, w)) if a != b)
+    assert want[2][10][0] == "ENOENT" and want[3][20][2] == "ENOENT" and want[5][40][1][0] == "0o40700"
+    assert want[8][70] == ["ENOENT", "ENOENT", "ENOENT", ["0o40755", []]]

@@ -21,7 +21,8 @@
  * cache, stamps 0, no open decisions, no writer bookkeeping), so a change the class makes
  * to the upper directory is what the next call here reads. What a process keeps is the
  * layers' directories of the merged directories it walked to, and what those layers hold,
- * while nothing changed through the mount (below, "directories kept").
+ * while nothing changed through the mount, or while those directories are as the walk
+ * found them (below, "directories kept").
  *
  * The declaration comes from the launcher, which built the objects (shared mode):
  * LDPFUSE_UNION = "MNT\x1fUPPER\x1fLOWER\x1f...\x1e..." (layers top first).
@@ -32,6 +33,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #define ASK_CLASS INT_MIN       /* a method's answer: the backend below decides */
@@ -146,11 +149,14 @@ static int root_stack(struct onion *u, struct stack *s)
     s->kept = 0;
     s->changes = 0;
     s->self_known = 0;
+    s->gen = 0;
+    s->parent_gen = 0;
     for (int k = 0; k < u->n; k++) {
         int fd = layer_fd(&u->l[k]);
         if (fd < 0)
             return fd;
         s->fd[s->n] = fd;
+        s->layer[s->n] = (unsigned char)k;
         s->names[s->n] = NULL;
         s->owned[s->n++] = 0;
     }
@@ -175,14 +181,59 @@ static int whiteout_file(int dfd, const char *name)
     return REAL(fstatat)(dfd, wh, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* The directory name in dfd hides the layers below: the kernel's xattr or .wh..wh..opq */
-static int opaque(int dfd, const char *name)
+static int later(const struct timespec *a, const struct timespec *b)
 {
-    char p[PATH_MAX];
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+/* ---- opaque directories: whether the directory name in a layer's dfd hides the layers
+ * below it (the kernel's xattr, or .wh..wh..opq in it). Asked of the layer (two system
+ * calls) at each step into a directory with layers below, and remembered by what the step
+ * found: the directory's device, inode and ctime (a setxattr, and a name made or removed
+ * in it, move its ctime), with the count of changes through the mount and attr_timeout as
+ * every kept thing (vfs/union.c "directories kept"). A decision is remembered only where
+ * the ctime is older than the clock before it was asked: a change after that gets a later
+ * ctime (the kernel stamps changes with the coarse clock, or later), so a ctime seen again
+ * is the directory as it was asked. */
+#define OPAQUE_SEEN 256         /* a power of two */
+#ifndef SYS_getxattrat
+#define SYS_getxattrat 464      /* Linux 6.13 */
+#endif
+
+struct opaque_seen {
+    unsigned seq;               /* odd while a thread writes it: readers miss, nothing waits */
+    int opaque;
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime, expires;
+    uint64_t changes;
+};
+static struct opaque_seen opaque_seen[OPAQUE_SEEN];
+static int no_getxattrat;
+
+static int opaque_xattr(int dfd, const char *name)
+{
     char v[2];
-    if ((size_t)snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dfd, name) < sizeof p &&
-        REAL(lgetxattr)(p, OPAQUE_XATTR, v, sizeof v) == 1 && v[0] == 'y')
+    long n = -1;
+    if (!__atomic_load_n(&no_getxattrat, __ATOMIC_RELAXED)) {
+        struct { uint64_t value; uint32_t size, flags; } args = { (uintptr_t)v, sizeof v, 0 };
+        n = REAL(syscall)(SYS_getxattrat, dfd, name, AT_SYMLINK_NOFOLLOW, OPAQUE_XATTR, &args, sizeof args);
+        if (n < 0 && errno == ENOSYS)
+            __atomic_store_n(&no_getxattrat, 1, __ATOMIC_RELAXED);
+    }
+    if (__atomic_load_n(&no_getxattrat, __ATOMIC_RELAXED)) {
+        char p[PATH_MAX];
+        if ((size_t)snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dfd, name) < sizeof p)
+            n = REAL(lgetxattr)(p, OPAQUE_XATTR, v, sizeof v);
+    }
+    return n == 1 && v[0] == 'y';
+}
+
+static int opaque_asked(int dfd, const char *name)
+{
+    if (opaque_xattr(dfd, name))
         return 1;
+    char p[PATH_MAX];
     size_t len = strlen(name);
     if (len + 1 + sizeof OPAQUE_FILE > PATH_MAX)
         return 0;
@@ -193,17 +244,72 @@ static int opaque(int dfd, const char *name)
     return REAL(fstatat)(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+static int same_time(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* The directory name in dfd, st its stat, hides the layers below; changes: the stack's
+ * count of changes (0: nothing is remembered) */
+static int opaque(int dfd, const char *name, const struct stat *st, uint64_t changes)
+{
+    struct opaque_seen *o = &opaque_seen[(st->st_ino * 0x9e3779b97f4a7c15ull ^ st->st_dev) >> 56 & (OPAQUE_SEEN - 1)];
+    struct timespec now, ttl;
+    if (changes) {
+        unsigned q = __atomic_load_n(&o->seq, __ATOMIC_ACQUIRE);
+        struct opaque_seen c = *o;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        if (!(q & 1) && __atomic_load_n(&o->seq, __ATOMIC_RELAXED) == q && c.changes == changes &&
+            c.ino == st->st_ino && c.dev == st->st_dev && same_time(&c.ctime, &st->st_ctim) && later(&c.expires, &now))
+            return c.opaque;
+    }
+    struct timespec before;
+    clock_gettime(CLOCK_REALTIME_COARSE, &before);
+    int r = opaque_asked(dfd, name);
+    unsigned q = __atomic_load_n(&o->seq, __ATOMIC_RELAXED);
+    if (changes && later(&before, &st->st_ctim) && attrcache_timeout(&ttl) && !(q & 1) &&
+        __atomic_compare_exchange_n(&o->seq, &q, q + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        o->opaque = r;
+        o->dev = st->st_dev;
+        o->ino = st->st_ino;
+        o->ctime = st->st_ctim;
+        o->changes = changes;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        o->expires = timespec_after(now, ttl);
+        __atomic_store_n(&o->seq, q + 2, __ATOMIC_RELEASE);
+    }
+    return r;
+}
+
+static void seen_set(struct layer_seen *l, const struct stat *st)
+{
+    l->ino = st->st_ino;
+    l->dev = st->st_dev;
+    l->ctime = st->st_ctim;
+}
+
+static int seen_same(const struct layer_seen *l, const struct stat *st)
+{
+    return l->ino == st->st_ino && l->dev == st->st_dev && same_time(&l->ctime, &st->st_ctim);
+}
+
 /* What name is in the merged directory s: the top entry's stat in *st and the index of
  * its layer in s in *top; *dirs, when asked, gets the directories of that name (top first,
  * down to an opaque one) and *merged whether there are two or more. -ENOENT, or -errno. */
 static int step(struct stack *s, const char *name, struct stat *st, int *top, struct stack *dirs, int *merged)
 {
     int found = 0, ndirs = 0;
+    struct timespec before;
     if (dirs) {
         dirs->n = 0;
         dirs->kept = 0;
         dirs->changes = 0;
         dirs->self_known = 0;
+        dirs->settled = 1;
+        dirs->gen = 0;
+        dirs->parent_gen = s->gen;
+        clock_gettime(CLOCK_REALTIME_COARSE, &before);
     }
     for (int k = 0; k < s->n; k++) {
         int more = k + 1 < s->n;
@@ -246,12 +352,15 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
                 return -e;
             }
             dirs->fd[dirs->n] = fd;
+            dirs->layer[dirs->n] = s->layer[k];
+            seen_set(&dirs->seen[dirs->n], &here);
+            dirs->settled &= later(&before, &here.st_ctim);
             dirs->names[dirs->n] = NULL;
             dirs->owned[dirs->n++] = 1;
         } else if (ndirs > 1) {
             break;      /* merged: that is all getattr asks */
         }
-        if (more && opaque(s->fd[k], name))
+        if (more && opaque(s->fd[k], name, &here, s->changes))
             break;
     }
     if (merged)
@@ -262,30 +371,47 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
 /* ---- directories kept: the stacks of the merged directories a process walked to
  *
  * A name in a subdirectory costs a step in its directory's layers, not a walk from the
- * roots. A process keeps up to KEPT stacks (the layers' O_PATH fds, at high numbers), each
- * used while:
+ * roots. A process keeps stacks (the layers' O_PATH fds, at high numbers), each used while:
  *  - the server's count of every change made through the mount (coherence.h changes) is
  *    what it was before the walk: a copy-up, a whiteout, a mkdir, a rename, an open for
  *    writing (server/coherence.c counts it for this) by any process of the command, all of
- *    them the class's, make every process walk again;
+ *    them the class's, make every process walk again, but for the directories whose
+ *    layers' directories are still those the walk found, with their ctimes, below a kept
+ *    parent that is still the one they were walked from (still_true: one fstat a layer);
  *  - attr_timeout has not passed since (a change made by a process outside the command, as
  *    the rest of the mount's caches);
  *  - this process has not changed its credentials (the walk checked its search rights).
  * A process asks for the table of counters only at its KEPT_AFTER-th walk (a short one
- * connects to nothing). While a call uses a kept stack it holds its entry's read lock.
- * The root is kept too (its fds are the layers' own); a directory whose parent is kept is
- * walked to from it; a kept stack answers getattr of its directory (the walk's answer: a
- * directory changes only by what moves the count). A kept stack of two layers or more
- * learns what each layer's directory holds (vfs/union_names.c), from a listing readdir
- * merged or from lookups that go on past a layer, and is as true as the stack: a lookup
- * then asks a layer only for the names it holds.
+ * connects to nothing). The root is kept too (its fds are the layers' own); a directory
+ * whose parent is kept is walked to from it; a kept stack answers getattr of its directory
+ * (the walk's answer: a directory changes only by what moves the count). A kept stack of
+ * two layers or more learns what each layer's directory holds (vfs/union_names.c), from a
+ * listing readdir merged or from lookups that go on past a layer, and is as true as the
+ * stack: a lookup then asks a layer only for the names it holds.
+ *
+ * The table is sized by use, as vfs/backing_dirs.c's: it is mapped at the first keep with
+ * as many entries as a quarter of the fd numbers RLIMIT_NOFILE leaves above fs_fd_base
+ * (KEPT_MIN to KEPT_MAX), and its entries hold that many layer fds at most. An entry goes
+ * in a set of WAYS by its path's hash and takes the place of the set's least recently used
+ * one: a tree walk (git status, find) uses a directory's parent at each of its children,
+ * so the directories above stay while those it walked past go (64 entries, one per hash,
+ * were replaced over and over by git status's 100 directories and .git's).
+ *
+ * No lock, as backing_dirs.c: an entry's users count is its lock. A lookup adds itself to
+ * the users of an entry whose hash matches and only then compares the rest; a keep claims
+ * an entry with no users by making the count CLAIMED (negative), and a lookup that lands on
+ * a claimed entry backs off and walks. Nothing waits, so a signal handler that touches the
+ * mount in the middle of a lookup or a keep on the same thread walks as any other miss.
  */
-#define KEPT 64                 /* power of two */
+#define KEPT_MIN 64             /* entries; powers of two */
+#define KEPT_MAX 4096
+#define WAYS 8                  /* per set */
 #define KEPT_PATH 256
 #define KEPT_AFTER 8
 #define LEARN_AFTER 2           /* uses of a kept directory before a lookup learns a layer's names */
 #define LEARN_PER_USE 32        /* names read per use of it at most: a big directory is learned
                                    only once lookups there have paid for its listing */
+#define CLAIMED (INT_MIN / 2)   /* users while a keep rewrites the entry */
 
 struct kept {
     struct stack s;             /* s.changes 0: empty; s.owned: its fds are the entry's (not the root's) */
@@ -293,40 +419,82 @@ struct kept {
     unsigned creds;
     unsigned hits;              /* uses since it was kept */
     unsigned learn_at;          /* hits at which a lookup tries to learn a layer's names */
+    unsigned used;              /* the clock at its last use: a set's oldest is replaced first */
     uint64_t hash;
     struct timespec expires;
     char path[KEPT_PATH];
 };
-static struct kept kept[KEPT];
-static pthread_rwlock_t kept_lock[KEPT];   /* one per entry: threads in other directories never wait */
-static TLS int holding;         /* a signal handler's call on this thread walks */
+static struct kept *kept;       /* nkept entries, mapped at the first keep (zeros: empty) */
+static int *users;              /* calls using each entry now, or CLAIMED */
+static uint64_t *hashes;        /* each way's entry's hash, a set's on one cache line */
+static int *where;              /* each way's entry: 1 + its index in kept (0: none yet) */
+static unsigned pooled;         /* entries handed out, in order: a process that keeps a few
+                                   hundred directories touches as many pages as they fill */
+static unsigned nkept;
+static int fds_kept, fds_most;  /* layer fds the entries hold, and how many they may */
+static unsigned uses;           /* the clock of used */
 static unsigned walks;
-static int fork_took;
+static uint64_t gens;           /* of kept stacks */
 
-static void fork_prepare(void)
-{
-    fork_took = !holding;
-    for (int i = 0; fork_took && i < KEPT; i++)
-        pthread_rwlock_wrlock(&kept_lock[i]);
-}
-
-static void fork_done(void)
-{
-    for (int i = 0; fork_took && i < KEPT; i++)
-        pthread_rwlock_unlock(&kept_lock[i]);
-}
-
+/* fork: the child has none of the calls that were using kept stacks; an entry a thread it
+ * does not have was rewriting is dropped (its fds stay open, close-on-exec). */
 static void fork_child(void)
 {
-    for (int i = 0; fork_took && i < KEPT; i++)  /* taken before fork: the child's to give back */
-        pthread_rwlock_init(&kept_lock[i], NULL);
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; t && i < nkept; i++) {
+        if (users[i] < 0 && where[i]) {
+            t[where[i] - 1].s.changes = 0;
+            t[where[i] - 1].s.n = 0;
+        }
+        users[i] = 0;
+    }
+}
+
+/* Way i's entry, NULL if it has none yet */
+static struct kept *entry_at(unsigned i)
+{
+    int w = __atomic_load_n(&where[i], __ATOMIC_ACQUIRE);
+    return w ? &kept[w - 1] : NULL;
+}
+
+/* The table, mapped now if it is not. */
+static struct kept *table(void)
+{
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    if (LIKELY(t != NULL))
+        return t;
+    struct rlimit rl;
+    unsigned n = KEPT_MIN;
+    rlim_t room = KEPT_MIN;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t base = (rlim_t)fs_fd_base();
+        room = rl.rlim_cur == RLIM_INFINITY ? 4 * KEPT_MAX : rl.rlim_cur > base ? (rl.rlim_cur - base) / 4 : 0;
+        while (n < KEPT_MAX && 2 * (rlim_t)n <= room)
+            n *= 2;
+    }
+    /* one thread maps it (nkept, fds_most and users set before the table is published,
+     * never changed after); another, or a handler on this one, keeps nothing meanwhile */
+    static int mapping;
+    if (__atomic_exchange_n(&mapping, 1, __ATOMIC_ACQ_REL))
+        return NULL;
+    size_t size = n * sizeof *t + n * sizeof *hashes + n * sizeof *users + n * sizeof *where;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;    /* nothing is kept in this process */
+    nkept = n;
+    fds_most = room < 16 ? 16 : room > 4 * KEPT_MAX ? 4 * KEPT_MAX : (int)room;
+    hashes = (uint64_t *)((char *)m + n * sizeof *t);
+    users = (int *)(hashes + n);
+    where = users + n;
+    __atomic_store_n(&kept, (struct kept *)m, __ATOMIC_RELEASE);
+    return m;
 }
 
 /* The count of changes a stack walked now is good for, 0 if nothing is kept now. */
 static uint64_t changes_now(struct onion *u)
 {
     struct timespec ttl;
-    if (union_inner->changes == NULL || union_inner->below_stamp == NULL || ldp_vfork_child || holding ||
+    if (union_inner->changes == NULL || union_inner->below_stamp == NULL || ldp_vfork_child ||
         !attrcache_timeout(&ttl))
         return 0;
     /* the root's stamp: 0 while the table is not mapped (mapped at the KEPT_AFTER-th walk),
@@ -335,11 +503,6 @@ static uint64_t changes_now(struct onion *u)
     int connect = (w >= KEPT_AFTER ? w : __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED)) >= KEPT_AFTER;
     uint64_t root = union_inner->below_stamp(u->mnt, "/", connect);
     return root ? root + union_inner->changes() : 0;
-}
-
-static int later(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
 }
 
 static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s);
@@ -433,36 +596,102 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t 
     }
 }
 
-/* The kept stack of dir (len bytes) if it is still good for changes: 1, s->kept, the read
- * lock held (give it back with dir_put); 0 if none. */
+static void stack_copy(struct stack *to, const struct stack *from)
+{
+    int n = from->n;
+    to->n = n;
+    memcpy(to->fd, from->fd, (size_t)n * sizeof to->fd[0]);
+    memcpy(to->layer, from->layer, (size_t)n);
+    memset(to->owned, 0, (size_t)n);
+    memcpy(to->names, from->names, (size_t)n * sizeof to->names[0]);
+    to->changes = from->changes;
+    to->self_known = from->self_known;
+    to->self_merged = from->self_merged;
+    to->self = from->self;
+    to->settled = 0;            /* a copy is not kept again: what the layers were is the entry's */
+    to->gen = from->gen;
+    to->parent_gen = from->parent_gen;
+}
+
+/* The kept stack k, walked when the count of changes was was, is still true now that it is
+ * changes: each of its layers' directories is the one the walk found, with the ctime it
+ * had (a name made, removed or renamed in it, an xattr or a mode set on it, move it; the
+ * walk saw each ctime older than its clock, so a later change cannot give the same one),
+ * and its parent's stack is the kept one it was walked from, still true, up to the root's
+ * (a layer's directory made or removed moves its parent's ctime there; a parent walked
+ * again since is a new stack: what changed there may have been this one's name). Then it is good for changes: a copy-up, a
+ * create or an unlink elsewhere (git's index.lock) does not make every directory walk
+ * again, only those on its path. */
+static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s);
+
+static int still_true(struct onion *u, struct kept *k, uint64_t was, uint64_t changes)
+{
+    if (!k->s.settled || was > changes)
+        return 0;
+    const char *slash = strrchr(k->path, '/');
+    size_t plen = slash ? (size_t)(slash - k->path) : 0;
+    if (slash && slash[1] != '\0') {
+        char parent[KEPT_PATH];
+        memcpy(parent, k->path, plen);
+        parent[plen ? plen : 1] = '\0';
+        if (!plen)
+            parent[0] = '/';
+        struct stack ps;
+        if (!kept_find(u, parent, plen ? plen : 1, changes, &ps))
+            return 0;
+        __atomic_sub_fetch(&users[ps.slot], 1, __ATOMIC_RELEASE);
+        if (ps.gen != k->s.parent_gen)
+            return 0;           /* walked again since: it changed after this one's walk */
+    }
+    for (int i = 0; i < k->s.n; i++) {
+        struct stat st;
+        int fd = __atomic_load_n(&k->s.fd[i], __ATOMIC_ACQUIRE);
+        if (fd < 0 || REAL(fstat)(fd, &st) < 0 || !seen_same(&k->s.seen[i], &st))
+            return 0;
+    }
+    __atomic_compare_exchange_n(&k->s.changes, &was, changes, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* The kept stack of dir (len bytes) if it is still good for changes: 1, s->kept, a user of
+ * its entry (give it back with dir_put); 0 if none. */
 static int kept_find(struct onion *u, const char *dir, size_t len, uint64_t changes, struct stack *s)
 {
-    uint64_t hash = 0;
-    if (changes) {
-        unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
-        hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-        int slot = (int)(hash & (KEPT - 1));
-        holding = 1;
-        pthread_rwlock_rdlock(&kept_lock[slot]);
-        struct kept *k = &kept[slot];
-        if (k->s.changes == changes && k->hash == hash && k->mnt == u->mnt && k->creds == creds &&
-            later(&k->expires, &now) && memcmp(k->path, dir, len + 1) == 0) {
-            *s = k->s;
-            memset(s->owned, 0, sizeof s->owned);
-            s->kept = 1;
-            s->slot = slot;
-            __atomic_add_fetch(&k->hits, 1, __ATOMIC_RELAXED);
-            return 1;   /* holding the read lock until dir_put */
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    if (!changes || t == NULL)
+        return 0;
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    unsigned creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    unsigned set = (unsigned)hash & (nkept - WAYS);
+    struct timespec now = { 0, 0 };
+    for (unsigned i = set; i < set + WAYS; i++) {
+        if (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) != hash)
+            continue;
+        struct kept *k = entry_at(i);
+        if (k == NULL)
+            continue;
+        if (now.tv_sec == 0)
+            clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        if (__atomic_add_fetch(&users[i], 1, __ATOMIC_ACQUIRE) > 0) {      /* no keep rewrites it now */
+            uint64_t was = __atomic_load_n(&k->s.changes, __ATOMIC_RELAXED);
+            if (was && k->hash == hash && k->mnt == u->mnt && k->creds == creds && later(&k->expires, &now) &&
+                memcmp(k->path, dir, len + 1) == 0 && (was == changes || still_true(u, k, was, changes))) {
+                stack_copy(s, &k->s);
+                s->kept = 1;
+                s->slot = (int)i;
+                __atomic_add_fetch(&k->hits, 1, __ATOMIC_RELAXED);
+                unsigned c = __atomic_load_n(&uses, __ATOMIC_RELAXED) + 1;
+                __atomic_store_n(&uses, c, __ATOMIC_RELAXED);     /* a clock, not a count: races are fine */
+                __atomic_store_n(&k->used, c, __ATOMIC_RELAXED);
+                return 1;       /* a user until dir_put */
+            }
         }
-        pthread_rwlock_unlock(&kept_lock[slot]);
-        holding = 0;
+        __atomic_sub_fetch(&users[i], 1, __ATOMIC_RELEASE);
     }
     return 0;
 }
 
-/* The stack of the merged directory dir (len bytes): kept (s->kept: the read lock held),
+/* The stack of the merged directory dir (len bytes): kept (s->kept: a user of its entry),
  * or walked now; give it back with dir_put. */
 static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s)
 {
@@ -475,14 +704,51 @@ static int dir_get(struct onion *u, const char *dir, size_t len, struct stack *s
     return r;
 }
 
+static int claim(unsigned i)
+{
+    int none = 0;
+    return __atomic_compare_exchange_n(&users[i], &none, CLAIMED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static int owned_fds(const struct stack *s)
+{
+    int n = 0;
+    for (int k = 0; k < s->n; k++)
+        n += s->owned[k];
+    return n;
+}
+
+/* An entry of dir's set claimed for a keep: its own old one or an empty one, else the
+ * least recently used of those no call uses. -1: none. */
+static int claim_for(struct kept *t, int mnt, uint64_t hash)
+{
+    unsigned set = (unsigned)hash & (nkept - WAYS);
+    for (unsigned i = set; i < set + WAYS; i++) {
+        struct kept *c = entry_at(i);     /* read only where there is one: a page each */
+        if ((c == NULL || __atomic_load_n(&c->s.changes, __ATOMIC_RELAXED) == 0 ||
+             (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) == hash && c->mnt == mnt)) && claim(i))
+            return (int)i;
+    }
+    unsigned now = __atomic_load_n(&uses, __ATOMIC_RELAXED), oldest = 0;
+    int victim = -1;
+    for (unsigned i = set; i < set + WAYS; i++) {
+        struct kept *c = entry_at(i);
+        unsigned age = c ? now - __atomic_load_n(&c->used, __ATOMIC_RELAXED) : 0;
+        if (c && (victim < 0 || age > oldest)) {
+            victim = (int)i;
+            oldest = age;
+        }
+    }
+    return victim >= 0 && claim((unsigned)victim) ? victim : -1;
+}
+
 /* Done with dir_get's stack: kept for the next call if it was walked when it could be. */
 void union_dir_put(struct onion *u, const char *dir, struct stack *s)
 {
     if (s->kept) {
         s->kept = 0;
         s->n = 0;
-        pthread_rwlock_unlock(&kept_lock[s->slot]);
-        holding = 0;
+        __atomic_sub_fetch(&users[s->slot], 1, __ATOMIC_RELEASE);
         return;
     }
     size_t len = strlen(dir);
@@ -491,49 +757,75 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
     int whole = s->n > 0;
     for (int k = 0; k < s->n; k++)
         whole &= s->owned[k] || root;
-    if (!s->changes || !whole || len >= KEPT_PATH || !attrcache_timeout(&ttl)) {
+    struct kept *t = whole && s->changes && len < KEPT_PATH ? table() : NULL;
+    if (t == NULL || !attrcache_timeout(&ttl)) {
         stack_free(s);
         return;
     }
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    int slot = claim_for(t, u->mnt, hash);
+    if (slot >= 0 && where[slot] == 0) {
+        unsigned p = __atomic_fetch_add(&pooled, 1, __ATOMIC_RELAXED);  /* one per way: never past nkept */
+        __atomic_store_n(&where[slot], (int)p + 1, __ATOMIC_RELEASE);
+    }
+    struct kept *k = slot >= 0 ? entry_at((unsigned)slot) : NULL;
+    int more = owned_fds(s) - (k ? owned_fds(&k->s) : 0);
+    if (k && __atomic_load_n(&fds_kept, __ATOMIC_RELAXED) + more > fds_most) {
+        __atomic_sub_fetch(&users[slot], CLAIMED, __ATOMIC_RELEASE);
+        k = NULL;               /* as many fds kept as there may be */
+    }
     int saved = errno;
-    for (int k = 0; k < s->n && !root; k++) {
+    for (int i = 0; k && i < s->n && !root; i++) {
         /* up out of the program's way (fs_fd, but these are close-on-exec: no F_GETFD) */
-        int high = s->fd[k] < fs_fd_base() ? REAL(fcntl)(s->fd[k], F_DUPFD_CLOEXEC, fs_fd_base()) : s->fd[k];
-        if (high < 0) {
-            whole = 0;          /* no room up there: nothing is kept */
+        int high = s->fd[i] < fs_fd_base() ? REAL(fcntl)(s->fd[i], F_DUPFD_CLOEXEC, fs_fd_base()) : s->fd[i];
+        if (high < 0) {         /* no room up there: nothing is kept */
+            __atomic_sub_fetch(&users[slot], CLAIMED, __ATOMIC_RELEASE);
+            k = NULL;
             break;
         }
-        if (high != s->fd[k]) {
-            REAL(close)(s->fd[k]);
-            s->fd[k] = high;
+        if (high != s->fd[i]) {
+            REAL(close)(s->fd[i]);
+            s->fd[i] = high;
         }
     }
     errno = saved;
-    if (!whole) {
+    if (k == NULL) {
         stack_free(s);
         return;
     }
+    if (root) {
+        struct timespec before;
+        clock_gettime(CLOCK_REALTIME_COARSE, &before);
+        s->settled = 1;
+        for (int i = 0; i < s->n; i++) {
+            struct stat st;
+            if (REAL(fstat)(s->fd[i], &st) < 0)
+                memset(&st, 0, sizeof st);
+            seen_set(&s->seen[i], &st);
+            s->settled &= st.st_ino && later(&before, &st.st_ctim);
+        }
+    }
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
-    int slot = (int)(hash & (KEPT - 1));
-    holding = 1;
-    pthread_rwlock_wrlock(&kept_lock[slot]);
-    struct kept *k = &kept[slot];
     struct stack old = k->s;
+    __atomic_store_n(&k->s.changes, 0, __ATOMIC_RELAXED);
     k->s = *s;
     k->s.kept = 0;
+    k->s.gen = __atomic_add_fetch(&gens, 1, __ATOMIC_RELAXED);
     k->mnt = u->mnt;
     k->hits = 0;
     k->learn_at = LEARN_AFTER;
-    k->hash = hash;
     k->creds = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
     memcpy(k->path, dir, len + 1);
     k->expires = timespec_after(now, ttl);
+    __atomic_store_n(&k->used, __atomic_load_n(&uses, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    k->hash = hash;
+    __atomic_store_n(&hashes[slot], hash, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&fds_kept, more, __ATOMIC_RELAXED);
     for (int i = 0; i < s->n; i++)
         if (s->fd[i] < ldp_backing_low_fd)
             ldp_backing_low_fd = s->fd[i];
-    pthread_rwlock_unlock(&kept_lock[slot]);
-    holding = 0;
+    /* let go of the claim (lookups that backed off meanwhile took theirs back) */
+    __atomic_sub_fetch(&users[slot], CLAIMED, __ATOMIC_RELEASE);
     for (int i = 0; i < old.n; i++) {
         if (old.owned[i] && old.fd[i] >= 0)
             REAL(close)(old.fd[i]);
@@ -546,18 +838,19 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
 /* What a lookup of the directory dir itself finds, from its kept stack (the walk's answer,
  * as true as the stack: a directory's attributes change only by what moves the count of
  * changes, or by attr_timeout's world outside): 1 and *st, *merged; 0: look it up. A
- * name that is no kept directory (most) costs a load and a compare, no lock. */
+ * name that is no kept directory (most) costs the loads of its set's hashes, nothing else. */
 static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merged)
 {
     size_t len = strlen(dir);
-    if (len >= KEPT_PATH || len < 2)
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    if (len >= KEPT_PATH || len < 2 || t == NULL)
         return 0;
     uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
-    int slot = (int)(hash & (KEPT - 1));
-    if (__atomic_load_n(&kept[slot].hash, __ATOMIC_RELAXED) != hash)
-        return 0;
+    unsigned set = (unsigned)hash & (nkept - WAYS), i = set;
+    while (i < set + WAYS && __atomic_load_n(&hashes[i], __ATOMIC_RELAXED) != hash)
+        i++;
     struct stack s;
-    if (!kept_find(u, dir, len, changes_now(u), &s))
+    if (i == set + WAYS || !kept_find(u, dir, len, changes_now(u), &s))
         return 0;
     int r = 0;
     if (s.self_known) {
@@ -573,7 +866,7 @@ static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merg
  * one already. Returns what s's layer k has now. */
 struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln)
 {
-    struct layer_names **at = s->kept ? &kept[s->slot].s.names[k] : &s->names[k];
+    struct layer_names **at = s->kept ? &entry_at((unsigned)s->slot)->s.names[k] : &s->names[k];
     struct layer_names *none = NULL;
     if (ln == NULL)
         return __atomic_load_n(at, __ATOMIC_ACQUIRE);
@@ -584,6 +877,14 @@ struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names 
     return ln;
 }
 
+static struct onion *onion_of_mnt(int mnt)
+{
+    for (int i = 0; i < nunions; i++)
+        if (unions[i].mnt == mnt)
+            return &unions[i];
+    return NULL;
+}
+
 /* Layer k's names in s, NULL if not known: a kept directory's are learned here when learn
  * says lookups go on past that layer, once it has been used LEARN_AFTER times, and only if
  * it holds at most LEARN_PER_USE names per use so far (else again at twice the uses: a
@@ -592,14 +893,21 @@ struct layer_names *union_stack_names(struct stack *s, int k, int learn)
 {
     if (!s->kept)
         return s->names[k];
-    struct kept *e = &kept[s->slot];
+    struct kept *e = entry_at((unsigned)s->slot);
     struct layer_names *ln = __atomic_load_n(&e->s.names[k], __ATOMIC_ACQUIRE);
     if (ln || !learn)
         return ln;
     unsigned hits = __atomic_load_n(&e->hits, __ATOMIC_RELAXED);
     if (hits < __atomic_load_n(&e->learn_at, __ATOMIC_RELAXED))
         return NULL;
-    ln = layer_names_read(s->fd[k], (size_t)hits * LEARN_PER_USE);
+    ln = NAMES_UNKNOWN;
+    struct onion *u = onion_of_mnt(e->mnt);
+    if (u && layer_names_searchable(s->fd[k])) {
+        int fd = union_listing(u, e->path, s, k);
+        ln = fd < 0 ? NAMES_UNKNOWN : layer_names_read(fd, (size_t)hits * LEARN_PER_USE);
+        if (fd >= 0)
+            REAL(close)(fd);
+    }
     if (ln == NULL) {
         __atomic_store_n(&e->learn_at, 2 * hits, __ATOMIC_RELAXED);
         return NULL;
@@ -622,8 +930,10 @@ int union_fds_lost(unsigned first, unsigned last)
                 low = fd;
         }
     }
-    for (int i = 0; i < KEPT; i++) {
-        struct stack *s = &kept[i].s;
+    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
+    unsigned n = t ? __atomic_load_n(&pooled, __ATOMIC_RELAXED) : 0;
+    for (unsigned i = 0; i < n && i < nkept; i++) {
+        struct stack *s = &t[i].s;
         for (int k = 0; k < s->n; k++) {
             int fd = __atomic_load_n(&s->fd[k], __ATOMIC_ACQUIRE);
             if (fd >= 0 && (unsigned)fd >= first && (unsigned)fd <= last) {
@@ -635,6 +945,44 @@ int union_fds_lost(unsigned first, unsigned last)
         }
     }
     return low;
+}
+
+/* Layer k of the merged directory path (its stack s) opened for reading, for a listing: by
+ * its name in the same layer's directory of its parent, kept (or the root's), as opening
+ * it by name does (read permission on it; search permission on the parent, which the walk
+ * to it needed); through /proc where the parent is not kept. An fd, or -1 and errno. */
+int union_listing(struct onion *u, const char *path, struct stack *s, int k)
+{
+    const char *slash = strrchr(path, '/');
+    size_t plen = slash ? (size_t)(slash - path) : 0;
+    if (slash == NULL || slash[1] == '\0' || strlen(slash + 1) > NAME_MAX || plen >= KEPT_PATH || !s->changes)
+        return union_open_listing(s->fd[k]);
+    struct stack ps;
+    int pfd = -1, kept_parent = 0;
+    if (plen == 0) {
+        int l = s->layer[k];
+        pfd = l < u->n ? __atomic_load_n(&u->l[l].fd, __ATOMIC_ACQUIRE) : -1;    /* the root's: the layer's own */
+    } else {
+        char parent[KEPT_PATH];
+        memcpy(parent, path, plen);
+        parent[plen] = '\0';
+        kept_parent = kept_find(u, parent, plen, s->changes, &ps);
+        for (int j = 0; kept_parent && j < ps.n && pfd < 0; j++)
+            if (ps.layer[j] == s->layer[k])
+                pfd = ps.fd[j];
+    }
+    int fd = pfd >= 0 ? REAL(openat)(pfd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    int e = errno;
+    if (kept_parent) {
+        ps.kept = 0;
+        ps.n = 0;
+        __atomic_sub_fetch(&users[ps.slot], 1, __ATOMIC_RELEASE);
+    }
+    if (fd >= 0 || (pfd >= 0 && e == EACCES)) {
+        errno = e;
+        return fd;
+    }
+    return union_open_listing(s->fd[k]);     /* changed from outside since: the walk's own */
 }
 
 /* A looked-up name: its parent's stack, its last component, where it is. */
@@ -862,9 +1210,7 @@ struct backend_ops *union_over(struct backend_ops *be)
     if (be == NULL || nunions == 0 || be == &over)
         return be;
     union_inner = be;
-    for (int i = 0; i < KEPT; i++)
-        pthread_rwlock_init(&kept_lock[i], NULL);
-    pthread_atfork(fork_prepare, fork_done, fork_child);
+    pthread_atfork(NULL, NULL, fork_child);
     over = *be;
     over.getattr = u_getattr;
     over.readlink = u_readlink;

@@ -28,6 +28,7 @@ struct onion {
 struct stack {
     int n;
     int fd[LAYERS_MAX];
+    unsigned char layer[LAYERS_MAX];        /* which of the onion's layers each is */
     unsigned char owned[LAYERS_MAX];
     int kept;                   /* the fds are the kept table's: kept[slot]'s read lock is held */
     int slot;
@@ -37,6 +38,17 @@ struct stack {
     int self_known;             /* the walk's answer for the directory itself (getattr's): */
     int self_merged;
     struct stat self;
+    /* what the walk found of each layer's directory (a kept stack is still true after other
+     * changes while these are: vfs/union.c still_true); settled: every ctime was older than
+     * the clock before the walk looked */
+    int settled;
+    uint64_t gen;               /* a kept stack's, new at each keep (0: not kept) */
+    uint64_t parent_gen;        /* the kept parent's it was walked from (0: none) */
+    struct layer_seen {
+        uint64_t ino;
+        uint64_t dev;
+        struct timespec ctime;
+    } seen[LAYERS_MAX];
 };
 
 
@@ -48,6 +60,7 @@ int union_dir_stack(struct onion *u, const char *path, struct stack *s);   /* gi
 void union_dir_put(struct onion *u, const char *dir, struct stack *s);
 struct layer_names *union_stack_names(struct stack *s, int k, int learn);
 struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names *ln);
+int union_listing(struct onion *u, const char *path, struct stack *s, int k);  /* layer k opened to read */
 
 /* vfs/union_dirs.c: the merged listing */
 int union_opendir(int mnt, const char *path, uint64_t *fh);
@@ -61,13 +74,14 @@ int union_releasedir(int mnt, const char *path, uint64_t fh);
  * names): every name is asked for. */
 #define NAMES_UNKNOWN ((struct layer_names *)1)
 
-/* dfd: the layer's directory, O_PATH; NULL if it holds more than most names (or no memory) */
-struct layer_names *layer_names_read(int dfd, size_t most);
+/* fd: the layer's directory opened for reading (union_listing); NULL if it holds more
+ * than most names (or no memory) */
+struct layer_names *layer_names_read(int fd, size_t most);
 int layer_names_searchable(int dfd);
 int layer_names_add(struct layer_names **ln, const char *name);    /* 0, or -1: NAMES_UNKNOWN now */
 int layer_names_may_hold(const struct layer_names *ln, const char *name);
 int layer_names_may_whiteout(const struct layer_names *ln, const char *name);  /* .wh.NAME */
 void layer_names_free(struct layer_names *ln);
 
-int union_open_listing(int dfd);    /* the layer's directory dfd (O_PATH) opened for reading */
+int union_open_listing(int dfd);    /* the layer's directory dfd (O_PATH) opened for reading, through /proc */
 #endif

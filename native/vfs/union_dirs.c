@@ -13,7 +13,9 @@
 
 /* A layer's directory (an O_PATH fd) opened for reading: through /proc, which checks read
  * permission on the directory alone, as opening it by name does (openat(fd, ".") would
- * ask for search permission too: a directory of mode 0600 could not be listed). */
+ * ask for search permission too: a directory of mode 0600 could not be listed). Where the
+ * directory's parent is kept, union_listing opens it by its name there instead (vfs/union.c:
+ * one openat, where the /proc path costs a walk of /proc and the magic link). */
 int union_open_listing(int dfd)
 {
     char p[40];
@@ -108,13 +110,12 @@ static void names_free(struct names *t)
     free(t->slot);
 }
 
-/* One layer's entries under those of the layers above (seen: their names, shown or hidden;
- * the last layer's own are not added, nothing lies below it); what the layer holds learned
- * in *learn, if not NULL. */
-static int merge_layer(int dfd, struct names *seen, int last, struct layer_names **learn, struct dirlist *out,
+/* One layer's entries (fd: its directory opened for reading, closed here) under those of
+ * the layers above (seen: their names, shown or hidden; the last layer's own are not added,
+ * nothing lies below it); what the layer holds learned in *learn, if not NULL. */
+static int merge_layer(int fd, struct names *seen, int last, struct layer_names **learn, struct dirlist *out,
                        char *buf, size_t size)
 {
-    int fd = union_open_listing(dfd);
     if (fd < 0)
         return -errno;
     int r = 0;
@@ -174,7 +175,7 @@ int union_readdir(int mnt, const char *path, uint64_t fh, struct dirlist *out)
     for (int k = 0; k < s.n && r == 0; k++) {
         struct layer_names *ln = NULL;
         int want = learn && union_stack_names(&s, k, 0) == NULL;
-        r = merge_layer(s.fd[k], &seen, k + 1 == s.n, want ? &ln : NULL, out, buf, 32768);
+        r = merge_layer(union_listing(u, path, &s, k), &seen, k + 1 == s.n, want ? &ln : NULL, out, buf, 32768);
         if (want && r == 0 && ln != NULL && ln != NAMES_UNKNOWN && layer_names_searchable(s.fd[k])) {
             union_names_keep(&s, k, ln);    /* kept, or freed there */
             ln = NULL;

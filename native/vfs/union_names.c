@@ -122,13 +122,8 @@ int layer_names_searchable(int dfd)
     return REAL(syscall)(SYS_faccessat2, dfd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) == 0;
 }
 
-struct layer_names *layer_names_read(int dfd, size_t most)
+struct layer_names *layer_names_read(int fd, size_t most)
 {
-    if (!layer_names_searchable(dfd))
-        return NAMES_UNKNOWN;
-    int fd = union_open_listing(dfd);
-    if (fd < 0)
-        return NAMES_UNKNOWN;
     struct layer_names *ln = NULL;
     size_t seen = 0;
     char *buf = malloc(8192);  /* small reads: a directory bigger than most is left early */
@@ -143,7 +138,6 @@ struct layer_names *layer_names_read(int dfd, size_t most)
         }
     }
     free(buf);
-    REAL(close)(fd);
     if (n < 0 || seen > most) {
         layer_names_free(ln);
         return n < 0 ? NAMES_UNKNOWN : NULL;
