@@ -331,8 +331,9 @@ static int settled(struct settle *s, const struct stat *st, uint64_t stamp)
 
 /* What a name's change from the answer told (a, as) to the settled one (b, bs) is told as,
  * as the kernel would: IN_MODIFY for its data (size, mtime; in the shared mode a write
- * through the mount that changed neither, on a file system that keeps no mtime, still moved
- * the counter), IN_ATTRIB for its attributes (beside IN_MODIFY only for what a write does
+ * through the mount that changed neither, on a file system that keeps no mtime (it answers
+ * 0), still moved the counter; where there is an mtime, the counter also moves for what
+ * changes nothing, a rename onto itself), IN_ATTRIB for its attributes (beside IN_MODIFY only for what a write does
  * not change). A directory's own entries changing is no news to its parent's watch: only
  * its mode and owner are. */
 static uint32_t change_of(struct backend_ops *be, struct settle *s, const struct stat *a,
@@ -347,7 +348,8 @@ static uint32_t change_of(struct backend_ops *be, struct settle *s, const struct
                     (a->st_mtim.tv_sec != b->st_mtim.tv_sec || a->st_mtim.tv_nsec != b->st_mtim.tv_nsec);
     if (S_ISDIR(b->st_mode))
         return owner_or_mode_changed(a, b) ? IN_ATTRIB | IN_ISDIR : 0;
-    if (content_changed(a, b) || (be->stamp && as != bs && !attrs_changed(a, b)))
+    int no_mtime = b->st_mtim.tv_sec == 0 && b->st_mtim.tv_nsec == 0;
+    if (content_changed(a, b) || (be->stamp && as != bs && !attrs_changed(a, b) && no_mtime))
         return IN_MODIFY | (owner_or_mode_changed(a, b) || a->st_nlink != b->st_nlink ? IN_ATTRIB : 0);
     return attrs_changed(a, b) ? IN_ATTRIB : 0;
 }
@@ -388,6 +390,21 @@ static int other_file(const struct nkid *then, const struct nkid *now)
     return then->ino && now->ino && then->ino != now->ino;
 }
 
+/* Is the file now under a name one that left another name of the directory (a rename over
+ * the name: the file it replaces is not told as removed)? */
+static int moved_in(const struct nwatch *w, const struct nkid *c, struct nkid *now, size_t nnow)
+{
+    for (size_t i = 0; c->ino && i < w->nkids; i++) {
+        const struct nkid *k = &w->kids[i];
+        if (k->ino == c->ino && strcmp(k->name, c->name)) {
+            struct nkid *there = kid_find(now, nnow, k->name);
+            if (!there || other_file(k, there))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* The directory's entries then and now, told as events. 1: the watch is gone. now becomes
  * the watch's entries: an entry whose change is not told yet keeps the answer last told. */
 static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch *w, struct nkid *now,
@@ -397,7 +414,7 @@ static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch 
      * another file's (a rename over it: the kernel tells no removal of that one) */
     for (size_t i = 0; i < w->nkids; i++) {
         struct nkid *old = &w->kids[i], *same = kid_find(now, nnow, old->name);
-        if (same && !other_file(old, same))
+        if (same && (!other_file(old, same) || moved_in(w, same, now, nnow)))
             continue;
         uint32_t dir = old->is_dir ? IN_ISDIR : 0;
         struct nkid *moved = NULL;
@@ -439,8 +456,11 @@ static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch 
             c->settle.on = 0;
             continue;
         }
+        /* the counter has not moved: nothing changed since the answer told, but the
+         * write of a file new at the last look, which waits to be told */
         int moved = be->stamp ? c->stamp != old->stamp : 0;
-        if ((be->stamp && !moved && c->stamp) || (!moved && same_answer(&old->st, &c->st))) {
+        if ((be->stamp && !moved && c->stamp && !c->settle.on) ||
+            (!moved && same_answer(&old->st, &c->st))) {
             c->settle.on = 0;
             c->st = old->st;
             continue;
