@@ -59,6 +59,7 @@ struct settle {
     struct stat st;
     uint64_t stamp;
     int64_t since;          /* ms, CLOCK_MONOTONIC: when the change was first seen */
+    int64_t seen;           /* ... and when the look saw st first */
     int mtime_told;         /* the last IN_MODIFY told came with a new mtime */
 };
 
@@ -313,6 +314,9 @@ static int settled(struct settle *s, const struct stat *st, uint64_t stamp)
 {
     int64_t now = now_ms();
     if (s->on && s->stamp == stamp && same_answer(&s->st, st)) {
+        /* a look sooner than a tick (the thread woke for a kernel event) waits */
+        if (now - s->seen < NOTIFY_SETTLE_MS - 1 && now - s->since < NOTIFY_SETTLE_MAX_MS)
+            return 0;
         s->on = 0;
         return 1;
     }
@@ -320,6 +324,7 @@ static int settled(struct settle *s, const struct stat *st, uint64_t stamp)
         s->on = 1;
         s->since = now;
     }
+    s->seen = now;
     s->st = *st;
     s->stamp = stamp;
     if (now - s->since >= NOTIFY_SETTLE_MAX_MS) {
@@ -333,8 +338,8 @@ static int settled(struct settle *s, const struct stat *st, uint64_t stamp)
  * as the kernel would: IN_MODIFY for its data (size, mtime; in the shared mode a write
  * through the mount that changed neither, on a file system that keeps no mtime (it answers
  * 0), still moved the counter; where there is an mtime, the counter also moves for what
- * changes nothing, a rename onto itself), IN_ATTRIB for its attributes (beside IN_MODIFY only for what a write does
- * not change). A directory's own entries changing is no news to its parent's watch: only
+ * changes nothing, a rename onto itself), IN_ATTRIB for its attributes (beside
+ * IN_MODIFY only for what a write does not change). A directory's own entries changing is no news to its parent's watch: only
  * its mode and owner are. */
 static uint32_t change_of(struct backend_ops *be, struct settle *s, const struct stat *a,
                           uint64_t as, const struct stat *b, uint64_t bs)
@@ -446,7 +451,8 @@ static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch 
             /* made and written since the last look: the kernel would have told both; the
              * write is told as a change from empty, once it holds still */
             if (c->have_st && S_ISREG(c->st.st_mode) && c->st.st_size > 0) {
-                c->settle = (struct settle){ 1, c->st, c->stamp, now_ms() };
+                int64_t now = now_ms();
+                c->settle = (struct settle){ .on = 1, .st = c->st, .stamp = c->stamp, .since = now, .seen = now };
                 c->st.st_size = 0;
             }
             continue;
