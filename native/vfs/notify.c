@@ -18,10 +18,12 @@
  * What changed is told from what the file system answers, before and after: a file's size
  * or mtime (IN_MODIFY), its mode, owner, links or ctime (IN_ATTRIB), its disappearance
  * (IN_DELETE_SELF, IN_IGNORED); a directory's names made (IN_CREATE), removed (IN_DELETE),
- * renamed within it (IN_MOVED_FROM and IN_MOVED_TO with one cookie, when the file system
- * gives inode numbers), and its entries' changes (IN_MODIFY, IN_ATTRIB with the name, for
- * up to NOTIFY_KIDS_MAX entries). Opens, reads and closes are not seen (IN_OPEN, IN_ACCESS,
- * IN_CLOSE_*): docs/limitations.md.
+ * renamed within it, over another name too (IN_MOVED_FROM and IN_MOVED_TO with one cookie,
+ * when the file system gives inode numbers), and its entries' changes (IN_MODIFY, IN_ATTRIB
+ * with the name, for up to NOTIFY_KIDS_MAX entries; of a subdirectory only its mode and
+ * owner, as the kernel). A name's change is told once its answer held still for a look
+ * (struct settle: one write(2) is one IN_MODIFY). Opens, reads and closes are not seen
+ * (IN_OPEN, IN_ACCESS, IN_CLOSE_*): docs/limitations.md.
  */
 #include "../ldpfuse.h"
 #include <poll.h>
