@@ -18,10 +18,12 @@
  * What changed is told from what the file system answers, before and after: a file's size
  * or mtime (IN_MODIFY), its mode, owner, links or ctime (IN_ATTRIB), its disappearance
  * (IN_DELETE_SELF, IN_IGNORED); a directory's names made (IN_CREATE), removed (IN_DELETE),
- * renamed within it (IN_MOVED_FROM and IN_MOVED_TO with one cookie, when the file system
- * gives inode numbers), and its entries' changes (IN_MODIFY, IN_ATTRIB with the name, for
- * up to NOTIFY_KIDS_MAX entries). Opens, reads and closes are not seen (IN_OPEN, IN_ACCESS,
- * IN_CLOSE_*): docs/limitations.md.
+ * renamed within it, over another name too (IN_MOVED_FROM and IN_MOVED_TO with one cookie,
+ * when the file system gives inode numbers), and its entries' changes (IN_MODIFY, IN_ATTRIB
+ * with the name, for up to NOTIFY_KIDS_MAX entries; of a subdirectory only its mode and
+ * owner, as the kernel). A name's change is told once its answer held still for a look
+ * (struct settle: one write(2) is one IN_MODIFY). Opens, reads and closes are not seen
+ * (IN_OPEN, IN_ACCESS, IN_CLOSE_*): docs/limitations.md.
  */
 #include "../ldpfuse.h"
 #include <poll.h>
@@ -34,20 +36,44 @@
 
 #define NOTIFY_TICK_MS 10           /* shared mode: a look at the counters */
 #define NOTIFY_TICK_EMBEDDED_MS 40  /* embedded mode: a getattr per watch through the FS */
+#define NOTIFY_SETTLE_MS 10         /* the next look, while a change waits to be told */
+#define NOTIFY_SETTLE_MAX_MS 100    /* a file that never holds still is told this often */
 #define NOTIFY_KIDS_MAX 1024        /* entries of a watched directory whose changes are told */
 #define NOTIFY_KIDS_MAX_EMBEDDED 256
 #define NOTIFY_WD_BASE (1 << 20)    /* mount watches' numbers: above the kernel's */
 #define NOTIFY_QUEUE_MAX (16384 * 32)   /* bytes queued before IN_Q_OVERFLOW (max_queued_events) */
 #define NOTIFY_ALL (IN_ALL_EVENTS)
 
+/* A change seen but not told yet. One write(2) is seen in parts by the looks: the kernel
+ * sets mtime before it copies, and the size grows page by page, so a look in between sees a
+ * new mtime and the old size, and a long write many sizes; the kernel tells IN_MODIFY once,
+ * when the write is done. So a change of a name's answer is told once two looks in a row
+ * agree on it (the answer held still for NOTIFY_SETTLE_MS), with what changed from the last
+ * answer told to this one; or, if it keeps changing, every NOTIFY_SETTLE_MAX_MS. A write
+ * seen before it is done all the same (held up between the two longer than a look: its
+ * inode's journal entry waits on a loaded disk; or longer than NOTIFY_SETTLE_MAX_MS) was
+ * told at its new mtime; the size it reaches later, with that mtime and ctime, is the same
+ * write's and is not told again (a later write has another mtime: the kernel takes a
+ * fine-grained one once the last was looked at, and a coarse one has moved on since the
+ * two looks). */
+struct settle {
+    int on;
+    struct stat st;
+    uint64_t stamp;
+    int64_t since;          /* ms, CLOCK_MONOTONIC: when the change was first seen */
+    int64_t seen;           /* ... and when the look saw st first */
+    int mtime_told;         /* the last IN_MODIFY told came with a new mtime */
+};
+
 struct nkid {
     char *name;
     uint64_t ino;
     int is_dir;
     int told;               /* already told as the end of a rename */
-    uint64_t stamp;
+    uint64_t stamp;         /* stamp and st: as last told (or as first seen) */
     int have_st;
     struct stat st;
+    struct settle settle;
 };
 
 struct nwatch {
@@ -57,8 +83,9 @@ struct nwatch {
     int mnt;
     char *path;
     int is_dir;
-    struct stat st;
+    struct stat st;         /* a file: as last told; a directory: as last seen */
     uint64_t stamp;         /* shared mode: coherence stamp before st was asked (0: none) */
+    struct settle settle;
     struct nkid *kids;
     size_t nkids;
 };
@@ -77,6 +104,7 @@ struct notify {
     int next_wd;
     uint32_t cookie;
     int stop;
+    int settling;           /* some change waits for its next look (struct settle) */
     char *q;                /* events not yet in the pipe, one record after another */
     size_t qlen, qcap;
     int overflow;
@@ -265,6 +293,74 @@ static int attrs_changed(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_nsec != b->st_ctim.tv_nsec;
 }
 
+static int same_answer(const struct stat *a, const struct stat *b)
+{
+    return !content_changed(a, b) && !attrs_changed(a, b);
+}
+
+static int owner_or_mode_changed(const struct stat *a, const struct stat *b)
+{
+    return a->st_mode != b->st_mode || a->st_uid != b->st_uid || a->st_gid != b->st_gid;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A look answered (st, stamp), not what was told last: 1 if the change is to be told now
+ * (struct settle), 0 to wait for the next look. */
+static int settled(struct settle *s, const struct stat *st, uint64_t stamp)
+{
+    int64_t now = now_ms();
+    if (s->on && s->stamp == stamp && same_answer(&s->st, st)) {
+        /* a look sooner than a tick (the thread woke for a kernel event) waits */
+        if (now - s->seen < NOTIFY_SETTLE_MS - 1 && now - s->since < NOTIFY_SETTLE_MAX_MS)
+            return 0;
+        s->on = 0;
+        return 1;
+    }
+    if (!s->on) {
+        s->on = 1;
+        s->since = now;
+    }
+    s->seen = now;
+    s->st = *st;
+    s->stamp = stamp;
+    if (now - s->since >= NOTIFY_SETTLE_MAX_MS) {
+        s->on = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* What a name's change from the answer told (a, as) to the settled one (b, bs) is told as,
+ * as the kernel would: IN_MODIFY for its data (size, mtime; in the shared mode a write
+ * through the mount that changed neither, on a file system that keeps no mtime (it answers
+ * 0), still moved the counter; where there is an mtime, the counter also moves for what
+ * changes nothing, a rename onto itself), IN_ATTRIB for its attributes (beside
+ * IN_MODIFY only for what a write does not change). A directory's own entries changing is no news to its parent's watch: only
+ * its mode and owner are. */
+static uint32_t change_of(struct backend_ops *be, struct settle *s, const struct stat *a,
+                          uint64_t as, const struct stat *b, uint64_t bs)
+{
+    int same_times = a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+                     a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+    if (s->mtime_told && as == bs && same_times && !owner_or_mode_changed(a, b) &&
+        a->st_nlink == b->st_nlink)
+        return 0;           /* the size of a write told at its mtime (struct settle) */
+    s->mtime_told = S_ISREG(b->st_mode) &&
+                    (a->st_mtim.tv_sec != b->st_mtim.tv_sec || a->st_mtim.tv_nsec != b->st_mtim.tv_nsec);
+    if (S_ISDIR(b->st_mode))
+        return owner_or_mode_changed(a, b) ? IN_ATTRIB | IN_ISDIR : 0;
+    int no_mtime = b->st_mtim.tv_sec == 0 && b->st_mtim.tv_nsec == 0;
+    if (content_changed(a, b) || (be->stamp && as != bs && !attrs_changed(a, b) && no_mtime))
+        return IN_MODIFY | (owner_or_mode_changed(a, b) || a->st_nlink != b->st_nlink ? IN_ATTRIB : 0);
+    return attrs_changed(a, b) ? IN_ATTRIB : 0;
+}
+
 /* One event for the watch, if its mask asks for it; 1 if the watch is gone (IN_ONESHOT). */
 static int tell(struct notify *n, struct nwatch *w, uint32_t what, uint32_t cookie, const char *name)
 {
@@ -279,6 +375,14 @@ static int tell(struct notify *n, struct nwatch *w, uint32_t what, uint32_t cook
     return 0;
 }
 
+/* The events of change_of(): IN_MODIFY first. 1: the watch is gone. */
+static int tell_change(struct notify *n, struct nwatch *w, uint32_t what, const char *name)
+{
+    uint32_t dir = what & IN_ISDIR;
+    return ((what & IN_MODIFY) && tell(n, w, IN_MODIFY | dir, 0, name)) ||
+           ((what & IN_ATTRIB) && tell(n, w, IN_ATTRIB | dir, 0, name));
+}
+
 static struct nkid *kid_find(struct nkid *k, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
@@ -287,19 +391,45 @@ static struct nkid *kid_find(struct nkid *k, size_t n, const char *name)
     return NULL;
 }
 
-/* The directory's entries then and now, told as events. 1: the watch is gone. */
+/* Is the entry of the same name another file now (both inode numbers known)? */
+static int other_file(const struct nkid *then, const struct nkid *now)
+{
+    return then->ino && now->ino && then->ino != now->ino;
+}
+
+/* Is the file now under a name one that left another name of the directory (a rename over
+ * the name: the file it replaces is not told as removed)? */
+static int moved_in(const struct nwatch *w, const struct nkid *c, struct nkid *now, size_t nnow)
+{
+    for (size_t i = 0; c->ino && i < w->nkids; i++) {
+        const struct nkid *k = &w->kids[i];
+        if (k->ino == c->ino && strcmp(k->name, c->name)) {
+            struct nkid *there = kid_find(now, nnow, k->name);
+            if (!there || other_file(k, there))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* The directory's entries then and now, told as events. 1: the watch is gone. now becomes
+ * the watch's entries: an entry whose change is not told yet keeps the answer last told. */
 static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch *w, struct nkid *now,
                         size_t nnow)
 {
+    /* names whose file left them: removed, or renamed to a name that is new or was
+     * another file's (a rename over it: the kernel tells no removal of that one) */
     for (size_t i = 0; i < w->nkids; i++) {
-        struct nkid *old = &w->kids[i];
-        if (kid_find(now, nnow, old->name))
+        struct nkid *old = &w->kids[i], *same = kid_find(now, nnow, old->name);
+        if (same && (!other_file(old, same) || moved_in(w, same, now, nnow)))
             continue;
         uint32_t dir = old->is_dir ? IN_ISDIR : 0;
         struct nkid *moved = NULL;
-        for (size_t j = 0; old->ino && j < nnow && !moved; j++)
-            if (now[j].ino == old->ino && !kid_find(w->kids, w->nkids, now[j].name))
+        for (size_t j = 0; old->ino && j < nnow && !moved; j++) {
+            struct nkid *was = kid_find(w->kids, w->nkids, now[j].name);
+            if (now[j].ino == old->ino && &now[j] != same && !now[j].told && (!was || other_file(was, &now[j])))
                 moved = &now[j];
+        }
         if (moved) {
             uint32_t cookie = ++n->cookie;
             if (tell(n, w, IN_MOVED_FROM | dir, cookie, old->name) ||
@@ -313,37 +443,59 @@ static int kids_compare(struct notify *n, struct backend_ops *be, struct nwatch 
     for (size_t j = 0; j < nnow; j++) {
         struct nkid *c = &now[j];
         struct nkid *old = kid_find(w->kids, w->nkids, c->name);
+        if (old && other_file(old, c))
+            old = NULL;
         if (old == NULL) {
-            if (!c->told && tell(n, w, IN_CREATE | (c->is_dir ? IN_ISDIR : 0), 0, c->name))
+            if (c->told)
+                continue;
+            if (tell(n, w, IN_CREATE | (c->is_dir ? IN_ISDIR : 0), 0, c->name))
                 return 1;
-            /* made and written since the last look: the kernel would have told both */
-            if (!c->told && c->have_st && S_ISREG(c->st.st_mode) && c->st.st_size > 0 &&
-                tell(n, w, IN_MODIFY, 0, c->name))
-                return 1;
+            /* made and written since the last look: the kernel would have told both; the
+             * write is told as a change from empty, once it holds still */
+            if (c->have_st && S_ISREG(c->st.st_mode) && c->st.st_size > 0) {
+                int64_t now = now_ms();
+                c->settle = (struct settle){ .on = 1, .st = c->st, .stamp = c->stamp, .since = now, .seen = now };
+                c->st.st_size = 0;
+            }
             continue;
         }
-        if (!c->have_st || !old->have_st)
+        c->settle = old->settle;
+        if (!c->have_st || !old->have_st) {
+            c->settle.on = 0;
             continue;
-        if (be->stamp && c->stamp == old->stamp && c->stamp)
+        }
+        /* the counter has not moved: nothing changed since the answer told, but the
+         * write of a file new at the last look, which waits to be told */
+        int moved = be->stamp ? c->stamp != old->stamp : 0;
+        if ((be->stamp && !moved && c->stamp && !c->settle.on) ||
+            (!moved && same_answer(&old->st, &c->st))) {
+            c->settle.on = 0;
+            c->st = old->st;
             continue;
-        uint32_t dir = c->is_dir ? IN_ISDIR : 0;
-        /* (a counter that moved: a name without one, 0, under a backing tree, has only its
-         * attributes to tell) */
-        if (content_changed(&old->st, &c->st) ||
-            (be->stamp && c->stamp != old->stamp && !attrs_changed(&old->st, &c->st) && !c->is_dir)) {
-            if (tell(n, w, IN_MODIFY | dir, 0, c->name))
-                return 1;
-        } else if (attrs_changed(&old->st, &c->st) && tell(n, w, IN_ATTRIB | dir, 0, c->name)) {
+        }
+        if (!settled(&c->settle, &c->st, c->stamp)) {
+            c->st = old->st;        /* still the answer told */
+            c->stamp = old->stamp;
+            continue;
+        }
+        if (tell_change(n, w, change_of(be, &c->settle, &old->st, old->stamp, &c->st, c->stamp), c->name))
             return 1;
-        }
     }
     return 0;
+}
+
+static int watch_settling(const struct nwatch *w)
+{
+    for (size_t i = 0; i < w->nkids; i++)
+        if (w->kids[i].settle.on)
+            return 1;
+    return w->settle.on;
 }
 
 /* Has anything the watch depends on moved since its snapshot? (shared mode: the table) */
 static int watch_moved(struct backend_ops *be, struct nwatch *w)
 {
-    if (!be->stamp || w->stamp == 0)
+    if (!be->stamp || w->stamp == 0 || watch_settling(w))
         return 1;
     if (be->stamp(w->mnt, w->path) != w->stamp)
         return 1;
@@ -387,13 +539,13 @@ static int watch_check(struct notify *n, struct backend_ops *be, struct nwatch *
             (w->st.st_mode != now.st.st_mode || w->st.st_uid != now.st.st_uid || w->st.st_gid != now.st.st_gid))
             gone = tell(n, w, IN_ATTRIB | IN_ISDIR, 0, NULL);
     } else {
-        int content = content_changed(&w->st, &now.st), attrs = attrs_changed(&w->st, &now.st);
-        /* a write that changed neither size nor mtime (a file system that keeps no mtime)
-         * still moved the file's counter in the shared mode */
-        if (content || (be->stamp && stamp != w->stamp && !attrs))
-            gone = tell(n, w, IN_MODIFY, 0, NULL);
-        else if (attrs)
-            gone = tell(n, w, IN_ATTRIB, 0, NULL);
+        if (same_answer(&w->st, &now.st) && !(be->stamp && stamp != w->stamp)) {
+            w->settle.on = 0;
+        } else if (settled(&w->settle, &now.st, stamp)) {
+            gone = tell_change(n, w, change_of(be, &w->settle, &w->st, w->stamp, &now.st, stamp), NULL);
+            w->st = now.st;
+            w->stamp = stamp;
+        }
     }
     /* the embedded mode's caches hear only of this process's own changes: what is told
      * here was made by another, and the program will look (fstat, a new listing) */
@@ -402,8 +554,10 @@ static int watch_check(struct notify *n, struct backend_ops *be, struct nwatch *
     kids_free(w->kids, w->nkids);
     w->kids = now.kids;
     w->nkids = now.nkids;
-    w->st = now.st;
-    w->stamp = stamp;
+    if (w->is_dir) {
+        w->st = now.st;
+        w->stamp = stamp;
+    }
     return gone;
 }
 
@@ -438,6 +592,7 @@ static void *notify_thread(void *arg)
     for (;;) {
         pthread_mutex_lock(&n->lock);
         int mount_watches = n->watches != NULL, queued = n->qlen > 0 || n->overflow, stop = n->stop;
+        int settling = n->settling;
         pthread_mutex_unlock(&n->lock);
         if (stop)
             return NULL;
@@ -448,6 +603,8 @@ static void *notify_thread(void *arg)
             { .fd = n->wake, .events = POLLIN },
         };
         int tick = be && be->stamp ? NOTIFY_TICK_MS : NOTIFY_TICK_EMBEDDED_MS;
+        if (settling && tick > NOTIFY_SETTLE_MS)
+            tick = NOTIFY_SETTLE_MS;
         int r = poll(p, 3, mount_watches ? tick : -1);
         if (r < 0 && errno != EINTR)
             break;
@@ -472,12 +629,14 @@ static void *notify_thread(void *arg)
             }
         }
         if (be) {
+            n->settling = 0;
             for (struct nwatch **pp = &n->watches; *pp;) {
                 struct nwatch *w = *pp;
                 if (watch_check(n, be, w)) {
                     *pp = w->next;
                     watch_free(w);
                 } else {
+                    n->settling |= watch_settling(w);
                     pp = &w->next;
                 }
             }
