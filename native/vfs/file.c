@@ -412,6 +412,8 @@ __attribute__((noinline)) static int parents_have_links(const struct vpath *vp)
     return vfs_resolve_parents(&up) != 0;
 }
 
+static int lookup_open_asked(const struct vpath *vp, int flags, mode_t mode, int parent_is_dir);
+
 static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
 {
     struct backend_ops *be = backend_get();
@@ -429,6 +431,25 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
         dir[dl] = '\0';
         parent_is_dir = attrcache_get(vp->mnt, dir, &st) > 0 && S_ISDIR(st.st_mode);
     }
+    /* one guard for the whole open of a served file: its request, its page cache's
+     * (table_lock, the entry's lock), the fd table's lock each took one, a Python reader
+     * paid an rt_sigprocmask pair for each (bench/NOTES.md). Nothing in it waits but its
+     * requests, which were guarded anyway. A backing tree's calls keep their own (they
+     * run without one where they can: vfs/backing.c). */
+    int whole = !backing_uncached(vp->mnt);
+    if (whole)
+        guard_enter();
+    int fd = lookup_open_asked(vp, flags, mode, parent_is_dir);
+    if (whole)
+        guard_leave();
+    return fd;
+}
+
+/* lookup_open's request and what follows it */
+static int lookup_open_asked(const struct vpath *vp, int flags, mode_t mode, int parent_is_dir)
+{
+    struct backend_ops *be = backend_get();
+    struct stat st;
     struct open_result res = { .passthrough_fd = -1 };
     int outcome;
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path), changes = attrcache_change_stamp(vp->mnt, vp->path);
@@ -526,17 +547,7 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
     int fd = decided_open(be, vp, flags);
     if (fd != -2)
         return fd;
-    /* one guard for the whole open of a served file: its request, its page cache's
-     * (table_lock, the entry's lock), the fd table's lock each took one, a Python reader
-     * paid an rt_sigprocmask pair for each (bench/NOTES.md). Nothing in it waits but its
-     * requests, which were guarded anyway. A backing tree's calls keep their own (they
-     * run without one where they can: vfs/backing.c). */
-    int whole = !backing_uncached(vp->mnt);
-    if (whole)
-        guard_enter();
     fd = lookup_open(vp, flags, mode);
-    if (whole)
-        guard_leave();
     if (fd != -2)
         return fd;
     int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
