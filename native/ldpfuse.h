@@ -234,6 +234,7 @@ void vfs_renamed(int mnt, const char *from, const char *to);
 void vfs_unlinked(int mnt, const char *path);
 ssize_t be_errno(ssize_t r);    /* backend result -> libc convention */
 int fs_fd(int fd);      /* an fd the FS opened for itself: moved out of the program's way */
+int fs_fd_cloexec(int fd);  /* the same, made close-on-exec by the move */
 int fs_fd_base(void);   /* where such fds live: from this number up */
 int vpath_name_too_long(const char *path);   /* a component over NAME_MAX */
 int path_last_is_dot(const char *path);      /* last component "." (1), ".." (2), else 0 */

@@ -88,6 +88,25 @@ static int stats_on(void)
     return on;
 }
 
+/* The caller's effective ids, sent with each request: asked again only when this process
+ * changes its credentials (interpose/creds.c, as vfs/backing.c's backing_caller_served):
+ * a geteuid() and a getegid() per request were 4 of a Python reader's system calls per
+ * small file (bench/NOTES.md). */
+static TLS unsigned ids_gen;
+static TLS uint32_t ids_uid, ids_gid;
+
+static void caller_ids(uint32_t *uid, uint32_t *gid)
+{
+    unsigned gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
+    if (UNLIKELY(ids_gen != gen)) {
+        ids_uid = (uint32_t)geteuid();
+        ids_gid = (uint32_t)getegid();
+        ids_gen = gen;
+    }
+    *uid = ids_uid;
+    *gid = ids_gid;
+}
+
 static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh, int64_t b, int64_t c);
 static uint64_t sh_stamp(int mnt, const char *path);
 
@@ -101,8 +120,7 @@ static int64_t xact(struct call *c)
     c->rq.path2_len = (uint32_t)p2l;
     c->rq.data_len = (uint32_t)c->data_len;
     c->rq.len = (uint32_t)(pl + p2l + c->data_len);
-    c->rq.uid = (uint32_t)geteuid();
-    c->rq.gid = (uint32_t)getegid();
+    caller_ids(&c->rq.uid, &c->rq.gid);
     struct iovec iov[3] = {
         { (void *)c->path, pl }, { (void *)c->path2, p2l }, { (void *)c->data, c->data_len },
     };
@@ -1083,7 +1101,8 @@ static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh
 {
     size_t pl = strlen(path);
     struct wire_req rq = { .op = (uint16_t)op, .mnt = (uint16_t)mnt, .a = a, .b = b, .c = c, .path_len = (uint32_t)pl,
-                           .len = (uint32_t)pl, .uid = (uint32_t)geteuid(), .gid = (uint32_t)getegid() };
+                           .len = (uint32_t)pl };
+    caller_ids(&rq.uid, &rq.gid);
     if (fh) {
         rq.has_fh = 1;
         rq.fh = *fh;

@@ -321,6 +321,22 @@ int fs_fd(int fd)
     return high;
 }
 
+/* fs_fd of an fd that is to be close-on-exec whatever it was (a page cache's memfd): the
+ * dup sets it, with no F_GETFD before nor F_SETFD after */
+int fs_fd_cloexec(int fd)
+{
+    if (fd < 0)
+        return fd;
+    int saved = errno;
+    int high = fd < fs_fd_base() ? REAL(fcntl)(fd, F_DUPFD_CLOEXEC, fs_fd_base()) : -1;
+    if (high >= 0)
+        REAL(close)(fd);
+    else
+        REAL(fcntl)(high = fd, F_SETFD, FD_CLOEXEC);
+    errno = saved;
+    return high;
+}
+
 static int open_passthrough(const struct vpath *vp, int pfd, int fd_flags_set, int flags)
 {
     int cmd = (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD;
@@ -409,6 +425,8 @@ __attribute__((noinline)) static int parents_have_links(const struct vpath *vp)
     return vfs_resolve_parents(&up) != 0;
 }
 
+static int lookup_open_asked(const struct vpath *vp, int flags, mode_t mode, int parent_is_dir);
+
 static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
 {
     struct backend_ops *be = backend_get();
@@ -426,6 +444,25 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
         dir[dl] = '\0';
         parent_is_dir = attrcache_get(vp->mnt, dir, &st) > 0 && S_ISDIR(st.st_mode);
     }
+    /* one guard for the whole open of a served file: its request, its page cache's
+     * (table_lock, the entry's lock), the fd table's lock each took one, a Python reader
+     * paid an rt_sigprocmask pair for each (bench/NOTES.md). Nothing in it waits but its
+     * requests, which were guarded anyway. A backing tree's calls keep their own (they
+     * run without one where they can: vfs/backing.c). */
+    int whole = !backing_uncached(vp->mnt);
+    if (whole)
+        guard_enter();
+    int fd = lookup_open_asked(vp, flags, mode, parent_is_dir);
+    if (whole)
+        guard_leave();
+    return fd;
+}
+
+/* lookup_open's request and what follows it */
+static int lookup_open_asked(const struct vpath *vp, int flags, mode_t mode, int parent_is_dir)
+{
+    struct backend_ops *be = backend_get();
+    struct stat st;
     struct open_result res = { .passthrough_fd = -1 };
     int outcome;
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path), changes = attrcache_change_stamp(vp->mnt, vp->path);
@@ -488,6 +525,28 @@ static int decided_open(struct backend_ops *be, const struct vpath *vp, int flag
         return -2;      /* errno as it was (backend.h) */
     struct open_result res = { .passthrough_fd = pfd, .fd_flags_set = 1 };
     return open_made(vp, flags, 1, NULL, &res, NULL, 0);
+}
+
+/* The open of a regular file that exists (st, fs_st: vfs_open_in_place's lookup): made
+ * here when it can (local_open), else asked of the FS; O_CREAT makes it again if another
+ * process removed it meanwhile. */
+static int open_regular(struct backend_ops *be, struct vpath *vp, int flags, mode_t mode, struct stat *st,
+                        const struct stat *fs_st, uint64_t stamp)
+{
+    int fd = local_open(vp, flags, fs_st);
+    if (fd != -2)
+        return fd;
+    struct open_result res = { .passthrough_fd = -1 };
+    int exists = 1;
+    int r = be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
+    if (r == -ENOENT && (flags & O_CREAT)) {
+        attrcache_invalidate();
+        exists = 0;
+        r = be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
+    }
+    if (r < 0)
+        return be_errno(r);
+    return open_made(vp, flags, exists, st, &res, fs_st, stamp);
 }
 
 int vfs_open(const struct vpath *vp0, int flags, mode_t mode)
@@ -575,6 +634,13 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
             r = be->open_special(vp->mnt, vp->path, &st, flags & ~(O_CREAT | O_EXCL));
             return r < 0 ? be_errno(r) : r;
         }
+        if (S_ISREG(st.st_mode) && !backing_uncached(vp->mnt)) {
+            /* under one guard, as lookup_open above */
+            guard_enter();
+            int fd = open_regular(be, vp, flags, mode, &st, &fs_st, stamp);
+            guard_leave();
+            return fd;
+        }
         if (S_ISREG(st.st_mode)) {
             int fd = local_open(vp, flags, &fs_st);
             if (fd != -2)
@@ -632,12 +698,20 @@ int vfs_flush(int fd, struct vfile *v)
 
 int vfs_close(int fd, struct vfile *v)
 {
+    /* a cached file's close under one guard, as its open (vfs_open_in_place): the flush,
+     * the fd table's lock, the page cache's let-go and the release each took one; none
+     * of it waits but on the server, which was guarded anyway */
+    int whole = v->kind == VF_FILE;
+    if (whole)
+        guard_enter();
     int ret = vfs_flush(fd, v);
     int e = errno;
     fdtable_take(fd);
     vfs_lock_closed(v);     /* POSIX: any close of the file lets go of the process's locks */
     REAL(close)(fd);
     vfile_unref(v);
+    if (whole)
+        guard_leave();
     errno = e;
     return ret;
 }

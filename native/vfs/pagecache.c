@@ -678,11 +678,8 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
             mfd = -1;
         }
     }
-    if (mfd >= 0)
-        mfd = fs_fd(mfd);
-    if (mfd >= 0 && r == 0)
-        REAL(fcntl)(mfd, F_SETFD, FD_CLOEXEC);  /* ours: an exec'd image has no use for it (the
-                                                 * server's came as the open asked) */
+    /* ours: an exec'd image has no use for it (the server's came as the open asked) */
+    mfd = fs_fd_cloexec(mfd);
     if (mfd < 0 || (pc = entry_new(vp->mnt, vp->path, mfd)) == NULL) {
         int e = errno;
         if (mfd >= 0)
