@@ -538,11 +538,14 @@ static int open_regular(struct backend_ops *be, struct vpath *vp, int flags, mod
         return fd;
     struct open_result res = { .passthrough_fd = -1 };
     int exists = 1;
-    int r = be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res);
+    int r = BACKEND_CALL(vp->mnt, be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res));
     if (r == -ENOENT && (flags & O_CREAT)) {
+        /* another process removed it since we looked (sqlite's journal): O_CREAT makes it
+         * again, as the kernel would */
         attrcache_invalidate();
         exists = 0;
-        r = be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask), flags & ~O_NOCTTY, &res);
+        r = BACKEND_CALL(vp->mnt, be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask),
+                                             flags & ~O_NOCTTY, &res));
     }
     if (r < 0)
         return be_errno(r);
@@ -634,23 +637,19 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
             r = be->open_special(vp->mnt, vp->path, &st, flags & ~(O_CREAT | O_EXCL));
             return r < 0 ? be_errno(r) : r;
         }
-        if (S_ISREG(st.st_mode) && !backing_uncached(vp->mnt)) {
-            /* under one guard, as lookup_open above */
-            guard_enter();
-            int fd = open_regular(be, vp, flags, mode, &st, &fs_st, stamp);
-            guard_leave();
-            return fd;
-        }
         if (S_ISREG(st.st_mode)) {
-            int fd = local_open(vp, flags, &fs_st);
-            if (fd != -2)
-                return fd;
+            /* a served file's under one guard, as lookup_open above */
+            int whole = !backing_uncached(vp->mnt);
+            if (whole)
+                guard_enter();
+            int fd = open_regular(be, vp, flags, mode, &st, &fs_st, stamp);
+            if (whole)
+                guard_leave();
+            return fd;
         }
         r = BACKEND_CALL(vp->mnt, be->open(vp->mnt, vp->path, flags & ~(O_CREAT | O_EXCL | O_NOCTTY), &res));
         if (r == -ENOENT && (flags & O_CREAT)) {
-            /* another process removed it since we looked (sqlite's journal): O_CREAT
-             * makes it again, as the kernel would */
-            attrcache_invalidate();
+            attrcache_invalidate();     /* removed since we looked: as open_regular */
             exists = 0;
             r = BACKEND_CALL(vp->mnt, be->create(vp->mnt, vp->path, S_IFREG | (mode & 07777 & ~ldp_umask),
                                                  flags & ~O_NOCTTY, &res));
