@@ -222,6 +222,12 @@ void do_op(struct client *cl)
     struct coherence *t = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
     uint64_t before = goes && t ? coherence_stamp(t, mnt, path) : 0;
     int changed_as = rq->op;        /* what coherence hears this request did */
+    /* a change of the file's size or mtime through the mount: counted while under way,
+     * until its stamp has moved (page_caches.c, held_changed_behind) */
+    int writes = rq->op == W_WRITE || rq->op == W_APPEND || rq->op == W_TRUNCATE || rq->op == W_UTIMENS ||
+                 (rq->op == W_OPEN && (rq->a & O_TRUNC)) || (rq->op == W_CREATE_OPEN && (rq->b & O_TRUNC));
+    if (writes)
+        scache_writing(mnt, path, 1);
     switch (rq->op) {
     case W_GETATTR:
         r = fs_ops->getattr(mnt, path, fhp, (struct stat *)small);
@@ -647,6 +653,8 @@ void do_op(struct client *cl)
     default: r = -ENOSYS;
     }
     uint64_t after = coh_changed(rq, changed_as, path, path2, r, before);
+    if (writes)
+        scache_writing(mnt, path, -1);
     if (goes)
         fh = after;
     srv_current = NULL;

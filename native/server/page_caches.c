@@ -352,13 +352,32 @@ void scache_filled(uint64_t id)
 
 static int memfd_passed_on(int mfd, const struct stat *k);
 
+/* Writes through the mount in the server now, by name (its by_name bucket). With a thread
+ * per connection (a thread_safe class, -o workers) an open on another thread may ask the
+ * file's attributes after the class wrote and before the write's change stamp moved
+ * (dispatch.c, coh_changed): the new size or mtime it sees is no change behind the mount.
+ * Taken for one, it gave that open a fresh cache while the writers kept the old one, and
+ * the lines they appended after were holes of zeros in the new one (four shells appending
+ * under -o workers=2: 1 run in 7). A bucket shared with another name only waits for that
+ * name's write too. */
+static int writing[SCACHE_BUCKETS];
+
+void scache_writing(int mnt, const char *path, int delta)
+{
+    __atomic_add_fetch(&writing[name_bucket(mnt, path)], delta, __ATOMIC_SEQ_CST);
+}
+
 /* A held cache whose file's attributes (st, just asked) are no longer those it was filled
- * against, while the name's stamp says nothing changed it through the mount, and whose
- * memfd holds nothing the FS did not get: the file changed behind the mount. */
+ * against, while no write through the mount is under way and the name's stamp says
+ * nothing changed it through the mount (read in that order: a write that ended moved the
+ * stamp before it stopped counting), and whose memfd holds nothing the FS did not get:
+ * the file changed behind the mount. */
 static int held_changed_behind(const struct scache *s, const struct stat *st)
 {
     struct stat k;
-    return s->attrs_known && S_ISREG(st->st_mode) && s->valid_stamp == name_stamp(s->mnt, s->path) &&
+    return s->attrs_known && S_ISREG(st->st_mode) &&
+           __atomic_load_n(&writing[name_bucket(s->mnt, s->path)], __ATOMIC_SEQ_CST) == 0 &&
+           s->valid_stamp == name_stamp(s->mnt, s->path) &&
            (s->size != st->st_size || s->mtime.tv_sec != st->st_mtim.tv_sec ||
             s->mtime.tv_nsec != st->st_mtim.tv_nsec) &&
            fstat(s->mfd, &k) == 0 && memfd_passed_on(s->mfd, &k);
