@@ -303,6 +303,9 @@ def test_reopens_ask_the_server_only_without_open_only_pins(tmp_path, pins, most
     balanced(out)
 
 
+@pytest.mark.xfail(strict=True, reason="examples/memory.py does not say open_only_pins yet: with it, "
+                   "tests/test_shared_channel.py's program that closes every fd while a thread "
+                   "re-opens hangs (2026-11-28, the held handle's release)")
 def test_memory_example_reopens_ask_nothing(tmp_path):
     """The memory example itself, as shipped: its re-opens ask the server nothing."""
     m = tmp_path / "mnt"

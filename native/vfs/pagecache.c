@@ -247,7 +247,7 @@ static void table_remove(struct pcache *pc)
 {
     if (pc->pprev == NULL)
         return;
-    *pc->pprev = pc->next;
+    __atomic_store_n(pc->pprev, pc->next, __ATOMIC_RELEASE);    /* table_empty reads the head unlocked */
     if (pc->next)
         pc->next->pprev = pc->pprev;
     pc->pprev = NULL;
@@ -446,8 +446,8 @@ static struct pcache *entry_new(int mnt, const char *path, int mfd)
     pc->next = table;
     if (table)
         table->pprev = &pc->next;
-    table = pc;
     pc->pprev = &table;
+    __atomic_store_n(&table, pc, __ATOMIC_RELEASE);     /* table_empty reads it unlocked */
     hash_add(pc);
     return pc;
 }
