@@ -875,7 +875,8 @@ static int be_create(int mnt, const char *path, mode_t mode, int flags, struct o
     return ret;
 }
 
-static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
+/* The class's read: its bytes into buf (fd -1), or written into fd at off */
+static ssize_t read_call(int mnt, const char *path, char *buf, int fd, size_t size, off_t off, uint64_t fh)
 {
     if (!Py_IsInitialized())
         return -EIO;        /* a Python host that has finalised */
@@ -884,9 +885,14 @@ static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t 
     PyObject *r = call(mnt, s_read, path, extra, 3);
     for (int i = 0; i < 3; i++)
         Py_XDECREF(extra[i]);
-    ssize_t n = bytes_result(s_read, path, r, buf, size, 0);
+    ssize_t n = bytes_result_to(s_read, path, r, buf, size, 0, fd, off);
     GIL_LEAVE(g);
     return n;
+}
+
+static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t off, uint64_t fh)
+{
+    return read_call(mnt, path, buf, -1, size, off, fh);
 }
 
 /* read into a page cache's memfd (backend.h, read_to_fd): the method's bytes are written
@@ -894,16 +900,7 @@ static ssize_t be_read(int mnt, const char *path, char *buf, size_t size, off_t 
  * 2026-11-28: a small file's open that brings its data). */
 static ssize_t be_read_to_fd(int mnt, const char *path, int fd, size_t size, off_t off, uint64_t fh)
 {
-    if (!Py_IsInitialized())
-        return -EIO;        /* a Python host that has finalised */
-    struct pyctx g = gil_enter_mnt(mnt);
-    PyObject *extra[3] = { PyLong_FromSize_t(size), PyLong_FromLongLong(off), fh_obj(fh) };
-    PyObject *r = call(mnt, s_read, path, extra, 3);
-    for (int i = 0; i < 3; i++)
-        Py_XDECREF(extra[i]);
-    ssize_t n = bytes_result_to(s_read, path, r, NULL, size, 0, fd, off);
-    GIL_LEAVE(g);
-    return n;
+    return read_call(mnt, path, NULL, fd, size, off, fh);
 }
 
 static ssize_t be_write(int mnt, const char *path, const char *buf, size_t size, off_t off, uint64_t fh)
