@@ -1,10 +1,9 @@
 """``Releases``: a class whose ``release`` is slow, fails or ends its process, for
 tests/test_workers.py (-o workers: a worker's release is posted, not waited for).
 
-``__init__(log)``; ``/f0`` .. ``/f63``, ``/slow``, ``/fail``, ``/die`` are opened with
-``direct_io`` (every read reaches the class) under a handle this instance alone knows;
-each read gives ``PID\\n`` (the serving process's pid) padded to the size asked. Its
-``release`` appends ``release PID PATH`` to the file log, after:
+``__init__(log)``; ``/f0`` .. ``/f63``, ``/slow``, ``/fail``, ``/die`` are served as
+``Pids`` serves its files (``direct_io``, a handle this instance alone knows, reads give
+``PID\\n``). Its ``release`` appends ``release PID PATH`` to the file log, after:
 
 - ``/slow``: 3 seconds' sleep;
 - ``/fail``: none: it raises EIO instead (no line);
@@ -16,12 +15,11 @@ side.
 
 import errno
 import os
-import stat
 import time
 
-from ldpfuse_py import FileInfo, FuseOSError, Operations
+from ldpfuse_py import FuseOSError
+from pids import Pids
 
-SIZE = 4096
 NAMES = [f"f{i}" for i in range(64)] + ["slow", "fail", "die"]
 
 
@@ -30,38 +28,18 @@ def in_a_worker():
         return b"workers.serve()" in f.read()
 
 
-class Releases(Operations):
-    workers_safe = True
-
+class Releases(Pids):
     def __init__(self, log):
+        super().__init__()
         self.log = log
-        self.next = 1000
-        self.handles = {}
 
     def _note(self, line):
         with open(self.log, "a") as f:
             f.write(line + "\n")
 
-    def getattr(self, path, fh=None):
-        if path == "/":
-            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2)
-        if path[1:] in NAMES:
-            return dict(st_mode=stat.S_IFREG | 0o444, st_nlink=1, st_size=SIZE)
-        raise FuseOSError(errno.ENOENT)
-
-    def readdir(self, path, fh):
-        return [".", ".."] + NAMES
-
-    def open(self, path, flags):
-        self.next += 1
-        self.handles[self.next] = path
-        return FileInfo(flags, fh=self.next, direct_io=True)
-
-    def read(self, path, size, offset, fh):
-        if self.handles.get(fh) != path:
-            raise FuseOSError(errno.EBADF)   # not a handle this instance gave
-        line = f"{os.getpid()}\n".encode()
-        return (line * (size // len(line) + 1))[:max(0, min(size, SIZE - offset))]
+    @staticmethod
+    def _names():
+        return NAMES
 
     def release(self, path, fh):
         if self.handles.pop(fh, None) != path:
