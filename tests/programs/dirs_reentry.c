@@ -16,6 +16,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "alarm_every.h"
+
 #define DIRS 300
 #define THREADS 4
 #define ROUNDS 1500
@@ -78,13 +80,7 @@ int main(int argc, char **argv)
         return 3;
     close(fd);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 300}, {0, 300}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    alarm_every(on_alarm, 300);
     pthread_t th[THREADS];
     for (long t = 0; t < THREADS; t++)
         pthread_create(&th[t], NULL, work, (void *)t);
@@ -93,8 +89,7 @@ int main(int argc, char **argv)
         pthread_join(th[t], NULL);
         total += failures[t];
     }
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
+    alarm_off();
     printf("loop failures %d\n", total);
     printf("handler ran %s, handler failures %d\n", ran ? "yes" : "no", (int)failed);
     return 0;

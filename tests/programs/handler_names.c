@@ -20,6 +20,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "alarm_every.h"
+
 #define ROUNDS 600
 
 static char root[3000], hf[4096], hg[4096], hd[4096], target[4096];
@@ -75,13 +77,7 @@ int main(int argc, char **argv)
     if (fd < 0 || write(fd, "target", 6) != 6 || close(fd) != 0)
         return 3;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 50}, {0, 50}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    alarm_every(on_alarm, 50);
     int failures = 0, listed = 0;
     for (int i = 0; i < ROUNDS; i++) {
         struct stat st;
@@ -105,8 +101,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
+    alarm_off();
     printf("loop failures %d, listings %s\n", failures, listed >= 3 * (ROUNDS / 50) ? "ok" : "short");
     printf("handler ran %s, handler failures %d\n", ran ? "yes" : "no", (int)failed);
     return 0;

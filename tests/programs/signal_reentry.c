@@ -12,6 +12,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "alarm_every.h"
+
 static char target[4096];
 static volatile sig_atomic_t ran, failed;
 
@@ -38,16 +40,10 @@ int main(int argc, char **argv)
         return 3;
     close(fd);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
     /* 500 us: often enough to land inside mount calls, rarely enough that a handler whose
      * two mount calls go to another process (--mode shared, 10-30 us each on a loaded
      * machine) cannot keep the program in its handler forever */
-    struct itimerval it = {{0, 500}, {0, 500}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    alarm_every(on_alarm, 500);
 
     for (int i = 0; i < 3000; i++) {
         struct stat st;
@@ -59,8 +55,7 @@ int main(int argc, char **argv)
         if (stat(other, &st) != 0 || st.st_size != 10) loop_failures++;
         if (i % 100 == 0 && unlink(other) != 0) loop_failures++;
     }
-    struct itimerval off = {{0, 0}, {0, 0}};
-    setitimer(ITIMER_REAL, &off, NULL);
+    alarm_off();
     printf("loop failures %d\n", loop_failures);
     printf("handler ran %s, handler failures %d\n", ran ? "yes" : "no", (int)failed);
     return 0;
