@@ -415,9 +415,15 @@ class Overlay(Operations):
     def getattr(self, path, fh=None):
         stack = self._stack(path)
         st = stack[0][1]
+        ino = st.st_ino
+        if path != "/" and len(stack) > 1 and stack[0][0] == UPPER and stack[1][1].st_dev == st.st_dev:
+            # a merged directory's number is its top lower directory's (the kernel's, where
+            # the layers share a file system): the same before and after its copy-up, which
+            # fts (rm -r, find) checks against what ".." opens
+            ino = stack[1][1].st_ino
         return {
             "st_mode": st.st_mode,
-            "st_ino": st.st_ino,
+            "st_ino": ino,
             "st_dev": st.st_dev,
             # a merged directory's subdirectories are not counted (as the kernel does:
             # 1 tells find and fts not to trust the count)

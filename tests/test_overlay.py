@@ -187,6 +187,9 @@ def make_lower(root):
     os.chmod(root / "olddir", 0o775)
     # a removed lower directory that an upper directory is renamed onto
     (root / "gonedir").mkdir()
+    # deeper than the 4 directory fds gnulib's fts keeps: rm -r goes back up by ".."
+    (root / "tall/a/b/c/d/e/f/g").mkdir(parents=True)
+    (root / "tall/a/b/c/d/e/f/g/leaf.txt").write_text("leaf\n")
 
 
 def describe(root):
@@ -306,6 +309,35 @@ def test_programs_in_the_overlay_example_do_what_they_do_in_kernel_overlayfs(tmp
     assert o_out == k_out
     assert_same_trees(k_merged, o_merged, k_upper, o_upper)
     assert k_upper["docs/deep"]["rdev"] == [0, 0]   # mv left a whiteout where the directory was
+
+
+# A lower directory's inode number through the copy-up of the directories above a new
+# file, and rm -r of a tree deeper than fts keeps fds for: it checks that ".." opens the
+# directory it stat'ed on the way down (it failed with "fts_read failed: No such file or
+# directory" when a copied-up directory took its upper directory's number).
+COPY_UP_INODES = r"""
+set -e
+cd "$1"
+dirs="tall tall/a tall/a/b tall/a/b/c/d/e/f tall/a/b/c/d/e/f/g"
+before=$(stat -c %i $dirs)
+touch tall/a/b/c/d/e/f/g/new.txt
+after=$(stat -c %i $dirs)
+[ "$before" = "$after" ] && echo "inode numbers kept" || echo "inode numbers changed"
+rm -r tall
+echo "rm -r: $?"
+ls
+"""
+
+
+def test_copied_up_directories_keep_their_inode_numbers_as_in_kernel_overlayfs(tmp_path):
+    need_root()
+    script = tmp_path / "inodes.sh"
+    script.write_text(COPY_UP_INODES)
+    k_out, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
+    o_out, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    assert "inode numbers kept" in k_out
+    assert o_out == k_out
+    assert_same_trees(k_merged, o_merged, k_upper, o_upper)
 
 
 def test_overlay_reads_fuse_overlayfs_whiteout_files(tmp_path):

@@ -342,6 +342,11 @@ static int step(struct stack *s, const char *name, struct stat *st, int *top, st
             *st = here;
             *top = k;
             found = 1;
+        } else if (ndirs == 1 && s->layer[*top] == 0 && here.st_dev == st->st_dev) {
+            /* a merged directory's inode number is its top lower directory's, as the
+             * kernel's when its layers share a file system: the same before and after
+             * its copy-up (fts, rm -r, find compare a directory's with what ".." opens) */
+            st->st_ino = here.st_ino;
         }
         ndirs++;
         if (dirs) {
