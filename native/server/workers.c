@@ -222,10 +222,20 @@ static void wk_give(int k)
     pthread_mutex_unlock(&wk_lock);
 }
 
+static int wk_stopping;         /* workers_stop has closed the sockets: a send fails, no worker broke */
+
 /* A worker that broke its protocol or did not answer in time: killed, never asked again.
- * Called with it taken (busy), so no other thread uses its fd. */
+ * Called with it taken (busy), so no other thread uses its fd. Not once the command
+ * ended: a release posted after workers_stop closed the socket fails to send, and the
+ * worker, in its destroy(), is left to end as workers_stop says. */
 static void wk_kill(int k, const char *why)
 {
+    if (__atomic_load_n(&wk_stopping, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&wk_lock);
+        wks[k].dead = 1;
+        pthread_mutex_unlock(&wk_lock);
+        return;
+    }
     server_logf("worker %d (pid %d) %s: killed, its calls answer EIO", k, (int)wks[k].pid, why);
     if (wks[k].pidfd >= 0)
         syscall(SYS_pidfd_send_signal, wks[k].pidfd, SIGKILL, NULL, 0);
@@ -1302,6 +1312,7 @@ PyObject *ldp_workers_stop(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "|d", &grace))
         return NULL;
     Py_BEGIN_ALLOW_THREADS
+    __atomic_store_n(&wk_stopping, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < nwk; i++)
         if (wks[i].fd >= 0)
             shutdown(wks[i].fd, SHUT_RDWR);
