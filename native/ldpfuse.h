@@ -437,6 +437,8 @@ void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or
 struct backend_ops *union_over(struct backend_ops *be);
 int union_mount(int mnt);                           /* uncached as a backed mount */
 int union_fds_lost(unsigned first, unsigned last);  /* the lowest layer fd left */
+/* A stat of a merged name without the guard (vfs/union.c): 1 and *r, or 0: ask the backend */
+int union_getattr_here(int mnt, const char *path, struct stat *st, int *r);
 /* vfs/backing_dirs.c: the trees' directories, kept open */
 void backing_dirs_over(struct backend_ops *be);
 long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *slot);
