@@ -146,6 +146,27 @@ static void stack_free(struct stack *s)
     s->n = 0;
 }
 
+/* from's whole state into to, its first n layers only */
+static void stack_move(struct stack *to, const struct stack *from)
+{
+    int n = from->n;
+    to->n = n;
+    memcpy(to->fd, from->fd, (size_t)n * sizeof to->fd[0]);
+    memcpy(to->layer, from->layer, (size_t)n);
+    memcpy(to->owned, from->owned, (size_t)n);
+    memcpy(to->names, from->names, (size_t)n * sizeof to->names[0]);
+    memcpy(to->seen, from->seen, (size_t)n * sizeof to->seen[0]);
+    to->kept = from->kept;
+    to->slot = from->slot;
+    to->changes = from->changes;
+    to->self_known = from->self_known;
+    to->self_merged = from->self_merged;
+    to->self = from->self;
+    to->settled = from->settled;
+    to->gen = from->gen;
+    to->parent_gen = from->parent_gen;
+}
+
 static int root_stack(struct onion *u, struct stack *s)
 {
     s->n = 0;
@@ -541,7 +562,7 @@ static int walk_from_parent(struct onion *u, const char *dir, struct stack *s, u
     dirs.self = st;
     dirs.self_merged = merged;
     dirs.self_known = 1;
-    *s = dirs;
+    stack_move(s, &dirs);
     return 1;
 }
 
@@ -595,7 +616,7 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t 
         dirs.self = st;         /* what getattr answers for it, while the stack is kept */
         dirs.self_merged = merged;
         dirs.self_known = 1;
-        *s = dirs;
+        stack_move(s, &dirs);
     }
 }
 
@@ -809,9 +830,16 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
         }
     }
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    struct stack old = k->s;
+    /* the old stack's fds and names, and the new one moved in: as many layers as each
+     * has, not the whole struct (two copies of 1.7 KB were the largest cost of a keep) */
+    int old_n = k->s.n, old_fd[LAYERS_MAX];
+    unsigned char old_owned[LAYERS_MAX];
+    struct layer_names *old_names[LAYERS_MAX];
+    memcpy(old_fd, k->s.fd, (size_t)old_n * sizeof old_fd[0]);
+    memcpy(old_owned, k->s.owned, (size_t)old_n);
+    memcpy(old_names, k->s.names, (size_t)old_n * sizeof old_names[0]);
     __atomic_store_n(&k->s.changes, 0, __ATOMIC_RELAXED);
-    k->s = *s;
+    stack_move(&k->s, s);
     k->s.kept = 0;
     k->s.gen = __atomic_add_fetch(&gens, 1, __ATOMIC_RELAXED);
     k->mnt = u->mnt;
@@ -829,12 +857,12 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
             ldp_backing_low_fd = s->fd[i];
     /* let go of the claim (lookups that backed off meanwhile took theirs back) */
     __atomic_sub_fetch(&users[slot], CLAIMED, __ATOMIC_RELEASE);
-    for (int i = 0; i < old.n; i++) {
-        if (old.owned[i] && old.fd[i] >= 0)
-            REAL(close)(old.fd[i]);
-        if (old.names[i]) {
+    for (int i = 0; i < old_n; i++) {
+        if (old_owned[i] && old_fd[i] >= 0)
+            REAL(close)(old_fd[i]);
+        if (old_names[i]) {
             guard_enter();      /* free: as stack_free */
-            layer_names_free(old.names[i]);
+            layer_names_free(old_names[i]);
             guard_leave();
         }
     }
