@@ -30,7 +30,8 @@ extern TLS int ldp_guard;
  * nothing (two syscalls per FS call otherwise). Code that takes no such lock and calls
  * nothing that could need one runs without the guard: a backing tree's operations
  * (vfs/backing.c: backing_getattr_here, and the methods the core calls through
- * BACKEND_CALL, which take the guard for what reaches the class). */
+ * BACKEND_CALL, which take the guard for what reaches the class), and a union's stat of a
+ * merged name (vfs/union.c union_getattr_here). */
 extern TLS sigset_t ldp_guard_mask;
 extern TLS int ldp_guard_blocked;
 extern int ldp_handlers;    /* the program has installed a signal handler (interpose/signal.c) */
