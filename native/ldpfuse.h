@@ -30,7 +30,8 @@ extern TLS int ldp_guard;
  * nothing (two syscalls per FS call otherwise). Code that takes no such lock and calls
  * nothing that could need one runs without the guard: a backing tree's operations
  * (vfs/backing.c: backing_getattr_here, and the methods the core calls through
- * BACKEND_CALL, which take the guard for what reaches the class). */
+ * BACKEND_CALL, which take the guard for what reaches the class), and a union's stat of a
+ * merged name (vfs/union.c union_getattr_here). */
 extern TLS sigset_t ldp_guard_mask;
 extern TLS int ldp_guard_blocked;
 extern int ldp_handlers;    /* the program has installed a signal handler (interpose/signal.c) */
@@ -437,6 +438,8 @@ void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or
 struct backend_ops *union_over(struct backend_ops *be);
 int union_mount(int mnt);                           /* uncached as a backed mount */
 int union_fds_lost(unsigned first, unsigned last);  /* the lowest layer fd left */
+/* A stat of a merged name without the guard (vfs/union.c): 1 and *r, or 0: ask the backend */
+int union_getattr_here(int mnt, const char *path, struct stat *st, int *r);
 /* vfs/backing_dirs.c: the trees' directories, kept open */
 void backing_dirs_over(struct backend_ops *be);
 long backing_dir_get(int mnt, const char *dir, int tfd, const char *rel, int *slot);

@@ -462,6 +462,40 @@ def test_union_lists_a_directory_its_reader_may_read_but_not_search(shared_tmp):
     assert r.stdout == "['a', 'b', 'c']\n"
 
 
+def test_union_refuses_a_listing_its_owner_may_not_read(shared_tmp):
+    """opendir of a merged directory skips the kernel's check of read permission where the
+    caller owns the top directory and its mode lets the owner read (vfs/union_dirs.c
+    owner_may_read): an owner without the read bit (mode 0300) is still refused, as
+    natively, and one with it (0700) still lists, stat first or not (the walk kept)."""
+    need_root()
+    lower, upper, merged = (shared_tmp / n for n in ("lower", "upper", "merged"))
+    for layer in (lower, upper):
+        for d in ("noread", "owned"):
+            (layer / d).mkdir(parents=True)
+            (layer / d / f"{layer.name}.txt").write_text(layer.name)
+            for p in (layer, layer / d, layer / d / f"{layer.name}.txt"):
+                os.chown(p, NOBODY, NOBODY)
+    os.chmod(upper / "noread", 0o300)
+    os.chmod(upper / "owned", 0o700)
+    probe = ("import errno, os, sys\n"
+             "def ls(d):\n"
+             "    try:\n"
+             "        return sorted(os.listdir(d))\n"
+             "    except OSError as e:\n"
+             "        return errno.errorcode[e.errno]\n"
+             "m = sys.argv[1]\n"
+             "out = [ls(m + '/noread'), ls(m + '/owned')]\n"
+             "os.stat(m + '/noread'); os.stat(m + '/owned')\n"
+             "print(out + [ls(m + '/noread'), ls(m + '/owned')])\n")
+    native = run_native(as_nobody(sys.executable, "-c", probe, upper), env=base_env())
+    assert native.stdout == "['EACCES', ['upper.txt'], 'EACCES', ['upper.txt']]\n", native.describe()
+    r = run_ldp(OVERLAY, [lower, upper], as_nobody(sys.executable, "-c", probe, merged), merged,
+                options={"allow_other": None}, mode="shared", timeout=TIMEOUT)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == ("['EACCES', ['lower.txt', 'upper.txt'], 'EACCES', "
+                        "['lower.txt', 'upper.txt']]\n")
+
+
 # A process that walked more merged directories than the old table held (100, each with a
 # subdirectory) keeps them across changes made elsewhere through the mount (a create at the
 # root, as git's index.lock, moves the count of changes); another process then changes some

@@ -74,3 +74,24 @@ def test_signal_handler_changing_names_while_the_program_changes_names(ws, handl
         assert "handler ran yes, handler failures 0" in native.stdout
         for d in (ws.native, ws.lower):      # the next round starts from an empty tree
             shutil.rmtree(d / "sub")
+
+
+def test_signal_handler_stats_merged_names_while_threads_use_many_directories(tmp_path, dirs_reentry):
+    """The overlay's stat of a merged name blocks no signal (vfs/union.c
+    union_getattr_here; its kept directories take no lock): the program above in the
+    merged directory of examples/overlay.py, its SIGALRM handler stat()ing a merged name
+    while 4 threads stat, create and unlink in 300 directories, each a kept directory
+    replaced all the time under a limit of 600 fds: no deadlock, no failed call, the
+    native counts. The union is the shared mode's, whatever LDPFUSE_TEST_MODE says."""
+    from conftest import EXAMPLES, run_ldp, run_native
+    native_dir, lower, upper, merged = (tmp_path / n for n in ("native", "lower", "upper", "merged"))
+    for d in (native_dir, lower, upper):
+        d.mkdir()
+    cmd = ["sh", "-c", f'ulimit -n 600 && exec {dirs_reentry} "$0" stat']
+    native = run_native([*cmd, str(native_dir)], timeout=PROBE_TIMEOUT * 3)
+    assert native.returncode == 0, native.describe()
+    assert "handler ran yes, handler failures 0" in native.stdout
+    ldp = run_ldp(f"{EXAMPLES / 'overlay.py'}:Overlay", [lower, upper], [*cmd, str(merged)], merged,
+                  mode="shared", timeout=PROBE_TIMEOUT * 9)
+    assert ldp.returncode == 0, ldp.describe()
+    assert ldp.stdout == native.stdout, ldp.describe()

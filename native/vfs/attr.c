@@ -74,7 +74,9 @@ static int getattr_once(const struct vpath *vp, struct stat *st, uint64_t *asked
     }
     uint64_t stamp = attrcache_stamp(vp->mnt, vp->path);
     int r, here = backing_getattr_here(vp->mnt, vp->path, st, &r);
-    if (!here) {    /* a backed name: no guard */
+    /* a backed name, or a merged one (its walk does not follow links among the
+     * directories: the core resolves them after ENOTDIR, as for the class's): no guard */
+    if (!here && !union_getattr_here(vp->mnt, vp->path, st, &r)) {
         guard_enter();
         r = be->getattr(vp->mnt, vp->path, NULL, st);
         guard_leave();

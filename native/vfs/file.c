@@ -190,12 +190,15 @@ static int open_dir(const struct vpath *vp, int flags)
     struct backend_ops *be = backend_get();
     uint64_t fh = 0;
     int fh_valid = 0;
+    /* under one guard, as a directory's close (vfs_close): the opendir and the fd table's
+     * lock each took one, a pair of rt_sigprocmask in a program with a handler (git) */
+    guard_enter();
     if (!(flags & O_PATH)) {
-        guard_enter();
         int r = be->opendir(vp->mnt, vp->path, &fh);
-        guard_leave();
-        if (r < 0)
+        if (r < 0) {
+            guard_leave();
             return be_errno(r);
+        }
         fh_valid = 1;
     }
     int fd = placeholder_fd(flags);
@@ -204,15 +207,14 @@ static int open_dir(const struct vpath *vp, int flags)
         int e = errno;
         if (fd >= 0)
             REAL(close)(fd);
-        if (fh_valid) {
-            guard_enter();
+        if (fh_valid)
             be->releasedir(vp->mnt, vp->path, fh);
-            guard_leave();
-        }
+        guard_leave();
         errno = e;
         return -1;
     }
     fdtable_set(fd, v);
+    guard_leave();
     return fd;
 }
 
@@ -699,8 +701,9 @@ int vfs_close(int fd, struct vfile *v)
 {
     /* a cached file's close under one guard, as its open (vfs_open_in_place): the flush,
      * the fd table's lock, the page cache's let-go and the release each took one; none
-     * of it waits but on the server, which was guarded anyway */
-    int whole = v->kind == VF_FILE;
+     * of it waits but on the server, which was guarded anyway. A directory's too (the fd
+     * table's lock, the releasedir, the names' lock), as its open (open_dir) */
+    int whole = v->kind == VF_FILE || v->kind == VF_DIR;
     if (whole)
         guard_enter();
     int ret = vfs_flush(fd, v);

@@ -136,11 +136,35 @@ static void stack_free(struct stack *s)
     for (int k = 0; k < s->n; k++) {
         if (s->owned[k])
             REAL(close)(s->fd[k]);
-        if (s->names[k])
+        if (s->names[k]) {
+            guard_enter();      /* free: malloc's lock (union_getattr_here runs without the guard) */
             layer_names_free(s->names[k]);
+            guard_leave();
+        }
         s->names[k] = NULL;
     }
     s->n = 0;
+}
+
+/* from's whole state into to, its first n layers only */
+static void stack_move(struct stack *to, const struct stack *from)
+{
+    int n = from->n;
+    to->n = n;
+    memcpy(to->fd, from->fd, (size_t)n * sizeof to->fd[0]);
+    memcpy(to->layer, from->layer, (size_t)n);
+    memcpy(to->owned, from->owned, (size_t)n);
+    memcpy(to->names, from->names, (size_t)n * sizeof to->names[0]);
+    memcpy(to->seen, from->seen, (size_t)n * sizeof to->seen[0]);
+    to->kept = from->kept;
+    to->slot = from->slot;
+    to->changes = from->changes;
+    to->self_known = from->self_known;
+    to->self_merged = from->self_merged;
+    to->self = from->self;
+    to->settled = from->settled;
+    to->gen = from->gen;
+    to->parent_gen = from->parent_gen;
 }
 
 static int root_stack(struct onion *u, struct stack *s)
@@ -543,7 +567,7 @@ static int walk_from_parent(struct onion *u, const char *dir, struct stack *s, u
     dirs.self = st;
     dirs.self_merged = merged;
     dirs.self_known = 1;
-    *s = dirs;
+    stack_move(s, &dirs);
     return 1;
 }
 
@@ -597,7 +621,7 @@ static int walk_dir(struct onion *u, const char *dir, struct stack *s, uint64_t 
         dirs.self = st;         /* what getattr answers for it, while the stack is kept */
         dirs.self_merged = merged;
         dirs.self_known = 1;
-        *s = dirs;
+        stack_move(s, &dirs);
     }
 }
 
@@ -811,9 +835,16 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
         }
     }
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    struct stack old = k->s;
+    /* the old stack's fds and names, and the new one moved in: as many layers as each
+     * has, not the whole struct (two copies of 1.7 KB were the largest cost of a keep) */
+    int old_n = k->s.n, old_fd[LAYERS_MAX];
+    unsigned char old_owned[LAYERS_MAX];
+    struct layer_names *old_names[LAYERS_MAX];
+    memcpy(old_fd, k->s.fd, (size_t)old_n * sizeof old_fd[0]);
+    memcpy(old_owned, k->s.owned, (size_t)old_n);
+    memcpy(old_names, k->s.names, (size_t)old_n * sizeof old_names[0]);
     __atomic_store_n(&k->s.changes, 0, __ATOMIC_RELAXED);
-    k->s = *s;
+    stack_move(&k->s, s);
     k->s.kept = 0;
     k->s.gen = __atomic_add_fetch(&gens, 1, __ATOMIC_RELAXED);
     k->mnt = u->mnt;
@@ -831,11 +862,14 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
             ldp_backing_low_fd = s->fd[i];
     /* let go of the claim (lookups that backed off meanwhile took theirs back) */
     __atomic_sub_fetch(&users[slot], CLAIMED, __ATOMIC_RELEASE);
-    for (int i = 0; i < old.n; i++) {
-        if (old.owned[i] && old.fd[i] >= 0)
-            REAL(close)(old.fd[i]);
-        if (old.names[i])
-            layer_names_free(old.names[i]);
+    for (int i = 0; i < old_n; i++) {
+        if (old_owned[i] && old_fd[i] >= 0)
+            REAL(close)(old_fd[i]);
+        if (old_names[i]) {
+            guard_enter();      /* free: as stack_free */
+            layer_names_free(old_names[i]);
+            guard_leave();
+        }
     }
     s->n = 0;
 }
@@ -876,7 +910,9 @@ struct layer_names *union_names_keep(struct stack *s, int k, struct layer_names 
     if (ln == NULL)
         return __atomic_load_n(at, __ATOMIC_ACQUIRE);
     if (!__atomic_compare_exchange_n(at, &none, ln, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        guard_enter();
         layer_names_free(ln);
+        guard_leave();
         return none;
     }
     return ln;
@@ -909,7 +945,9 @@ struct layer_names *union_stack_names(struct stack *s, int k, int learn)
     struct onion *u = onion_of_mnt(e->mnt);
     if (u && layer_names_searchable(s->fd[k])) {
         int fd = union_listing(u, e->path, s, k);
+        guard_enter();          /* the names' table is malloc'ed: once a kept directory */
         ln = fd < 0 ? NAMES_UNKNOWN : layer_names_read(fd, (size_t)hits * LEARN_PER_USE);
+        guard_leave();
         if (fd >= 0)
             REAL(close)(fd);
     }
@@ -1008,7 +1046,24 @@ static void found_put(struct onion *u, struct found *f)
         stack_free(&f->parent);
 }
 
-/* Look path ("/a/b") up: its parent directory's stack, then its last component. */
+/* Has a way of dir's set an entry of its hash (kept, or was): a load per way */
+static int kept_may_have(struct onion *u, const char *dir)
+{
+    if (__atomic_load_n(&kept, __ATOMIC_ACQUIRE) == NULL)
+        return 0;
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    unsigned set = (unsigned)hash & (nkept - WAYS);
+    for (unsigned i = set; i < set + WAYS; i++)
+        if (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) == hash)
+            return 1;
+    return 0;
+}
+
+/* Look path ("/a/b") up: its parent directory's stack, then its last component. A
+ * directory found in a kept parent is kept too (its layers' directories opened as the
+ * step finds them): a tree walk (find, git's listing of untracked files) stats a
+ * directory, then opens it, then lists it; the open's lookup and the listing's walk find
+ * it kept (dir_peek, kept_find) instead of asking each layer for the name again. */
 static int lookup(struct onion *u, const char *path, struct found *f)
 {
     const char *p = path;
@@ -1046,7 +1101,20 @@ static int lookup(struct onion *u, const char *path, struct found *f)
     int r = dir_get(u, f->dir, dl ? dl : 1, &f->parent);
     if (r < 0)
         return r;
-    r = step(&f->parent, f->last, &f->st, &f->top, NULL, &f->merged);
+    struct stack dirs;
+    int keep = f->parent.kept && path[plen] == '\0' && plen < KEPT_PATH && !kept_may_have(u, path);
+    r = step(&f->parent, f->last, &f->st, &f->top, keep ? &dirs : NULL, &f->merged);
+    if (keep) {
+        if (r == 0 && S_ISDIR(f->st.st_mode) && dirs.n > 0) {
+            dirs.self = f->st;
+            dirs.self_merged = f->merged;
+            dirs.self_known = 1;
+            dirs.changes = f->parent.changes;
+            union_dir_put(u, path, &dirs);
+        } else {
+            stack_free(&dirs);
+        }
+    }
     if (r < 0)
         union_dir_put(u, f->dir, &f->parent);
     return r;
@@ -1060,11 +1128,8 @@ int union_dir_stack(struct onion *u, const char *path, struct stack *s)
 
 /* ---- the methods */
 
-static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
+static int union_getattr(struct onion *u, const char *path, struct stat *st)
 {
-    struct onion *u = union_of(mnt, path);
-    if (u == NULL)
-        return union_inner->getattr(mnt, path, fh, st);
     int merged;
     if (dir_peek(u, path, st, &merged)) {
         if (merged)
@@ -1080,6 +1145,32 @@ static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat 
     if (f.merged)
         st->st_nlink = 1;       /* as the kernel: find and fts do not trust the count */
     return 0;
+}
+
+static int u_getattr(int mnt, const char *path, const uint64_t *fh, struct stat *st)
+{
+    struct onion *u = union_of(mnt, path);
+    if (u == NULL)
+        return union_inner->getattr(mnt, path, fh, st);
+    return union_getattr(u, path, st);
+}
+
+/* A stat of a name of the merged view in the calling process without the guard (no
+ * signal blocked: a program with a handler, git's, paid an rt_sigprocmask pair for each):
+ * 1 and *r (0 or -errno), or 0: ask the backend as usual (the class's name, under the
+ * guard). What it does is safe with a handler that enters the mount on this thread at any
+ * point, as vfs/backing.c's guard-free methods: the kept directories and the opaque
+ * answers take no lock (a users count, a sequence count: a handler that lands on an entry
+ * being rewritten walks), the table of changes is read without a lock (backend/shared.c
+ * sh_below_stamp maps it under a guard of its own), and what allocates or frees (a layer's
+ * names learned, dropped) takes the guard for it. */
+int union_getattr_here(int mnt, const char *path, struct stat *st, int *r)
+{
+    struct onion *u = union_inner ? union_of(mnt, path) : NULL;
+    if (u == NULL)
+        return 0;
+    *r = union_getattr(u, path, st);
+    return 1;
 }
 
 static int u_readlink(int mnt, const char *path, char *buf, size_t size)
@@ -1127,6 +1218,9 @@ static int reading(int flags)
  * ASK_CLASS for anything else, or -errno. st: what it is. */
 static long open_reading(struct onion *u, const char *path, int flags, struct stat *st)
 {
+    int merged;
+    if (dir_peek(u, path, st, &merged))
+        return ASK_CLASS;       /* a kept directory: the core opens it (opendir) */
     struct found f;
     int r = lookup(u, path, &f);
     if (r < 0)
