@@ -116,8 +116,9 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
  *    no other open gets until it is filled (page_caches.c, scache_open_to_fill);
  *  - when the FS gives exactly the size its getattr gave: anything else (an error, a
  *    short or long read) is left for the caller's own read to meet, as without this.
- * The client notes the memfd's state as it receives it (a fresh cache), so the data counts
- * as read from the FS, not as owed to it. Returns 1 if the memfd is now the file whole: the
+ * The memfd's state after the fill is noted as its known state (note_known_fresh, here; or
+ * by the client as it receives it, where that failed), so the data counts as read from the
+ * FS, not as owed to it. Returns 1 if the memfd is now the file whole: the
  * answer says so (cache 3), and the client's reads then look at nothing before the kernel's
  * (vfs/pagecache.c, pcache_whole), as for a cache it saw filled. */
 #define FIRST_WINDOW (128u << 10)

@@ -1101,7 +1101,7 @@ void pcache_brought_whole(struct vfile *v)
     uint64_t stamp = pc->brought_whole;
     pc->brought_whole = 0;
     table_leave();
-    /* the memfd's size as this process received it (pcache_open's note_known_first): what
+    /* the memfd's size as this process received it (pcache_open: the server's note, or its own): what
      * the server filled */
     off_t size = __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED);
     if (stamp == 0 || pc->size_unknown || size <= 0 || !attrcache_coherent())
