@@ -186,6 +186,9 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
     if (fresh)
         whole = fill_first_window(fd, size, mnt, path, fh, flags, w);
     *noted = fresh && note_known_fresh(fd, known);
+    if (*noted)
+        scache_noted(id, (off_t)known->size,
+                     &(struct timespec){ .tv_sec = (time_t)known->sec, .tv_nsec = (long)known->nsec });
     if (brought && fresh)
         scache_filled(id);
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
