@@ -181,6 +181,10 @@ struct backend_ops {
      * file into it), taken before that open's request; 0 if not (or unknown). Read once.
      * NULL: never known. */
     uint64_t (*cache_whole_stamp)(void);
+    /* After a cache_open that gave a new cache: the known state (vfs/pagecache.c,
+     * KNOWN_XATTR) the backend noted on the memfd when it made and filled it, its size and
+     * mtime then: 0, or -1 if it did not (the caller notes it). Read once. NULL: never. */
+    int (*cache_known)(int64_t *size, struct timespec *mtime);
     /* release and then cache_close of token, as one request: a file's last close in the
      * process that was also its page cache's (NULL: the two calls) */
     void (*release_cached)(int mnt, const char *path, int flags, uint64_t fh, uint64_t token);

@@ -432,7 +432,8 @@ static int decision_open(int mnt, const char *path, int flags)
     return fd;      /* failed (gone, refused): the server says what it is now */
 }
 
-static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t token, uint64_t stamp);
+static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t token, uint64_t stamp,
+                         const struct wire_known *known);
 
 /* The stamp a cache brought filled whole is known whole at (brought.whole_stamp): the
  * name's, taken before the request, so that a change during it is a change (0: none yet). */
@@ -457,7 +458,7 @@ static int open_common(int op, int mnt, const char *path, int64_t a, int64_t b, 
         struct wire_open_cache oc;
         if (c.fd >= 0 && c.out_len == sizeof oc) {
             memcpy(&oc, c.out_alloc, sizeof oc);
-            brought_keep(mnt, path, c.fd, oc.cache, oc.cache_token, before);
+            brought_keep(mnt, path, c.fd, oc.cache, oc.cache_token, before, oc.noted ? &oc.known : NULL);
         } else if (c.fd >= 0) {
             REAL(close)(c.fd);
         }
@@ -505,13 +506,15 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
  * is let go of when the next comes, or at fork in the child (the parent's). */
 static __thread struct {     /* small: the preload's TLS must fit ld.so's static TLS
                                  surplus (an LD_AUDIT exec loads it there) */
-    int fd, fresh, mnt;
+    int fd, fresh, mnt;         /* fresh: 1 new, 2 new with its known state noted (known) */
     uint64_t token;
+    struct wire_known known;    /* the server's note of a new one's state (wire.h) */
     uint64_t whole_stamp;       /* the server filled it with the file whole: the stamp before
                                    the request (0: not whole, or no stamp) */
     char *path;                 /* malloc'd */
 } brought = { .fd = -1 };
 static __thread uint64_t t_whole_stamp;    /* of the cache sh_cache_open just gave */
+static __thread int t_noted;                /* it came with the server's note: brought.known */
 
 static void brought_drop(int tell_server)
 {
@@ -526,11 +529,14 @@ static void brought_drop(int tell_server)
 }
 
 /* cache: the answer's (wire.h: 2 new, 3 new and filled whole) */
-static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t token, uint64_t stamp)
+static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t token, uint64_t stamp,
+                         const struct wire_known *known)
 {
     brought_drop(1);
     brought.fd = fd;
-    brought.fresh = cache >= 2;
+    brought.fresh = cache >= 2 ? (known ? 2 : 1) : 0;
+    if (known && cache >= 2)
+        brought.known = *known;
     brought.whole_stamp = cache == 3 ? stamp : 0;
     brought.mnt = mnt;
     brought.token = token;
@@ -575,7 +581,8 @@ static int sh_create_open(int mnt, const char *path, mode_t mode, int flags, int
         /* not a passthrough file: the page cache, for pcache_open to take */
         if (r >= 0)
             brought_keep(mnt, path, c.fd, ans->cache, ans->cache_token,
-                         had_table ? before : ans->stamp ? attrcache_stamp_from(ans->stamp) : 0);
+                         had_table ? before : ans->stamp ? attrcache_stamp_from(ans->stamp) : 0,
+                         ans->noted ? &ans->known : NULL);
         else
             REAL(close)(c.fd);
         c.fd = -1;
@@ -921,15 +928,17 @@ static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *
 {
     if (brought.fd >= 0 && brought.mnt == mnt && brought.path && strcmp(brought.path, path) == 0) {
         *fd = brought.fd;       /* the open brought it */
-        *fresh = brought.fresh;
+        *fresh = brought.fresh != 0;
         *token = brought.token;
         t_whole_stamp = brought.whole_stamp;
+        t_noted = brought.fresh == 2;
         brought.fd = -1;
         free(brought.path);
         brought.path = NULL;
         return 0;
     }
     t_whole_stamp = 0;
+    t_noted = 0;
     CALL(W_CACHE_OPEN, mnt, path);
     c.rq.a = size;
     if (fh) {
@@ -945,6 +954,19 @@ static int sh_cache_open(int mnt, const char *path, off_t size, const uint64_t *
     *fd = c.fd;
     *fresh = r == 1;
     *token = c.fh;
+    return 0;
+}
+
+/* After a cache_open that gave a new cache: the known state the server noted on it (0), or
+ * -1: none (the caller notes it). Read once. */
+static int sh_cache_known(int64_t *size, struct timespec *mtime)
+{
+    if (!t_noted)
+        return -1;
+    t_noted = 0;
+    *size = brought.known.size;
+    mtime->tv_sec = (time_t)brought.known.sec;
+    mtime->tv_nsec = (long)brought.known.nsec;
     return 0;
 }
 
@@ -1270,7 +1292,7 @@ static struct backend_ops shared_ops = {
     .destroy = NULL, .append = sh_append, .cache_open = sh_cache_open, .cache_close = sh_cache_close,
     .release_cached = sh_release_cached, .settle = sh_settle,
     .open_special = sh_open_special, .ioctl = sh_ioctl, .stamp = sh_stamp,
-    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .after = sh_after, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .cache_whole_stamp = sh_cache_whole_stamp, .truncate_uncached = sh_truncate_uncached,
+    .written = sh_written, .below_stamp = sh_below_stamp, .moved = sh_moved, .after = sh_after, .pass = sh_pass, .claim = sh_claim, .create_open = sh_create_open, .open_decided = decision_open, .answer_stamp = sh_answer_stamp, .cache_whole_stamp = sh_cache_whole_stamp, .cache_known = sh_cache_known, .truncate_uncached = sh_truncate_uncached,
     .lock = sh_lock, .flock = sh_flock, .changes = sh_changes,
 };
 

@@ -116,11 +116,20 @@ static inline const char *wire_op_name(unsigned op)
 /* W_RELEASE's c: RELEASE_CACHE_TOO, b is the token of the caller's page cache of the file,
  * let go of after the release (W_CACHE_CLOSE in the same request) */
 #define RELEASE_CACHE_TOO 1
+/* A new page cache's known state as the server noted it on the memfd (the user xattr
+ * vfs/pagecache.c keeps, KNOWN_XATTR: its size and mtime after the server's fill), so that
+ * the client takes it from the answer instead of an fstat and an fsetxattr of its own.
+ * noted = 0: not noted (no xattrs, or not a new cache): the client notes it as before. */
+struct wire_known {
+    int64_t size, sec, nsec;
+};
+#define WIRE_KNOWN_XATTR "user.ldpfuse.known"
 struct wire_open_cache {
     int32_t cache;          /* 1: the file's page cache, 2: a new one, 3: a new one the open
                                filled with the file whole (dispatch.c, fill_first_window) */
-    int32_t unused;
+    int32_t noted;          /* known is the memfd's noted state (a new one) */
     uint64_t cache_token;
+    struct wire_known known;
 };
 struct wire_create_open {
     int32_t outcome;        /* CO_* (backend.h) */
@@ -131,6 +140,9 @@ struct wire_create_open {
     uint64_t cache_token;
     uint64_t stamp;         /* coherence_stamp() of the path before the lookup: a process that
                                had no table yet (its first request) keeps what it learnt */
+    int32_t noted;          /* as wire_open_cache's */
+    int32_t unused;
+    struct wire_known known;
 };
 /* W_CLAIM's answer, then the handle's path (no NUL) */
 struct wire_claim {

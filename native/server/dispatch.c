@@ -7,6 +7,7 @@
  */
 #include "server.h"
 #include <sys/file.h>
+#include <sys/xattr.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -115,8 +116,9 @@ static int hand_over(struct client *cl, int kind, int mnt, const char *path, int
  *    no other open gets until it is filled (page_caches.c, scache_open_to_fill);
  *  - when the FS gives exactly the size its getattr gave: anything else (an error, a
  *    short or long read) is left for the caller's own read to meet, as without this.
- * The client notes the memfd's state as it receives it (a fresh cache), so the data counts
- * as read from the FS, not as owed to it. Returns 1 if the memfd is now the file whole: the
+ * The memfd's state after the fill is noted as its known state (note_known_fresh, here; or
+ * by the client as it receives it, where that failed), so the data counts as read from the
+ * FS, not as owed to it. Returns 1 if the memfd is now the file whole: the
  * answer says so (cache 3), and the client's reads then look at nothing before the kernel's
  * (vfs/pagecache.c, pcache_whole), as for a cache it saw filled. */
 #define FIRST_WINDOW (128u << 10)
@@ -140,12 +142,30 @@ static int fill_first_window(int fd, off_t size, int mnt, const char *path, uint
     return whole;
 }
 
+/* A new memfd's known state (vfs/pagecache.c, KNOWN_XATTR: what has reached the FS), noted
+ * here as the memfd stands after its fill, with XATTR_CREATE as the client's own first note:
+ * the client takes it from the answer (wire_known) instead of an fstat and an fsetxattr of
+ * its own, a file's first open. A note already there (a client of a thread_safe class that
+ * got the memfd meanwhile) stands, and the client notes as before; so does one without
+ * xattrs (tmpfs before 6.6). 1 if noted. */
+static int note_known_fresh(int fd, struct wire_known *kn)
+{
+    struct stat k;
+    if (fstat(fd, &k) < 0)
+        return 0;
+    kn->size = k.st_size;
+    kn->sec = k.st_mtim.tv_sec;
+    kn->nsec = k.st_mtim.tv_nsec;
+    return fsetxattr(fd, WIRE_KNOWN_XATTR, kn, sizeof *kn, XATTR_CREATE) == 0;
+}
+
 /* A cached open's page cache, brought along with its answer (the client would ask for it
  * next): its fd, its token in ans; -1 if there is none (the client then asks). fh and
  * flags: the open's, for fill_first_window; w: what the open brought (a worker's), or
- * NULL. */
+ * NULL. A new one's known state is noted (*noted, *known: note_known_fresh). */
 static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st, uint64_t fh, int flags,
-                       const struct open_window *w, int32_t *cache, uint64_t *cache_token)
+                       const struct open_window *w, int32_t *cache, uint64_t *cache_token, int32_t *noted,
+                       struct wire_known *known)
 {
     int fresh, whole = 0;
     off_t size = 0;
@@ -165,6 +185,10 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
     }
     if (fresh)
         whole = fill_first_window(fd, size, mnt, path, fh, flags, w);
+    *noted = fresh && note_known_fresh(fd, known);
+    if (*noted)
+        scache_noted(id, (off_t)known->size,
+                     &(struct timespec){ .tv_sec = (time_t)known->sec, .tv_nsec = (long)known->nsec });
     if (brought && fresh)
         scache_filled(id);
     uint64_t file = cl->added;      /* hand_over() notes the last handle: keep the file's */
@@ -314,7 +338,7 @@ void do_op(struct client *cl)
             _Static_assert(sizeof(struct wire_open_cache) <= sizeof cl->small, "fits the small answer");
             struct wire_open_cache *oc = memset(small, 0, sizeof *oc);
             if ((pass_fd = cache_along(cl, mnt, path, NULL, res.fh, flags, windowed ? &win : NULL, &oc->cache,
-                                       &oc->cache_token)) >= 0) {
+                                       &oc->cache_token, &oc->noted, &oc->known)) >= 0) {
                 out = oc;
                 out_len = sizeof *oc;
                 r |= OPEN_CACHE_BROUGHT;
@@ -587,7 +611,7 @@ void do_op(struct client *cl)
         if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO) &&
             peer_may_share_cache(cl->as_uid, flags))
             pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, res.fh, flags,
-                                  windowed ? &win : NULL, &ans->cache, &ans->cache_token);
+                                  windowed ? &win : NULL, &ans->cache, &ans->cache_token, &ans->noted, &ans->known);
         char *lower;
         size_t ll;
         if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&

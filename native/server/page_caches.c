@@ -38,6 +38,9 @@ struct scache {
     int idle;                   /* counted in idle_count and idle_bytes, in the LRU list */
     int filling;                /* new, and being filled by the open that made it with data it
                                  * brought (scache_open_to_fill): no other open gets it yet */
+    int noted;                  /* the known state the server noted on it (scache_noted) */
+    off_t noted_size;
+    struct timespec noted_mtime;
 };
 static uint64_t scache_ids;
 static uint64_t scache_drops;   /* caches dropped so far: a size looked up before one may be old */
@@ -351,6 +354,7 @@ void scache_filled(uint64_t id)
 }
 
 static int memfd_passed_on(int mfd, const struct stat *k);
+static int passed_on(const struct scache *s, const struct stat *k);
 
 /* Writes through the mount in the server now, by name (its by_name bucket). With a thread
  * per connection (a thread_safe class, -o workers) an open on another thread may ask the
@@ -380,7 +384,7 @@ static int held_changed_behind(const struct scache *s, const struct stat *st)
            s->valid_stamp == name_stamp(s->mnt, s->path) &&
            (s->size != st->st_size || s->mtime.tv_sec != st->st_mtim.tv_sec ||
             s->mtime.tv_nsec != st->st_mtim.tv_nsec) &&
-           fstat(s->mfd, &k) == 0 && memfd_passed_on(s->mfd, &k);
+           fstat(s->mfd, &k) == 0 && passed_on(s, &k);
 }
 
 static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
@@ -516,6 +520,31 @@ static int memfd_passed_on(int mfd, const struct stat *k)
            kn.nsec == k->st_mtim.tv_nsec;
 }
 
+/* memfd_passed_on, without reading the xattr back when the memfd (k: its fstat) is as it
+ * was at the server's own note after its fill (scache_noted): nothing changed it since, so
+ * the note, its own or a client's of the same state, says so too. */
+static int passed_on(const struct scache *s, const struct stat *k)
+{
+    if (s->noted && k->st_size == s->noted_size && k->st_mtim.tv_sec == s->noted_mtime.tv_sec &&
+        k->st_mtim.tv_nsec == s->noted_mtime.tv_nsec)
+        return 1;
+    return memfd_passed_on(s->mfd, k);
+}
+
+/* The server noted the known state of the new cache id (dispatch.c, note_known_fresh):
+ * size and mtime after its fill. */
+void scache_noted(uint64_t id, off_t size, const struct timespec *mtime)
+{
+    pthread_mutex_lock(&scache_lock);
+    struct scache *s = scache_by_id(id);
+    if (s) {
+        s->noted = 1;
+        s->noted_size = size;
+        s->noted_mtime = *mtime;
+    }
+    pthread_mutex_unlock(&scache_lock);
+}
+
 void scache_close_id(uint64_t id)
 {
     struct stat k;
@@ -532,7 +561,7 @@ void scache_close_id(uint64_t id)
         pthread_mutex_lock(&scache_lock);
         if ((s = scache_by_id(id)) != NULL && s->refs == 1 && ok && strcmp(s->path, path) == 0 &&
             name_stamp(mnt, path) == stamp && fstat(s->mfd, &k) == 0 && k.st_size == st.st_size &&
-            memfd_passed_on(s->mfd, &k)) {
+            passed_on(s, &k)) {
             s->size = st.st_size;
             s->mtime = st.st_mtim;
             s->valid_stamp = stamp;
@@ -541,7 +570,7 @@ void scache_close_id(uint64_t id)
     }
     if (s && --s->refs <= 0) {
         if (s->valid_stamp != name_stamp(s->mnt, s->path) || fstat(s->mfd, &k) < 0 ||
-            !memfd_passed_on(s->mfd, &k))
+            !passed_on(s, &k))
             scache_drop(s);     /* changed, and its attributes not found again above; or
                                  * holding what the FS never got */
         else

@@ -249,6 +249,7 @@ int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fre
 int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size,
                         uint64_t *id);
 void scache_filled(uint64_t id);
+void scache_noted(uint64_t id, off_t size, const struct timespec *mtime);  /* page_caches.c */
 int scache_known(int mnt, const char *path);
 
 /* ---- -o workers=N (workers.c) */

@@ -702,9 +702,18 @@ struct pcache *pcache_open(const struct vpath *vp, off_t size, int size_known, c
     pc->ino = ino;
     pc->size_unknown = size == 0 && !size_known;
     /* fresh, or made by a process that has not noted it yet: a memfd without a known
-     * state would look, to a sync, as if all of it were still owed to the FS */
-    if (server_fresh || load_known(pc) < 0)
+     * state would look, to a sync, as if all of it were still owed to the FS. A new one the
+     * server noted as it made it (and filled it) comes with that note: no fstat and
+     * fsetxattr here (the server's is the same XATTR_CREATE, made before anyone else could
+     * have the memfd or, with a thread_safe class, racing them as two clients would) */
+    int64_t ksize;
+    struct timespec kmtime;
+    if (r == 0 && server_fresh && be->cache_known && be->cache_known(&ksize, &kmtime) == 0) {
+        pc->known_mtime = kmtime;
+        __atomic_store_n(&pc->known_size, (off_t)ksize, __ATOMIC_RELAXED);
+    } else if (server_fresh || load_known(pc) < 0) {
         note_known_first(pc);
+    }
     table_leave();
     *fresh = 1;
     return pc;
@@ -1092,7 +1101,7 @@ void pcache_brought_whole(struct vfile *v)
     uint64_t stamp = pc->brought_whole;
     pc->brought_whole = 0;
     table_leave();
-    /* the memfd's size as this process received it (pcache_open's note_known_first): what
+    /* the memfd's size as this process received it (pcache_open: the server's note, or its own): what
      * the server filled */
     off_t size = __atomic_load_n(&pc->known_size, __ATOMIC_RELAXED);
     if (stamp == 0 || pc->size_unknown || size <= 0 || !attrcache_coherent())
