@@ -464,9 +464,10 @@ static int is_dir(int dfd, const char *last)
 /* The path of this thread's last name operation (unlink, rmdir, mkdir, mknod, symlink) that
  * the tree did itself and that found a directory missing or not one (ENOENT, ENOTDIR),
  * else NULL. Its walk beneath the lower directory followed the symlinks among the
- * directories, so that miss is final: vfs/names.c (backing_miss_final) does not resolve the
- * directories and ask again, which was two fstatat and a malloc more than native's one
- * call for each `rm -f` of a missing name (vfs/attr.c's WALKED_BENEATH, for a stat). Known
+ * directories, so that miss is final: vfs/names.c's retry_in_real_parent does not resolve
+ * the directories and ask again, which was a newfstatat per directory and a malloc more
+ * than native's one call for each `rm -f` of a missing name (vfs/attr.c's WALKED_BENEATH
+ * says the same for a stat). Known
  * by the address of the caller's path, set during the caller's call (names.c clears it
  * first): a signal handler's own operation in between leaves its own address or NULL, and
  * the caller then resolves, as before. */
