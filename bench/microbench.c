@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -296,6 +297,9 @@ struct worker {
 	int index, nthreads;
 	long long ops;
 	double cpu;             /* this thread's CPU seconds while measured */
+	double wall;            /* its wall-clock seconds while measured */
+	double queued;          /* its seconds runnable but waiting for a CPU (schedstat) */
+	long switches;          /* its voluntary context switches: times it slept */
 	int failed;
 	char err[PATH_MAX + 256];
 };
@@ -310,6 +314,30 @@ static double thread_cpu(void)
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
 	return t.tv_sec + t.tv_nsec * 1e-9;
 }
+/* Seconds this thread was runnable but waited for a CPU (/proc/thread-self/schedstat's
+ * second field; -1 where the kernel has no schedstat): with thread_cpu, where a slow round's
+ * wall-clock went. What is neither is time asleep (a lock, a futex, the disk). */
+static double thread_queued(void)
+{
+	char b[128];
+	int f = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	ssize_t n = read(f, b, sizeof b - 1);
+	close(f);
+	unsigned long long run, wait;
+	if (n <= 0)
+		return -1;
+	b[n] = 0;
+	return sscanf(b, "%llu %llu", &run, &wait) == 2 ? wait * 1e-9 : -1;
+}
+
+static long thread_switches(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
 static pthread_barrier_t start_barrier;
 
 #define FAIL(w, ...) do { snprintf((w)->err, sizeof (w)->err, __VA_ARGS__); \
@@ -350,6 +378,8 @@ static void run_worker(struct worker *w)
 	}
 
 	pthread_barrier_wait(&start_barrier);
+	double q0 = thread_queued(), wall0 = now();
+	long sw0 = thread_switches();
 	double cpu0 = thread_cpu();
 	int small_i = w->index;
 	while (!stop_flag) {
@@ -447,6 +477,9 @@ static void run_worker(struct worker *w)
 	}
 	w->ops = ops;
 	w->cpu = thread_cpu() - cpu0;
+	w->switches = thread_switches() - sw0;
+	w->wall = now() - wall0;
+	w->queued = q0 < 0 ? -1 : thread_queued() - q0;
 	if (fd >= 0)
 		close(fd);
 }
@@ -458,7 +491,12 @@ static void *worker_main(void *arg)
 }
 
 /* Runs `nthreads` workers for `secs`; returns total ops and the elapsed time. */
-static int run_timed(enum wl id, int nthreads, double secs, long long *ops, double *elapsed, double *cpu)
+struct totals {
+	double cpu, queued, asleep;     /* the workers' seconds: on a CPU, waiting for one, neither */
+	long switches;
+};
+
+static int run_timed(enum wl id, int nthreads, double secs, long long *ops, double *elapsed, struct totals *tot)
 {
 	struct worker w[MAX_THREADS];
 	memset(w, 0, sizeof w);
@@ -480,12 +518,15 @@ static int run_timed(enum wl id, int nthreads, double secs, long long *ops, doub
 		;
 	stop_flag = 1;
 	*ops = 0;
-	*cpu = 0;
+	memset(tot, 0, sizeof *tot);
 	int failed = 0;
 	for (int i = 0; i < nthreads; i++) {
 		pthread_join(w[i].tid, NULL);
 		*ops += w[i].ops;
-		*cpu += w[i].cpu;
+		tot->cpu += w[i].cpu;
+		tot->queued += w[i].queued < 0 ? 0 : w[i].queued;
+		tot->asleep += w[i].wall - w[i].cpu - (w[i].queued < 0 ? 0 : w[i].queued);
+		tot->switches += w[i].switches;
 		if (w[i].failed) {
 			fprintf(stderr, "microbench: thread %d: %s\n", i, w[i].err);
 			failed = 1;
@@ -518,15 +559,23 @@ static int run_workload(const char *spec)
 			return 1;
 		}
 		long long ops;
-		double el, cpu;
-		if (warmup_secs > 0 && run_timed(workloads[i].id, nthreads, warmup_secs, &ops, &el, &cpu) != 0)
+		double el;
+		struct totals tot;
+		if (warmup_secs > 0 && run_timed(workloads[i].id, nthreads, warmup_secs, &ops, &el, &tot) != 0)
 			goto failed;
-		if (run_timed(workloads[i].id, nthreads, measure_secs, &ops, &el, &cpu) != 0)
+		if (run_timed(workloads[i].id, nthreads, measure_secs, &ops, &el, &tot) != 0)
 			goto failed;
+		double per = 1e6 / (ops ? ops : 1);
 		/* cpu_us_per_op: the workers' own CPU per operation (a server's, or a FUSE
 		 * daemon's, is not counted: a figure for calls the process makes itself) */
-		printf("RESULT workload=%s threads=%d ops=%lld secs=%.4f ops_per_s=%.1f cpu_us_per_op=%.3f",
-		       name, nthreads, ops, el, ops / el, cpu * 1e6 / (ops ? ops : 1));
+		/* queued_us_per_op: the workers' time runnable but waiting for a CPU (the machine's
+		 * load, or other threads of the command); asleep_us_per_op: off a CPU by their own
+		 * call (a lock, a futex, the disk), sleeps_per_op the times they went to sleep.
+		 * cpu + queued + asleep is the workers' wall-clock per operation. */
+		printf("RESULT workload=%s threads=%d ops=%lld secs=%.4f ops_per_s=%.1f cpu_us_per_op=%.3f"
+		       " queued_us_per_op=%.3f asleep_us_per_op=%.3f sleeps_per_op=%.4f",
+		       name, nthreads, ops, el, ops / el, tot.cpu * per, tot.queued * per, tot.asleep * per,
+		       tot.switches * per * 1e-6);
 		if (workloads[i].bytes_per_op)
 			printf(" mb_per_s=%.2f", ops * (double)workloads[i].bytes_per_op / el / 1e6);
 		if (workloads[i].nm)

@@ -343,6 +343,36 @@ def issue33_section(results, md):
                 met = r >= want and rr >= want
         out.append('| %s >= x%g | %s | %s | %s |' % (title, want, cells[0], cells[1],
                                                  'not run' if met is None else mark(met)))
+    out += where_the_time_goes(results, ('ldp-loop', 'native'), ['create:%d' % t for t in (1, 2, 8)] + ['orc:1'])
+    return out
+
+
+def where_the_time_goes(results, cfgs, keys):
+    """Per operation, medians over rounds: the workers' CPU, their wait for a CPU and their
+    time asleep (microbench's cpu/queued/asleep_us_per_op). On a loaded machine ops/s moves
+    with the wait, which the load decides; the CPU is what the layer costs."""
+    f = ('cpu_us_per_op', 'queued_us_per_op', 'asleep_us_per_op')
+    med = {}
+    for row in results.get('micro', []):
+        k = '%s:%s' % (row['workload'], row.get('threads'))
+        if k in keys and row['config'] in cfgs and not row.get('error') and all(x in row for x in f):
+            for x in f:
+                med.setdefault((row['config'], k, x), []).append(float(row[x]))
+    if not med:
+        return []
+    out = ['', 'Where the time goes (us per operation, medians; a worker\'s wall-clock is its CPU, its '
+           'wait for a CPU and its time asleep; the CPU ratio is native\'s over the configuration\'s, '
+           'the figure the load does not move):', '',
+           '| workload | ' + ' | '.join('%s CPU / wait / asleep' % c for c in cfgs) + ' | CPU ratio |',
+           '|---|' + '---:|' * (len(cfgs) + 1)]
+    for k in keys:
+        cells, cpu = [], []
+        for c in cfgs:
+            v = [statistics.median(med[(c, k, x)]) if (c, k, x) in med else None for x in f]
+            cpu.append(v[0])
+            cells.append('-' if v[0] is None else '%.2f / %.2f / %.2f' % tuple(v))
+        ratio = cpu[1] / cpu[0] if None not in cpu[:2] and cpu[0] else None
+        out.append('| `%s` | %s | %s |' % (k, ' | '.join(cells), fmt_ratio(ratio) if ratio else '-'))
     return out
 
 

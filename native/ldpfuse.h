@@ -430,6 +430,7 @@ int backing_caller_served(void);    /* this process's caller, asked again at a c
 int backing_getattr_here(int mnt, const char *path, struct stat *st, int *r);
 /* a tree looks path up itself (create_open): a missing name it finds is final */
 int backing_looks_up(int mnt, const char *path);
+extern TLS const char *ldp_backing_miss;   /* vfs/backing.c: a tree's own final miss (names.c) */
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
 /* ---- union backing (vfs/union.c): a mount that is an overlay's merged view, whose reads

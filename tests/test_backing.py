@@ -425,3 +425,58 @@ def test_stat_of_names_in_many_directories_costs_one_system_call(tmp_path):
     # the first walk of each directory, and again after attr_timeout (1 s) if strace is slow
     assert calls.get("openat2", 0) < stats // 3, calls
     assert calls.get("rt_sigprocmask", 0) < stats // 10, calls
+
+
+MISSES = r"""
+import errno, os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+def err(call, *a):
+    try:
+        call(*a)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+out = [err(os.unlink, f"{root}/a/b/missing"), err(os.unlink, f"{root}/a/b/file/x"),
+       err(os.unlink, f"{root}/a/gone/x"), err(os.rmdir, f"{root}/a/b/missing"),
+       err(os.mkdir, f"{root}/a/gone/d"), err(os.symlink, "t", f"{root}/a/gone/l"),
+       err(os.unlink, f"{root}/link/missing"), err(os.unlink, f"{root}/link/file")]
+for i in range(n):
+    err(os.unlink, f"{root}/a/b/missing{i}")
+print(" ".join(out))
+"""
+
+
+def test_a_missing_name_under_a_tree_is_one_system_call_and_the_same_answer(tmp_path):
+    """`rm -f` of a name that is not there: a backed unlink (rmdir, mkdir, symlink) that misses
+    answers what the kernel answers on the lower tree, in one system call as natively: the
+    tree's walk beneath the lower directory followed the symlinks among the directories, so
+    the core does not resolve the directories (a newfstatat each) and ask again
+    (vfs/backing.c ldp_backing_miss). A symlink among the directories inside the tree still
+    leads where it leads natively. Counted by strace -c."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed: the system calls it counts are what this checks")
+    lower = tmp_path / "lower"
+    (lower / "a" / "b").mkdir(parents=True)
+    (lower / "a" / "b" / "file").write_text("x")
+    os.symlink("a/b", lower / "link")
+    prog = tmp_path / "misses.py"
+    prog.write_text(MISSES)
+    native = subprocess.run([sys.executable, str(prog), str(lower), "0"], capture_output=True, text=True)
+    assert native.returncode == 0, native.stderr
+    assert native.stdout.split() == ["ENOENT", "ENOTDIR", "ENOENT", "ENOENT", "ENOENT", "ENOENT", "ENOENT", "ok"]
+    (lower / "a" / "b" / "file").write_text("x")
+    n = 300
+    counts = tmp_path / "counts"
+    r, _ = ldp(tmp_path, LOOPBACK, [lower],
+               f"strace -f -c -o {counts} {sys.executable} {prog} {tmp_path / 'mnt'} {n}", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == native.stdout, r.stderr
+    assert not (lower / "a" / "b" / "file").exists()
+    calls = {}
+    for line in counts.read_text().splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[3].isdigit():
+            calls[f[-1]] = int(f[3])
+    assert calls.get("unlinkat", 0) >= n
+    # before: two more newfstatat per unlink (a, a/b), 600 here; Python's start makes ~100
+    assert calls.get("newfstatat", 0) < n, calls

@@ -461,6 +461,19 @@ static int is_dir(int dfd, const char *last)
     } \
     pr_; })
 
+/* The path of this thread's last name operation (unlink, rmdir, mkdir, mknod, symlink) that
+ * the tree did itself and that found a directory missing or not one (ENOENT, ENOTDIR),
+ * else NULL. Its walk beneath the lower directory followed the symlinks among the
+ * directories, so that miss is final: vfs/names.c's retry_in_real_parent does not resolve
+ * the directories and ask again, which was a newfstatat per directory and a malloc more
+ * than native's one call for each `rm -f` of a missing name (vfs/attr.c's WALKED_BENEATH
+ * says the same for a stat). Known
+ * by the address of the caller's path, set during the caller's call (names.c clears it
+ * first): a signal handler's own operation in between leaves its own address or NULL, and
+ * the caller then resolves, as before. */
+TLS const char *ldp_backing_miss;
+#define MISSED(path, r) (ldp_backing_miss = ((r) == -ENOENT || (r) == -ENOTDIR) ? (path) : NULL)
+
 /* ---- the methods */
 
 /* A stat the tree serves, done here without the guard (vfs/attr.c): signals are left as the
@@ -522,6 +535,7 @@ static int b_mknod(int mnt, const char *path, mode_t mode, dev_t dev)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_MKNOD, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(mknodat)(dfd, last, mode, dev)) : ASK_CLASS;
+    MISSED(path, r == ASK_CLASS ? 0 : r);
     if (r == ASK_CLASS)
         return CLASS(mknod(mnt, path, mode, dev));
     CHANGED(mnt, path, r);
@@ -534,6 +548,7 @@ static int b_mkdir(int mnt, const char *path, mode_t mode)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_MKDIR, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(mkdirat)(dfd, last, mode & 07777)) : ASK_CLASS;
+    MISSED(path, r == ASK_CLASS ? 0 : r);
     if (r == ASK_CLASS)
         return CLASS(mkdir(mnt, path, mode));
     CHANGED(mnt, path, r);
@@ -546,6 +561,7 @@ static int b_unlink(int mnt, const char *path)
     const char *rel;
     struct tree *t = tree_for(mnt, path, BK_UNLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, 0)) : ASK_CLASS;
+    MISSED(path, r == ASK_CLASS ? 0 : r);
     if (r == ASK_CLASS)
         return CLASS(unlink(mnt, path));
     CHANGED(mnt, path, r);
@@ -560,6 +576,7 @@ static int b_rmdir(int mnt, const char *path)
     int r = t ? AT_PARENT(t, rel, 1, REAL(unlinkat)(dfd, last, AT_REMOVEDIR)) : ASK_CLASS;
     if (r == 0)
         dir_changed(mnt, path, path);
+    MISSED(path, r == ASK_CLASS ? 0 : r);
     if (r == ASK_CLASS)
         return CLASS(rmdir(mnt, path));
     TOLD(t, BK_RMDIR, mnt, path, NULL, r);
@@ -571,6 +588,7 @@ static int b_symlink(int mnt, const char *linkpath, const char *target)
     const char *rel;
     struct tree *t = tree_for(mnt, linkpath, BK_SYMLINK, &rel);
     int r = t ? AT_PARENT(t, rel, 1, REAL(symlinkat)(target, dfd, last)) : ASK_CLASS;
+    MISSED(linkpath, r == ASK_CLASS ? 0 : r);
     if (r == ASK_CLASS)
         return CLASS(symlink(mnt, linkpath, target));
     CHANGED(mnt, linkpath, r);

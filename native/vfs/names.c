@@ -71,17 +71,21 @@ int vfs_access(const struct vpath *vp0, int mode, int flags)
 /* The FS sees whole paths: a symlink among the directories ("link/new", link -> dir)
  * reaches it unresolved, and an FS that does not follow links answers ENOENT or ENOTDIR.
  * Then the directories are resolved (ELOOP if their links never end) and the call made
- * once more: 1 to retry with vp changed, 0 to keep the answer r, -1 with errno. */
+ * once more: 1 to retry with vp changed, 0 to keep the answer r, -1 with errno. A backing
+ * tree's own miss is final: its walk beneath the lower directory followed those links. */
 static int retry_in_real_parent(struct vpath *vp, ssize_t r)
 {
     if (r != -ENOENT && r != -ENOTDIR)
         return 0;
+    if (ldp_backing_miss == vp->path)
+        return 0;       /* a backing tree walked the directories itself (vfs/backing.c) */
     return vfs_resolve_parents(vp);
 }
 #define BE_NAME(vp, call) ({ \
     ssize_t rn_; \
     int again_ = 0; \
     for (int try_ = 0; try_ < 2; try_++) { \
+        ldp_backing_miss = NULL; \
         rn_ = BE((vp)->mnt, call); \
         if (try_ > 0 || (again_ = retry_in_real_parent(vp, rn_)) <= 0) \
             break; \
