@@ -321,8 +321,9 @@ static void server_check_ended(void)
  * another file on its number, is lost too, not used for a request no one will answer. */
 void shared_fds_closed(unsigned first, unsigned last)
 {
-    if ((unsigned)__atomic_load_n(&ldp_private_fd, __ATOMIC_RELAXED) > last)
-        return;
+    int low = __atomic_load_n(&ldp_private_fd, __ATOMIC_RELAXED);
+    if (low == INT_MAX || (unsigned)low > last)
+        return;         /* no channel there: shared_fds_lost, just before, marked them all */
     pthread_once(&srv_once, server_read);
     pthread_mutex_lock(&channels_lock);
     for (struct channel *c = channels; c; c = c->next)

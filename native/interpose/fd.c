@@ -153,9 +153,9 @@ static void close_span(unsigned first, unsigned last, int before)
  * EIO to the program's next call). */
 static void range_lost(unsigned first, unsigned last)
 {
-    if ((unsigned)private_fd() <= last)
+    if (private_fd() != INT_MAX && (unsigned)private_fd() <= last)
         shared_fds_lost(first, last);
-    if ((unsigned)ldp_backing_low_fd <= last)
+    if (ldp_backing_low_fd != INT_MAX && (unsigned)ldp_backing_low_fd <= last)
         backing_fds_lost(first, last);
 }
 
