@@ -92,10 +92,9 @@ class Symlink(Inode):
 class Memory(Operations):
     use_ns = True
     # open() only pins the inode (fh -> inode, so that an unlinked file stays
-    # readable) and release() only unpins it, but it does not say open_only_pins
-    # (docs/operations.md) yet: with held handles, a program that closes every fd
-    # while a thread re-opens a file hung (tests/test_shared_channel.py)
-    open_only_pins = False
+    # readable) and release() only unpins it: a process that read a file may open
+    # it again, unchanged, with no request (docs/operations.md, open_only_pins)
+    open_only_pins = True
 
     def __init__(self):
         self._next_ino = 1

@@ -30,7 +30,10 @@
  * gets a channel of the next depth. A forked child drops its parent's channels (pthread_atfork)
  * and makes its own; a thread that ends closes its own (the server then lets go of its
  * side). The sockets live on high fd numbers (fs_fd); a program that closes or dup2()s over
- * one of them (close_range in a child) makes that channel reconnect at its next use. A new
+ * one of them (close_range in a child) makes that channel reconnect at its next use: a
+ * close_range's own requests (kept caches let go of, flushes) go out before it marks its
+ * channels lost (interpose/fd.c), and one another thread made meanwhile, whose socket the
+ * close took, is found after it (shared_fds_closed). A new
  * socket is born on the lowest free number: one that a process sharing the fd table
  * replaced before it moved up is found (connected_socket) and made again.
  */
@@ -311,6 +314,23 @@ static void server_check_ended(void)
     pthread_once(&srv_once, server_read);
     if (srv_pid <= 0 || ldp_proc_start_time(srv_pid) != srv_start)
         __atomic_store_n(&server_ended, 1, __ATOMIC_RELAXED);
+}
+
+/* After the kernel closed fds first..last (close_range, closefrom; shared_fds_lost was told
+ * just before): a channel another thread made there in between, its socket gone now or
+ * another file on its number, is lost too, not used for a request no one will answer. */
+void shared_fds_closed(unsigned first, unsigned last)
+{
+    int low = __atomic_load_n(&ldp_private_fd, __ATOMIC_RELAXED);
+    if (low == INT_MAX || (unsigned)low > last)
+        return;         /* no channel there: shared_fds_lost, just before, marked them all */
+    pthread_once(&srv_once, server_read);
+    pthread_mutex_lock(&channels_lock);
+    for (struct channel *c = channels; c; c = c->next)
+        if (!c->lost && (unsigned)c->sock >= first && (unsigned)c->sock <= last && connected_socket(c->sock) != srv_pid)
+            c->lost = 1;
+    private_fd_update();
+    pthread_mutex_unlock(&channels_lock);
 }
 
 static struct channel *channel_open(void)

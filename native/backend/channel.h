@@ -216,6 +216,7 @@ void channel_end(struct channel *c);
 void channel_fail(struct channel *c);
 void channel_atfork_child(void);
 void shared_fds_lost(unsigned first, unsigned last);
+void shared_fds_closed(unsigned first, unsigned last);   /* after the kernel closed them */
 void shared_coherence_offer(int fd);     /* the table the connection brought (closes fd) */
 struct coherence *shared_coherence(void);   /* that table, or NULL */
 /* Past w bytes a partial sendmsg wrote: the vector left (*v, the count returned). */

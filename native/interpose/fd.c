@@ -6,6 +6,7 @@
 
 extern int ldp_private_fd;     /* the lowest fd number of the shared mode's channels */
 void shared_fds_lost(unsigned first, unsigned last);
+void shared_fds_closed(unsigned first, unsigned last);
 
 /* written by channel.c under its lock, read here on any thread */
 static inline int private_fd(void)
@@ -144,19 +145,37 @@ static void close_span(unsigned first, unsigned last, int before)
     }
 }
 
+/* The program closes [first, last] at once: any of our own fds there (the shared mode's
+ * channels, a backing tree's directories) is lost. Told right before the kernel closes
+ * them, after every request this close makes itself (the kept caches let go of, the
+ * flushes): a request made after it would reconnect on a socket the close then takes,
+ * the channel not known lost (a posted release's answer waited for on a closed socket was
+ * EIO to the program's next call). */
+static void range_lost(unsigned first, unsigned last)
+{
+    if (private_fd() != INT_MAX && (unsigned)private_fd() <= last)
+        shared_fds_lost(first, last);
+    if (ldp_backing_low_fd != INT_MAX && (unsigned)ldp_backing_low_fd <= last)
+        backing_fds_lost(first, last);
+}
+
 int close_range(unsigned first, unsigned last, int flags)
 {
-    if ((unsigned)private_fd() <= last && !(flags & CLOSE_RANGE_CLOEXEC))
-        shared_fds_lost(first, last);
-    if ((unsigned)ldp_backing_low_fd <= last && !(flags & CLOSE_RANGE_CLOEXEC))
-        backing_fds_lost(first, last);
-    if (!(flags & CLOSE_RANGE_CLOEXEC) && !ldp_guard && !ldp_vfork_child)
+    int closing = !(flags & CLOSE_RANGE_CLOEXEC);
+    if (closing && !ldp_guard && !ldp_vfork_child)
         pcache_kept_closing(first, last);
-    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || (flags & CLOSE_RANGE_CLOEXEC) ||
-        ldp_vfork_child)
-        return REAL(close_range)(first, last, flags);
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || !closing || ldp_vfork_child) {
+        if (closing)
+            range_lost(first, last);
+        int r = REAL(close_range)(first, last, flags);
+        if (closing)
+            shared_fds_closed(first, last);
+        return r;
+    }
     close_span(first, last, 1);
+    range_lost(first, last);
     int r = REAL(close_range)(first, last, flags);
+    shared_fds_closed(first, last);
     if (r == 0)
         close_span(first, last, 0);
     return r;
@@ -164,18 +183,20 @@ int close_range(unsigned first, unsigned last, int flags)
 
 void closefrom(int lowfd)
 {
-    if (lowfd >= 0 && private_fd() != INT_MAX)
-        shared_fds_lost((unsigned)lowfd, INT_MAX);
-    if (lowfd >= 0 && ldp_backing_low_fd != INT_MAX)
-        backing_fds_lost((unsigned)lowfd, INT_MAX);
     if (lowfd >= 0 && !ldp_guard && !ldp_vfork_child)
         pcache_kept_closing((unsigned)lowfd, ~0u);
     if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || lowfd < 0 || ldp_vfork_child) {
+        if (lowfd >= 0)
+            range_lost((unsigned)lowfd, INT_MAX);
         REAL(closefrom)(lowfd);
+        if (lowfd >= 0)
+            shared_fds_closed((unsigned)lowfd, INT_MAX);
         return;
     }
     close_span((unsigned)lowfd, ~0u, 1);
+    range_lost((unsigned)lowfd, INT_MAX);
     REAL(closefrom)(lowfd);
+    shared_fds_closed((unsigned)lowfd, INT_MAX);
     close_span((unsigned)lowfd, ~0u, 0);
 }
 
