@@ -263,6 +263,68 @@ def test_a_file_grown_by_another_process_reads_its_new_bytes_past_the_old_end(ws
     ws.compare_py(APPENDED_BY_ANOTHER_PROCESS, fs=fs, options=options, mode=mode, check_tree=False)
 
 
+# A process appends through an O_RDWR fd it keeps while other processes append between its
+# lines, then reads the file back through that fd. Its appends land past the lines of the
+# others, which its cache never got (in the embedded mode a cache of its own): they must be
+# read from the FS, not taken for zeros (at 7992107 the embedded mode read NULs there).
+APPENDS_READ_BACK = r'''
+import os, subprocess
+D = os.environ["D"]
+p = f"{D}/log"
+fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+for i in range(3):
+    os.write(fd, b"mine %d\n" % i)
+    subprocess.run(["sh", "-c", f'for j in 1 2 3; do echo "other {i} $j" >> "{p}"; done'], check=True)
+os.write(fd, b"mine end\n")
+data = os.pread(fd, 1 << 16, 0)
+print(data.decode().replace("\0", "<NUL>"))
+os.close(fd)
+print(open(p, "rb").read() == data)
+'''
+
+
+@pytest.mark.parametrize("fs,options,mode", APPEND_CASES, ids=["memory-shared", "no-passthrough"])
+def test_appends_of_others_read_back_through_the_appenders_fd_are_no_zeros(ws, fs, options, mode):
+    ws.compare_py(APPENDS_READ_BACK, fs=fs, options=options, mode=mode, check_tree=False)
+
+
+# One process holds an O_APPEND fd of slow.log; another's `>>` open looks the file up,
+# then stays 0.6 s in the class's open (a thread per connection: the first goes on),
+# meanwhile the first appends a line and closes. The second's page cache, made after
+# that, must hold the file's end, not the size its lookup saw: at 7992107 it was made that
+# size, and the second's line landed past a gap of zeros where the first's line is, which
+# every later reader of the kept cache read (four shells appending under -o workers=2: 1
+# run in 30; here every run in the shared mode).
+SLOW_OPENS = f"{FS_FIXTURES / 'slow_opens.py'}:SlowOpens"
+APPEND_DURING_AN_OPEN = r'''
+import os, subprocess, time
+D = os.environ["D"]
+p = f"{D}/slow.log"
+fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(fd, b"first\n")
+sh = subprocess.Popen(["sh", "-c", f'echo second >> "{p}"'])
+time.sleep(0.3)
+os.write(fd, b"third\n")
+os.close(fd)
+assert sh.wait() == 0
+data = open(p, "rb").read()
+print(sorted(data.split(b"\n")), data.count(0))
+print(data.hex())
+'''
+
+
+def test_a_line_appended_during_anothers_open_is_no_zeros_through_its_cache(ws):
+    script = ws.write_script("script.py", APPEND_DURING_AN_OPEN)
+    native = ws.native_run([sys.executable, script])
+    assert native.returncode == 0, native.describe()
+    r = ws.ldp_run([sys.executable, script], fs=SLOW_OPENS, fs_args=[ws.lower])
+    assert r.returncode == 0, r.describe()
+    lines, view = r.stdout.splitlines(), bytes.fromhex(r.stdout.splitlines()[-1])
+    # the lines natively (their order is the sleeps'), and through the mount what the FS got
+    assert lines[:-1] == native.stdout.splitlines()[:-1], r.describe() + "\nnative:\n" + native.stdout
+    assert view == (ws.lower / "slow.log").read_bytes()
+
+
 CACHED = [(LOOPBACK, {"passthrough": "no"}, None), (MEMORY, {}, "shared")]
 CACHED_IDS = ["no-passthrough", "memory-shared"]
 

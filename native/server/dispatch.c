@@ -162,10 +162,12 @@ static int note_known_fresh(int fd, struct wire_known *kn)
 /* A cached open's page cache, brought along with its answer (the client would ask for it
  * next): its fd, its token in ans; -1 if there is none (the client then asks). fh and
  * flags: the open's, for fill_first_window; w: what the open brought (a worker's), or
- * NULL. A new one's known state is noted (*noted, *known: note_known_fresh). */
-static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st, uint64_t fh, int flags,
-                       const struct open_window *w, int32_t *cache, uint64_t *cache_token, int32_t *noted,
-                       struct wire_known *known)
+ * NULL; st_stamp: the name's stamp read before st or w were asked (a new cache is made
+ * from them only if the name has not changed through the mount since: page_caches.c).
+ * A new one's known state is noted (*noted, *known: note_known_fresh). */
+static int cache_along(struct client *cl, int mnt, const char *path, const struct stat *st, uint64_t st_stamp,
+                       uint64_t fh, int flags, const struct open_window *w, int32_t *cache, uint64_t *cache_token,
+                       int32_t *noted, struct wire_known *known)
 {
     int fresh, whole = 0;
     off_t size = 0;
@@ -175,14 +177,16 @@ static int cache_along(struct client *cl, int mnt, const char *path, const struc
     int brought = w && w->len >= 0;
     if (w && w->have_st)
         st = &w->st;
-    int fd = brought ? scache_open_to_fill(mnt, path, st, &fresh, &size, &id)
-             : st    ? scache_open_sized(mnt, path, st, &fresh, &size, &id)
+    int fd = brought ? scache_open_to_fill(mnt, path, st, st_stamp, &fresh, &size, &id)
+             : st    ? scache_open_sized(mnt, path, st, st_stamp, &fresh, &size, &id)
                      : scache_open(mnt, path, 0, NULL, &fresh, &size, &id);
     if (fd < 0) {
         if (brought)
             scache_filled(id);      /* (a new one that could not be opened: dropped) */
         return -1;
     }
+    if (fresh == 2)
+        w = NULL;       /* the data brought is older than the file: not put in (nor read here) */
     if (fresh)
         whole = fill_first_window(fd, size, mnt, path, fh, flags, w);
     *noted = fresh && note_known_fresh(fd, known);
@@ -315,6 +319,8 @@ void do_op(struct client *cl)
                        peer_may_share_cache(cl->as_uid, flags);
         size_t window = windowed && (flags & O_ACCMODE) != O_WRONLY && !(flags & O_TRUNC) &&
                         !scache_known(mnt, path) ? FIRST_WINDOW : 0;
+        struct coherence *ot = __atomic_load_n(&coh, __ATOMIC_ACQUIRE);
+        uint64_t open_stamp = ot ? coherence_stamp(ot, mnt, path) : 0;   /* before win.st is asked */
         if (windowed) {
             r = workers_open(mnt, path, flags, window, NULL, &res, &win);
             if (r == -EMFILE && scache_shed() > 0) {
@@ -337,8 +343,8 @@ void do_op(struct client *cl)
             /* a cached open: its page cache comes along (the client would ask for it next) */
             _Static_assert(sizeof(struct wire_open_cache) <= sizeof cl->small, "fits the small answer");
             struct wire_open_cache *oc = memset(small, 0, sizeof *oc);
-            if ((pass_fd = cache_along(cl, mnt, path, NULL, res.fh, flags, windowed ? &win : NULL, &oc->cache,
-                                       &oc->cache_token, &oc->noted, &oc->known)) >= 0) {
+            if ((pass_fd = cache_along(cl, mnt, path, NULL, open_stamp, res.fh, flags, windowed ? &win : NULL,
+                                       &oc->cache, &oc->cache_token, &oc->noted, &oc->known)) >= 0) {
                 out = oc;
                 out_len = sizeof *oc;
                 r |= OPEN_CACHE_BROUGHT;
@@ -610,8 +616,9 @@ void do_op(struct client *cl)
             r = hand_over(cl, W_OPEN, mnt, path, flags, res.fh, &fh);
         if (r >= 0 && pass_fd < 0 && (rq->c & WANT_CACHE) && !(res.open_flags & OPEN_DIRECT_IO) &&
             peer_may_share_cache(cl->as_uid, flags))
-            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, res.fh, flags,
-                                  windowed ? &win : NULL, &ans->cache, &ans->cache_token, &ans->noted, &ans->known);
+            pass_fd = cache_along(cl, mnt, path, ans->outcome == CO_OPENED ? &ans->st : NULL, ans->stamp, res.fh,
+                                  flags, windowed ? &win : NULL, &ans->cache, &ans->cache_token, &ans->noted,
+                                  &ans->known);
         char *lower;
         size_t ll;
         if (r >= 0 && pass_fd >= 0 && !ans->cache && ans->outcome == CO_OPENED && (rq->c & WANT_LOWER) &&

@@ -314,32 +314,36 @@ static int scache_still_valid(const struct scache *s, const struct stat *st)
 /* An fd of the file's memfd (a new open file description) for a client; -errno. fh is the
  * caller's open of the file (NULL: none), size what the client saw, used only if the file
  * system's getattr fails. */
-static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int fill, int *fresh, off_t *fresh_size, uint64_t *id);
+static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, uint64_t known_stamp,
+                      const uint64_t *fh, int fill, int *fresh, off_t *fresh_size, uint64_t *id);
 
 /* (fresh_size, when not NULL: a new cache's size, the memfd's as made, so that its first
  * fill needs no fstat of it: dispatch.c) */
 int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, off_t *fresh_size,
                 uint64_t *id)
 {
-    return scache_get(mnt, path, size, NULL, fh, 0, fresh, fresh_size, id);
+    return scache_get(mnt, path, size, NULL, 0, fh, 0, fresh, fresh_size, id);
 }
 
 /* The same, for an open whose own lookup has just found the file's attributes
- * (W_CREATE_OPEN): no second getattr, unless a cache was dropped in between. */
-int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size, uint64_t *id)
+ * (W_CREATE_OPEN), st_stamp the name's stamp read before that lookup: no second getattr,
+ * unless the name changed through the mount since (below, scache_get). */
+int scache_open_sized(int mnt, const char *path, const struct stat *st, uint64_t st_stamp, int *fresh,
+                      off_t *fresh_size, uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, 0, fresh, fresh_size, id);
+    return scache_get(mnt, path, st->st_size, st, st_stamp, NULL, 0, fresh, fresh_size, id);
 }
 
 /* The same, for an open that brought the file's data with it (a worker's, workers.c): a
  * new cache is the caller's alone until scache_filled(id): every other open waits for it,
  * so that the fill writes over nothing newer, as with one FS thread no other request runs
- * meanwhile (dispatch.c, fill_first_window). */
-int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size,
-                        uint64_t *id)
+ * meanwhile (dispatch.c, fill_first_window). *fresh is 2, not 1, for a new cache made
+ * after the name changed through the mount since st_stamp: the data brought is older
+ * than the file, and must not go into it. */
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, uint64_t st_stamp, int *fresh,
+                        off_t *fresh_size, uint64_t *id)
 {
-    return scache_get(mnt, path, st->st_size, st, NULL, 1, fresh, fresh_size, id);
+    return scache_get(mnt, path, st->st_size, st, st_stamp, NULL, 1, fresh, fresh_size, id);
 }
 
 /* The fill of a new cache (scache_open_to_fill) ended: the other opens may have it. */
@@ -371,37 +375,50 @@ void scache_writing(int mnt, const char *path, int delta)
     __atomic_add_fetch(&writing[name_bucket(mnt, path)], delta, __ATOMIC_SEQ_CST);
 }
 
-/* A held cache whose file's attributes (st, just asked) are no longer those it was filled
- * against, while no write through the mount is under way and the name's stamp says
- * nothing changed it through the mount (read in that order: a write that ended moved the
- * stamp before it stopped counting), and whose memfd holds nothing the FS did not get:
- * the file changed behind the mount. */
-static int held_changed_behind(const struct scache *s, const struct stat *st)
+/* A held cache whose file's attributes (st, asked at the name's stamp st_at, which is
+ * still the name's) are no longer those it was filled against, while no write through
+ * the mount is under way and the name's stamp says nothing changed it through the mount
+ * (read in that order: a write that ended moved the stamp before it stopped counting),
+ * and whose memfd holds nothing the FS did not get: the file changed behind the mount.
+ * (Attributes asked before a change through the mount are no change behind it.) */
+static int held_changed_behind(const struct scache *s, const struct stat *st, uint64_t st_at)
 {
     struct stat k;
     return s->attrs_known && S_ISREG(st->st_mode) &&
            __atomic_load_n(&writing[name_bucket(s->mnt, s->path)], __ATOMIC_SEQ_CST) == 0 &&
-           s->valid_stamp == name_stamp(s->mnt, s->path) &&
+           s->valid_stamp == name_stamp(s->mnt, s->path) && st_at == s->valid_stamp &&
            (s->size != st->st_size || s->mtime.tv_sec != st->st_mtim.tv_sec ||
             s->mtime.tv_nsec != st->st_mtim.tv_nsec) &&
            fstat(s->mfd, &k) == 0 && passed_on(s, &k);
 }
 
-static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, const uint64_t *fh,
-                      int fill, int *fresh, off_t *fresh_size, uint64_t *id)
+/* A new cache's memfd is sized by attributes asked at the name's current stamp: asked
+ * before a write through the mount that ended since (another open's lookup, an append
+ * made and let go of meanwhile by another client on another thread), its size would be
+ * the file's old end, and the next append through it would find the FS's end past the
+ * memfd's: the lines between, never filled, read as zeros (four shells appending under
+ * -o workers=2). Attributes given (known) count only while the name's stamp is still
+ * known_stamp, the one read before they were asked; else they are asked again. */
+static int scache_get(int mnt, const char *path, off_t size, const struct stat *known, uint64_t known_stamp,
+                      const uint64_t *fh, int fill, int *fresh, off_t *fresh_size, uint64_t *id)
 {
     struct stat st;
-    int have_st = 0;
+    int have_st = 0, given = 0;
+    uint64_t st_at = 0;     /* the name's stamp before st was asked */
     if (known) {
         st = *known;
-        have_st = 1;
+        have_st = given = 1;
+        st_at = known_stamp;
     }
     pthread_mutex_lock(&scache_lock);
     struct scache *s = scache_find_filled(mnt, path);
     *fresh = 0;
+    if (have_st && st_at != name_stamp(mnt, path))
+        have_st = given = 0;    /* older than a change through the mount */
     if (s && s->refs <= 0) {
         /* idle since its last close: used again only if the file is unchanged */
         if (!have_st) {
+            st_at = name_stamp(mnt, path);
             pthread_mutex_unlock(&scache_lock);
             have_st = fs_ops->getattr(mnt, path, fh, &st) == 0;
             pthread_mutex_lock(&scache_lock);
@@ -418,12 +435,13 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         }
     }
     if (s && s->refs > 0 && s->attrs_known && !have_st) {
+        st_at = name_stamp(mnt, path);
         pthread_mutex_unlock(&scache_lock);
         have_st = fs_ops->getattr(mnt, path, fh, &st) == 0;
         pthread_mutex_lock(&scache_lock);
         s = scache_find_filled(mnt, path);
     }
-    if (s && s->refs > 0 && have_st && held_changed_behind(s, &st)) {
+    if (s && s->refs > 0 && have_st && held_changed_behind(s, &st, st_at)) {
         /* held, but the file changed behind the mount since its attributes were taken (no
          * change through it explains them): its holders keep theirs, this open gets the
          * file as it is now, as kernel FUSE's open drops a page cache whose file changed */
@@ -433,14 +451,20 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
     for (int asked = 0; s == NULL; asked++) {
         /* the file's size now, asked without the lock (a method may take long); if a cache
          * of any file was dropped meanwhile, this one may have been written and let go of
-         * in between: ask again */
+         * in between, and if the name changed through the mount, the size asked may be
+         * from before: ask again */
         uint64_t drops = scache_drops, stamp = name_stamp(mnt, path);
+        int ask = !have_st || asked > 0 || st_at != stamp;
         pthread_mutex_unlock(&scache_lock);
-        if (!have_st || asked > 0)
+        if (ask) {
             have_st = fs_ops->getattr(mnt, path, fh, &st) == 0 && S_ISREG(st.st_mode);
+            st_at = stamp;
+            given = 0;
+        }
         off_t now = have_st ? st.st_size : size;
         pthread_mutex_lock(&scache_lock);
-        if ((s = scache_find_filled(mnt, path)) != NULL || drops != scache_drops)
+        if ((s = scache_find_filled(mnt, path)) != NULL || drops != scache_drops ||
+            (stamp != name_stamp(mnt, path) && asked < 8))     /* (bounded: writers of caches of their own) */
             continue;
         char name[250];
         snprintf(name, sizeof name, "ldpfuse:%.240s", path);
@@ -463,13 +487,14 @@ static int scache_get(int mnt, const char *path, off_t size, const struct stat *
         s->id = ++scache_ids;
         s->attrs_known = have_st;
         s->valid_stamp = stamp;
-        s->filling = fill;
+        /* data brought with attributes that were asked again is older than the file */
+        s->filling = fill && given;
         s->size = now;
         if (have_st)
             s->mtime = st.st_mtim;
         name_link(s);
         LINK(&by_id[s->id & (SCACHE_BUCKETS - 1)], s, id_next, id_pprev);
-        *fresh = 1;
+        *fresh = fill && !given ? 2 : 1;
         if (fresh_size)
             *fresh_size = now;
     }

@@ -245,9 +245,10 @@ int scache_held(int mnt, const char *path);
 void scache_writing(int mnt, const char *path, int delta);   /* a write through the mount begins (1), ends (-1) */
 int scache_open(int mnt, const char *path, off_t size, const uint64_t *fh, int *fresh, off_t *fresh_size,
                 uint64_t *id);
-int scache_open_sized(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size, uint64_t *id);
-int scache_open_to_fill(int mnt, const char *path, const struct stat *st, int *fresh, off_t *fresh_size,
-                        uint64_t *id);
+int scache_open_sized(int mnt, const char *path, const struct stat *st, uint64_t st_stamp, int *fresh,
+                      off_t *fresh_size, uint64_t *id);
+int scache_open_to_fill(int mnt, const char *path, const struct stat *st, uint64_t st_stamp, int *fresh,
+                        off_t *fresh_size, uint64_t *id);
 void scache_filled(uint64_t id);
 void scache_noted(uint64_t id, off_t size, const struct timespec *mtime);  /* page_caches.c */
 int scache_known(int mnt, const char *path);

@@ -1295,6 +1295,26 @@ static void direct_wrote(struct pcache *pc, const char *buf, off_t at, off_t n, 
         REAL(ftruncate)(pc->mfd, at + n);
 }
 
+/* An append the FS put at `at`, past the cache's end (size): the bytes between are other
+ * processes' appends that this memfd never got (a cache of this process's own: the
+ * embedded mode, or another uid's; one made before them). They are the FS's, not zeros:
+ * the granules from the one that holds the old end to the one that holds the new end are
+ * given back, to be read from the FS, appended line included (as sync_appended gives back
+ * a range the FS put elsewhere). Written into, the granule that holds `at` would read as
+ * zeros before it, and the old end's would keep the zeros a fill put past it. Entry lock
+ * held; 1 if so, 0 if the append was at the cache's end (or before it). */
+static int append_past_end(struct pcache *pc, off_t size, off_t at, off_t n)
+{
+    if (at <= size)
+        return 0;
+    off_t g = (off_t)hole_granule(), lo = size - size % g, end = at + n;
+    off_t hi = end + (g - end % g) % g;
+    __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+    REAL(ftruncate)(pc->mfd, end);
+    REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
+    return 1;
+}
+
 ssize_t direct_read(struct vfile *v, int fd, void *buf, size_t len, off_t off)
 {
     if ((v->flags & O_ACCMODE) == O_WRONLY) {
@@ -1372,7 +1392,8 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
             errno = (int)-n;
             goto out;
         }
-        direct_wrote(pc, buf, at, n, size);
+        if (!append || !append_past_end(pc, size, at, n))
+            direct_wrote(pc, buf, at, n, size);
         if (!positional)
             REAL(lseek)(fd, at + n, SEEK_SET);
         ret = n;
@@ -1397,6 +1418,11 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     }
     if (n < 0) {
         errno = (int)-n;
+        goto out;
+    }
+    if (append && append_past_end(pc, size, at, n)) {
+        REAL(lseek)(fd, at + n, SEEK_SET);
+        ret = n;
         goto out;
     }
     zero_past_end(pc, size, at);       /* a write past the end: the gap reads as zeros */
