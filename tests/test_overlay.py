@@ -246,6 +246,15 @@ def ldpfuse_overlay_run(base, script):
     return r.stdout, json.loads(d.stdout), describe(dirs["upper"])
 
 
+def both_runs(tmp_path, name, text):
+    """The script (text, run as the file name says) in kernel overlayfs and in the example,
+    each on its own copy of the layout: (output, merged tree, upper tree) of each."""
+    need_root()
+    script = tmp_path / name
+    script.write_text(text)
+    return kernel_overlay_run(tmp_path / "kernel", script), ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+
+
 def command(script):
     "How to run a script file: a Python one with the test's Python, a shell one with sh."
     return [sys.executable, script] if script.suffix == ".py" else ["sh", script]
@@ -261,11 +270,7 @@ def assert_same_trees(k_merged, o_merged, k_upper, o_upper):
 
 
 def test_overlay_example_does_what_kernel_overlayfs_does(tmp_path):
-    need_root()
-    script = tmp_path / "script.py"
-    script.write_text(SCRIPT)
-    k_out, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
-    o_out, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    (k_out, k_merged, k_upper), (o_out, o_merged, o_upper) = both_runs(tmp_path, "script.py", SCRIPT)
     k_steps, o_steps = json.loads(k_out), json.loads(o_out)
     # step by step: the first that differs is the one to look at
     for k, o in zip(k_steps, o_steps):
@@ -301,11 +306,7 @@ find . | LC_ALL=C sort
 
 
 def test_programs_in_the_overlay_example_do_what_they_do_in_kernel_overlayfs(tmp_path):
-    need_root()
-    script = tmp_path / "programs.sh"
-    script.write_text(PROGRAMS)
-    k_out, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
-    o_out, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    (k_out, k_merged, k_upper), (o_out, o_merged, o_upper) = both_runs(tmp_path, "programs.sh", PROGRAMS)
     assert o_out == k_out
     assert_same_trees(k_merged, o_merged, k_upper, o_upper)
     assert k_upper["docs/deep"]["rdev"] == [0, 0]   # mv left a whiteout where the directory was
@@ -330,11 +331,7 @@ ls
 
 
 def test_copied_up_directories_keep_their_inode_numbers_as_in_kernel_overlayfs(tmp_path):
-    need_root()
-    script = tmp_path / "inodes.sh"
-    script.write_text(COPY_UP_INODES)
-    k_out, k_merged, k_upper = kernel_overlay_run(tmp_path / "kernel", script)
-    o_out, o_merged, o_upper = ldpfuse_overlay_run(tmp_path / "ldpfuse", script)
+    (k_out, k_merged, k_upper), (o_out, o_merged, o_upper) = both_runs(tmp_path, "inodes.sh", COPY_UP_INODES)
     assert "inode numbers kept" in k_out
     assert o_out == k_out
     assert_same_trees(k_merged, o_merged, k_upper, o_upper)
