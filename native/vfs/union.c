@@ -878,18 +878,26 @@ void union_dir_put(struct onion *u, const char *dir, struct stack *s)
  * as true as the stack: a directory's attributes change only by what moves the count of
  * changes, or by attr_timeout's world outside): 1 and *st, *merged; 0: look it up. A
  * name that is no kept directory (most) costs the loads of its set's hashes, nothing else. */
+/* Has a way of dir's set an entry of its hash (kept, or was): a load per way */
+static int kept_may_have(struct onion *u, const char *dir)
+{
+    if (__atomic_load_n(&kept, __ATOMIC_ACQUIRE) == NULL)
+        return 0;
+    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
+    unsigned set = (unsigned)hash & (nkept - WAYS);
+    for (unsigned i = set; i < set + WAYS; i++)
+        if (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) == hash)
+            return 1;
+    return 0;
+}
+
 static int dir_peek(struct onion *u, const char *dir, struct stat *st, int *merged)
 {
     size_t len = strlen(dir);
-    struct kept *t = __atomic_load_n(&kept, __ATOMIC_ACQUIRE);
-    if (len >= KEPT_PATH || len < 2 || t == NULL)
+    if (len >= KEPT_PATH || len < 2 || !kept_may_have(u, dir))
         return 0;
-    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
-    unsigned set = (unsigned)hash & (nkept - WAYS), i = set;
-    while (i < set + WAYS && __atomic_load_n(&hashes[i], __ATOMIC_RELAXED) != hash)
-        i++;
     struct stack s;
-    if (i == set + WAYS || !kept_find(u, dir, len, changes_now(u), &s))
+    if (!kept_find(u, dir, len, changes_now(u), &s))
         return 0;
     int r = 0;
     if (s.self_known) {
@@ -1044,19 +1052,6 @@ static void found_put(struct onion *u, struct found *f)
         union_dir_put(u, f->dir, &f->parent);
     else
         stack_free(&f->parent);
-}
-
-/* Has a way of dir's set an entry of its hash (kept, or was): a load per way */
-static int kept_may_have(struct onion *u, const char *dir)
-{
-    if (__atomic_load_n(&kept, __ATOMIC_ACQUIRE) == NULL)
-        return 0;
-    uint64_t hash = fnv1a(fnv1a_seed(u->mnt), dir, NULL);
-    unsigned set = (unsigned)hash & (nkept - WAYS);
-    for (unsigned i = set; i < set + WAYS; i++)
-        if (__atomic_load_n(&hashes[i], __ATOMIC_RELAXED) == hash)
-            return 1;
-    return 0;
 }
 
 /* Look path ("/a/b") up: its parent directory's stack, then its last component. A
