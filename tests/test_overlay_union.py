@@ -174,8 +174,8 @@ def need_root():
                     "the test mounts needs root")
 
 
-def kernel_run(base, script):
-    lowers, upper, work, merged = make_layers(base)
+def kernel_output(lowers, upper, work, merged, script):
+    "The script's output (JSON) in kernel overlayfs mounted on these layers."
     opts = f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work}"
     r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, merged],
                        capture_output=True, text=True)
@@ -189,12 +189,34 @@ def kernel_run(base, script):
     return json.loads(out.stdout)
 
 
-def ldpfuse_run(base, script, union):
-    lowers, upper, _, merged = make_layers(base)
+def union_output(lowers, upper, merged, script, union=None):
+    "The script's output (JSON) in the example on these layers (-o union=UNION if given)."
     r = run_ldp(OVERLAY, [":".join(map(str, lowers)), upper], [sys.executable, script, merged], merged,
-                options={"union": union}, mode="shared", timeout=TIMEOUT)
+                options={} if union is None else {"union": union}, mode="shared", timeout=TIMEOUT)
     assert r.returncode == 0, r.describe()
     return json.loads(r.stdout)
+
+
+def kernel_run(base, script):
+    lowers, upper, work, merged = make_layers(base)
+    return kernel_output(lowers, upper, work, merged, script)
+
+
+def ldpfuse_run(base, script, union):
+    lowers, upper, _, merged = make_layers(base)
+    return union_output(lowers, upper, merged, script, union)
+
+
+def kernel_and_union(tmp_path, name, text, layers):
+    """The script (text) in kernel overlayfs and in the example, each on its own copy of the
+    layers that layers(base) makes (lower, upper, work, merged): their outputs (JSON)."""
+    need_root()
+    script = tmp_path / name
+    script.write_text(text)
+    lower, upper, work, merged = layers(tmp_path / "kernel")
+    kernel = kernel_output([lower], upper, work, merged, script)
+    lower, upper, _, merged = layers(tmp_path / "union")
+    return kernel, union_output([lower], upper, merged, script)
 
 
 def assert_same_steps(expected, got, what):
@@ -339,10 +361,6 @@ print(json.dumps(seen))
 
 
 def test_union_sees_what_another_process_changed(tmp_path):
-    need_root()
-    script = tmp_path / "keeper.py"
-    script.write_text(KEEPER)
-
     def layers(base):
         lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))
         (lower / "d" / "sub" / "deeper").mkdir(parents=True)
@@ -352,24 +370,10 @@ def test_union_sees_what_another_process_changed(tmp_path):
             d.mkdir()
         return lower, upper, work, merged
 
-    lower, upper, work, merged = layers(tmp_path / "kernel")
-    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                        f"lowerdir={lower},upperdir={upper},workdir={work}", merged],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mount -t overlay failed (no overlayfs here?): {r.stderr.strip()}")
-    try:
-        k = run_native([sys.executable, script, merged], env=base_env())
-        assert k.returncode == 0, k.describe()
-    finally:
-        subprocess.run(["umount", merged], check=True)
-    lower, upper, _, merged = layers(tmp_path / "union")
-    o = run_ldp(OVERLAY, [lower, upper], [sys.executable, script, merged], merged, mode="shared",
-                timeout=TIMEOUT)
-    assert o.returncode == 0, o.describe()
-    assert json.loads(o.stdout) == json.loads(k.stdout)
-    assert json.loads(k.stdout)[1][0][1] == "d/f.txt\nmore\n"
-    assert json.loads(k.stdout)[2][2] == ["0o40755", ["s.txt"]]
+    want, got = kernel_and_union(tmp_path, "keeper.py", KEEPER, layers)
+    assert got == want
+    assert want[1][0][1] == "d/f.txt\nmore\n"
+    assert want[2][2] == ["0o40755", ["s.txt"]]
 
 
 # A process that looks names up over and over in a merged directory learns what its upper
@@ -402,10 +406,6 @@ print(json.dumps(seen))
 
 
 def test_union_learned_names_see_another_process_changes(tmp_path):
-    need_root()
-    script = tmp_path / "learner.py"
-    script.write_text(LEARNER)
-
     def layers(base):
         lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))
         (lower / "d").mkdir(parents=True)
@@ -417,23 +417,9 @@ def test_union_learned_names_see_another_process_changes(tmp_path):
             d.mkdir()
         return lower, upper, work, merged
 
-    lower, upper, work, merged = layers(tmp_path / "kernel")
-    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                        f"lowerdir={lower},upperdir={upper},workdir={work}", merged],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mount -t overlay failed (no overlayfs here?): {r.stderr.strip()}")
-    try:
-        k = run_native([sys.executable, script, merged], env=base_env())
-        assert k.returncode == 0, k.describe()
-    finally:
-        subprocess.run(["umount", merged], check=True)
-    lower, upper, _, merged = layers(tmp_path / "union")
-    o = run_ldp(OVERLAY, [lower, upper], [sys.executable, script, merged], merged, mode="shared",
-                timeout=TIMEOUT)
-    assert o.returncode == 0, o.describe()
-    assert json.loads(o.stdout) == json.loads(k.stdout)
-    after = json.loads(k.stdout)
+    want, got = kernel_and_union(tmp_path, "learner.py", LEARNER, layers)
+    assert got == want
+    after = want
     assert after[0][3] == ["0o100644", "new\n"] and after[1][1] == "ENOENT"
     assert after[2][0] == ["0o100644", "again\n"] and after[3][6] == ["0o100644", "t\n"]
     assert after[4][9] == ["0o100644", "s\n"]
@@ -529,10 +515,6 @@ print(json.dumps(seen))
 
 
 def test_union_kept_directories_across_changes_elsewhere(tmp_path):
-    need_root()
-    script = tmp_path / "walker.py"
-    script.write_text(WALKER)
-
     def layers(base):
         lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))
         for i in range(100):
@@ -546,22 +528,7 @@ def test_union_kept_directories_across_changes_elsewhere(tmp_path):
             d.mkdir(exist_ok=True)
         return lower, upper, work, merged
 
-    lower, upper, work, merged = layers(tmp_path / "kernel")
-    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                        f"lowerdir={lower},upperdir={upper},workdir={work}", merged],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mount -t overlay failed (no overlayfs here?): {r.stderr.strip()}")
-    try:
-        k = run_native([sys.executable, script, merged], env=base_env())
-        assert k.returncode == 0, k.describe()
-    finally:
-        subprocess.run(["umount", merged], check=True)
-    lower, upper, _, merged = layers(tmp_path / "union")
-    o = run_ldp(OVERLAY, [lower, upper], [sys.executable, script, merged], merged, mode="shared",
-                timeout=TIMEOUT)
-    assert o.returncode == 0, o.describe()
-    got, want = json.loads(o.stdout), json.loads(k.stdout)
+    want, got = kernel_and_union(tmp_path, "walker.py", WALKER, layers)
     for i, (g, w) in enumerate(zip(got, want)):
         assert g == w, f"after change {i}: " + next(f"d{j:03d}: {a} != {b}" for j, (a, b) in enumerate(zip(g, w)) if a != b)
     assert want[2][10][0] == "ENOENT" and want[3][20][2] == "ENOENT" and want[5][40][1][0] == "0o40700"
