@@ -27,12 +27,11 @@ PROGRAM = Path(__file__).parent / "programs" / "passed_fd.py"
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fs_fixtures", "server_probes.py")
 
 
-@pytest.mark.parametrize("role", ["parent", "sibling"])
-@pytest.mark.parametrize("fs", ["memory", "loopback"])
-def test_a_passed_fd_is_usable_by_a_receiver_that_is_not_below_its_opener(tmp_path, fs, role):
-    if fs == "memory" and LDP_MODE == "embedded":
-        pytest.skip("the embedded mode's memory example is a tree per process: a sibling's "
-                    "writes are not its parent's, natively they are")
+def same_steps_as_native(tmp_path, fs, role):
+    """passed_fd.py's steps with this role natively and in the mount (the memory example,
+    or the loopback with passthrough=no: the file served through its read and write, a
+    page cache, not as the lower file itself), compared step by step, and the lower
+    file's bytes with native's; the mount's stderr."""
     native = tmp_path / "native"
     native.mkdir()
     want = run_native([sys.executable, PROGRAM, native, role], timeout=60)
@@ -43,8 +42,6 @@ def test_a_passed_fd_is_usable_by_a_receiver_that_is_not_below_its_opener(tmp_pa
     if fs == "memory":
         got = run_ldp(MEMORY, [], [sys.executable, PROGRAM, mnt, role], mnt, timeout=120)
     else:
-        # passthrough=no: the loopback serves the file through its read and write (a page
-        # cache), not as the lower file itself
         got = run_ldp(LOOPBACK, [lower], [sys.executable, PROGRAM, mnt, role], mnt,
                       options={"passthrough": "no"}, timeout=120)
     assert got.returncode == 0, got.stderr
@@ -54,6 +51,16 @@ def test_a_passed_fd_is_usable_by_a_receiver_that_is_not_below_its_opener(tmp_pa
     assert len(got_lines) == len(want_lines), got.stdout + got.stderr
     if fs == "loopback":
         assert (lower / "f").read_bytes() == (native / "f").read_bytes()
+    return got.stderr
+
+
+@pytest.mark.parametrize("role", ["parent", "sibling"])
+@pytest.mark.parametrize("fs", ["memory", "loopback"])
+def test_a_passed_fd_is_usable_by_a_receiver_that_is_not_below_its_opener(tmp_path, fs, role):
+    if fs == "memory" and LDP_MODE == "embedded":
+        pytest.skip("the embedded mode's memory example is a tree per process: a sibling's "
+                    "writes are not its parent's, natively they are")
+    same_steps_as_native(tmp_path, fs, role)
 
 
 @pytest.mark.parametrize("role", ["closed", "exited"])
@@ -69,26 +76,8 @@ def test_a_passed_fd_its_sender_let_go_of_before_the_receive_is_usable(tmp_path,
     if fs == "memory" and LDP_MODE == "embedded":
         pytest.skip("the embedded mode's memory example is a tree per process: the opener's "
                     "file is not its parent's, natively it is")
-    native = tmp_path / "native"
-    native.mkdir()
-    want = run_native([sys.executable, PROGRAM, native, role], timeout=60)
-    assert want.returncode == 0, want.stderr
-    lower = tmp_path / "lower"
-    lower.mkdir()
-    mnt = tmp_path / "mnt"
-    if fs == "memory":
-        got = run_ldp(MEMORY, [], [sys.executable, PROGRAM, mnt, role], mnt, timeout=120)
-    else:
-        got = run_ldp(LOOPBACK, [lower], [sys.executable, PROGRAM, mnt, role], mnt,
-                      options={"passthrough": "no"}, timeout=120)
-    assert got.returncode == 0, got.stderr
-    want_lines, got_lines = want.stdout.splitlines(), got.stdout.splitlines()
-    for i, (w, g) in enumerate(zip(want_lines, got_lines)):
-        assert g == w, f"step {i} ({w.split()[0]}): native {w!r}, mount {g!r}\n{got.stderr}"
-    assert len(got_lines) == len(want_lines), got.stdout + got.stderr
-    assert "no open file the server knows" not in got.stderr
-    if fs == "loopback":
-        assert (lower / "f").read_bytes() == (native / "f").read_bytes()
+    stderr = same_steps_as_native(tmp_path, fs, role)
+    assert "no open file the server knows" not in stderr
 
 
 # A child opens f, sends its fd to the parent and closes it before the parent's recvmsg;
