@@ -15,6 +15,7 @@
 #include "../ldpfuse.h"
 
 int ldp_proc_fd_dir = -1;
+static int no_room;     /* the fds from fs_fd_base up were all taken: reopen by name */
 
 /* the decimal digits of fd into out (12 bytes) */
 static void digits(char *out, int fd)
@@ -41,7 +42,15 @@ static int dir_fd(void)
     int dir = __atomic_load_n(&ldp_proc_fd_dir, __ATOMIC_ACQUIRE);
     if (dir >= 0)
         return dir;
+    if (__atomic_load_n(&no_room, __ATOMIC_RELAXED))
+        return -1;
     dir = fs_fd_cloexec(REAL(open)("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir >= 0 && dir < fs_fd_base()) {
+        /* no free number up there: not one of the program's kept for ever, by name */
+        REAL(close)(dir);
+        __atomic_store_n(&no_room, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
     if (dir < 0)
         return -1;
     int none = -1;
@@ -80,6 +89,7 @@ void proc_fd_range_lost(unsigned first, unsigned last)
 
 void proc_fd_fork_child(void)
 {
+    no_room = 0;
     int dir = __atomic_exchange_n(&ldp_proc_fd_dir, -1, __ATOMIC_RELAXED);
     if (dir >= 0)
         REAL(close)(dir);
