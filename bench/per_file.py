@@ -91,7 +91,7 @@ def main():
     ap.add_argument("--ldpfuse-run", action="append", default=[])
     ap.add_argument("--stats", action="store_true", help="print one --stats table per ldpfuse-run")
     ap.add_argument("--per-dir", action="store_true", help="each directory's files after its listing")
-    ap.add_argument("--no-spin", action="store_true", help="LDPFUSE_SPIN_US=0 LDPFUSE_SERVER_SPIN_US=0 for the ldp runs")
+    ap.add_argument("--no-spin", action="store_true", help="LDPFUSE_SPIN_US=0 LDPFUSE_SERVER_SPIN_US=0 for the ldp runs, per_file_floor -n for the floor")
     args = ap.parse_args()
     ldps = args.ldpfuse_run or [shutil.which("ldpfuse-run")]
     if not all(ldps):
