@@ -14,7 +14,7 @@ stats, opens, reads whole and closes each file, timing each step:
            memfd_create, the bytes written, the memfd sent and received, the reader's own
            description of it by a kept /proc/self/fd dirfd, its read whole, the closes);
            total is that, cpu the reader's, srv_cpu the server's; its parts (rt, cache,
-           path, one: see the C file) are printed under the table
+           path, one, direct: see the C file) are printed under the table
 
 in interleaved rounds; prints medians (us per file) and, with --stats, the request
 counts of one run per ldpfuse-run. srv_cpu is the server's CPU time per file over the
@@ -137,7 +137,7 @@ def main():
                 row += f"{cell:>{10 if k == 'list_us' else 9}s}"
             print(row)
         print("floor's parts: " + " ".join(f"{k}={statistics.median(r[k] for r in res['floor']):.2f}"
-                                           for k in ("rt", "cache", "path", "one")))
+                                           for k in ("rt", "cache", "path", "one", "direct")))
         for i, ldp in enumerate(ldps):
             print(f"ldp{i} = {ldp} serving {examples[i]}")
         if args.stats:
