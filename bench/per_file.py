@@ -7,13 +7,21 @@ stats, opens, reads whole and closes each file, timing each step:
            --ldpfuse-run given (e.g. a build before a change and one after; PATH,FILE
            serves FILE's Archive class instead of this tree's example)
   class    the archive class's own getattr, open, read and release called in a plain
-           Python loop over the same names (no transport, no cache: the floor)
+           Python loop over the same names (no transport, no cache: the class's floor)
+  floor    bench/per_file_floor.c over the extracted files: per file, the kernel calls a
+           page cache per served file cannot avoid, across two processes, without Python
+           and without the preload (a request and answer over a shared-memory channel,
+           memfd_create, the bytes written, the memfd sent and received, the reader's own
+           description of it by a kept /proc/self/fd dirfd, its read whole, the closes);
+           total is that, cpu the reader's, srv_cpu the server's; its parts (rt, cache,
+           path, one, direct: see the C file) are printed under the table
 
 in interleaved rounds; prints medians (us per file) and, with --stats, the request
 counts of one run per ldpfuse-run. srv_cpu is the server's CPU time per file over the
 files' pass, cpu the reader's own (per_file.c): on a loaded machine they move less than
 the wall clock; --no-spin turns the client's and the server's spins off
-(LDPFUSE_SPIN_US=0, LDPFUSE_SERVER_SPIN_US=0), so that srv_cpu is the server's work alone.
+(LDPFUSE_SPIN_US=0, LDPFUSE_SERVER_SPIN_US=0), so that srv_cpu is the server's work alone
+(and the floor's channel sleeps on its futex at once: per_file_floor -n).
 
     python3 bench/per_file.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]... [--stats] [--per-dir]
 
@@ -39,9 +47,9 @@ ARCHIVE_PY = os.path.join(os.path.dirname(HERE), "examples", "archive.py")
 KEYS = ("stat", "open", "read", "close", "total", "srv_cpu", "cpu")
 
 
-def build(out):
-    exe = os.path.join(out, "per_file")
-    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, "per_file.c")], check=True)
+def build(out, name="per_file"):
+    exe = os.path.join(out, name)
+    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(HERE, name + ".c")], check=True)
     return exe
 
 
@@ -83,7 +91,7 @@ def main():
     ap.add_argument("--ldpfuse-run", action="append", default=[])
     ap.add_argument("--stats", action="store_true", help="print one --stats table per ldpfuse-run")
     ap.add_argument("--per-dir", action="store_true", help="each directory's files after its listing")
-    ap.add_argument("--no-spin", action="store_true", help="LDPFUSE_SPIN_US=0 LDPFUSE_SERVER_SPIN_US=0 for the ldp runs")
+    ap.add_argument("--no-spin", action="store_true", help="LDPFUSE_SPIN_US=0 LDPFUSE_SERVER_SPIN_US=0 for the ldp runs, per_file_floor -n for the floor")
     args = ap.parse_args()
     ldps = args.ldpfuse_run or [shutil.which("ldpfuse-run")]
     if not all(ldps):
@@ -98,9 +106,10 @@ def main():
             t.extractall(ext)
             names = ["/" + m.name for m in t.getmembers() if m.isfile()]
         exe = build(tmp)
+        floor_exe = build(tmp, "per_file_floor")
         env = dict(os.environ, LDPFUSE_SPIN_US="0", LDPFUSE_SERVER_SPIN_US="0") if args.no_spin else None
         flag = ["-d"] if args.per_dir else []
-        cols = ["native"] + [f"ldp{i}" for i in range(len(ldps))] + ["class"]
+        cols = ["native"] + [f"ldp{i}" for i in range(len(ldps))] + ["class", "floor"]
         res = {c: [] for c in cols}
         for rnd in range(args.rounds):
             order = cols[rnd % len(cols):] + cols[:rnd % len(cols)]
@@ -109,6 +118,9 @@ def main():
                     r, _ = run_c([exe, *flag, ext])
                 elif c == "class":
                     r = {"total": class_loop(tar, names)}
+                elif c == "floor":
+                    r, _ = run_c([floor_exe, *(["-n"] if args.no_spin else []), ext])
+                    r["total"] = r["floor"]
                 else:
                     i = int(c[3:])
                     r, _ = run_c([ldps[i], "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt], env)
@@ -124,6 +136,8 @@ def main():
                 cell = f"{statistics.median(v) / (args.files if k == 'list_us' else 1):.2f}" if v else "-"
                 row += f"{cell:>{10 if k == 'list_us' else 9}s}"
             print(row)
+        print("floor's parts: " + " ".join(f"{k}={statistics.median(r[k] for r in res['floor']):.2f}"
+                                           for k in ("rt", "cache", "path", "one", "direct")))
         for i, ldp in enumerate(ldps):
             print(f"ldp{i} = {ldp} serving {examples[i]}")
         if args.stats:

@@ -433,6 +433,12 @@ int backing_looks_up(int mnt, const char *path);
 extern TLS const char *ldp_backing_miss;   /* vfs/backing.c: a tree's own final miss (names.c) */
 extern int ldp_backing_low_fd;      /* the lowest fd of a tree's lower directory */
 void backing_fds_lost(unsigned first, unsigned last);   /* the program closed or replaced them */
+/* vfs/proc_fd.c: a new description of fd (as by /proc/self/fd/N) through a kept dirfd */
+int proc_fd_reopen(int fd, int flags);
+extern int ldp_proc_fd_dir;     /* that dirfd, -1 when none: the close/dup2 wrappers */
+void proc_fd_lost(int fd);      /* the program closed or replaced it */
+void proc_fd_range_lost(unsigned first, unsigned last);
+void proc_fd_fork_child(void);
 /* ---- union backing (vfs/union.c): a mount that is an overlay's merged view, whose reads
  * (lookups, stat, readlink, access, open for reading, readdir) the preload serves from
  * the layers; every change goes to the class */

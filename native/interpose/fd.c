@@ -20,6 +20,8 @@ int close(int fd)
         shared_fds_lost(fd, fd);    /* the program closes our number: we reconnect later */
     if (UNLIKELY(fd >= ldp_backing_low_fd))
         backing_fds_lost(fd, fd);   /* a backing tree's lower directory: opened again */
+    if (UNLIKELY(fd == __atomic_load_n(&ldp_proc_fd_dir, __ATOMIC_RELAXED)))
+        proc_fd_lost(fd);           /* the reopens' /proc/self/fd: opened again */
     struct vfile *v = vfd(fd);
     if (LIKELY(v == NULL) || ldp_vfork_child)
         return REAL(close)(fd);     /* a vfork child: the table is its parent's */
@@ -52,6 +54,8 @@ static int dup_onto(int oldfd, int newfd, int flags, int use3)
         shared_fds_lost(newfd, newfd);
     if (UNLIKELY(newfd >= ldp_backing_low_fd))
         backing_fds_lost(newfd, newfd);
+    if (UNLIKELY(newfd == __atomic_load_n(&ldp_proc_fd_dir, __ATOMIC_RELAXED)))
+        proc_fd_lost(newfd);
     struct vfile *vo = vfd(oldfd), *vn = vfd(newfd);
     if (LIKELY(vo == NULL && vn == NULL) || oldfd == newfd || ldp_vfork_child)
         return use3 ? REAL(dup3)(oldfd, newfd, flags) : REAL(dup2)(oldfd, newfd);
@@ -146,7 +150,7 @@ static void close_span(unsigned first, unsigned last, int before)
 }
 
 /* The program closes [first, last] at once: any of our own fds there (the shared mode's
- * channels, a backing tree's directories) is lost. Told right before the kernel closes
+ * channels, a backing tree's directories, the reopens' /proc/self/fd) is lost. Told right before the kernel closes
  * them, after every request this close makes itself (the kept caches let go of, the
  * flushes): a request made after it would reconnect on a socket the close then takes,
  * the channel not known lost (a posted release's answer waited for on a closed socket was
@@ -157,6 +161,7 @@ static void range_lost(unsigned first, unsigned last)
         shared_fds_lost(first, last);
     if (ldp_backing_low_fd != INT_MAX && (unsigned)ldp_backing_low_fd <= last)
         backing_fds_lost(first, last);
+    proc_fd_range_lost(first, last);
 }
 
 int close_range(unsigned first, unsigned last, int flags)

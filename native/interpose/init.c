@@ -31,6 +31,7 @@ static void fork_after(void);
 static void fork_child(void)
 {
     pcache_fork_child();
+    proc_fd_fork_child();
     notify_fork_child();
     fork_after();
     escape_after_fork();

@@ -744,9 +744,7 @@ struct pcache *pcache_adopt(int fd, const struct vpath *vp)
         table_leave();
         return pc;
     }
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    int mfd = REAL(open)(proc, O_RDWR | O_CLOEXEC);
+    int mfd = proc_fd_reopen(fd, O_RDWR | O_CLOEXEC);
     if (mfd >= 0)
         mfd = fs_fd(mfd);
     pc = mfd >= 0 ? entry_new(vp->mnt, vp->path, mfd) : NULL;
@@ -840,9 +838,7 @@ void pcache_unref(struct pcache *pc)
 /* A new open file description of the cache with the caller's access mode and flags. */
 int pcache_new_fd(struct pcache *pc, int flags)
 {
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", pc->mfd);
-    return REAL(open)(proc, flags & (O_ACCMODE | O_APPEND | O_CLOEXEC | O_NONBLOCK));
+    return proc_fd_reopen(pc->mfd, flags & (O_ACCMODE | O_APPEND | O_CLOEXEC | O_NONBLOCK));
 }
 
 off_t pcache_size(struct pcache *pc)
