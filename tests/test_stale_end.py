@@ -223,3 +223,24 @@ def test_writes_past_a_stale_cache_end_read_the_file_systems_bytes(ws, fs, optio
     for w, g in zip(want, got):
         assert g == w, f"seed {seed}: first difference\nnative: {w}\nmount:  {g}"
     assert len(got) == len(want), r.describe()
+
+
+# Real programs: a shell holds the file open (fd 3, read once: a cache that ends at 10
+# bytes), another shell appends 20 bytes (its own cache in the embedded mode: fd 3 closed
+# for it), then dd writes past the end through the held fd and od reads the file while fd
+# 3 is still open (od inherits it: the same cache). At 5c21ec9 the embedded mode's od
+# showed the appended bytes as zeros.
+DD_PAST_A_STALE_END = r'''
+printf 'aaaaaaaaaa' > "$D/f"
+exec 3<>"$D/f"
+head -c 3 <&3 >/dev/null
+sh -c 'printf bbbbbbbbbbbbbbbbbbbb >> "$D/f"' 3<&-
+printf XY | dd bs=1 seek=40 conv=notrunc status=none >&3
+od -c "$D/f"
+exec 3<&-
+od -c "$D/f"
+'''
+
+
+def test_dd_past_the_end_of_a_file_another_shell_appended_to_keeps_its_bytes(ws):
+    ws.compare(["sh", "-c", DD_PAST_A_STALE_END], options={"passthrough": "no"}, check_tree=False)
