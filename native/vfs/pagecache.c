@@ -14,7 +14,9 @@
  * Readers (the read-family wrappers, mmap, stdio's fopen) call pcache_fill() for the
  * range they will touch, then let the kernel serve it. Writers (pcache_write) pass the
  * bytes to the FS first, at the right offset, and keep in the memfd only what the FS took:
- * errors (ENOSPC) reach the program at write(), and nothing waits for close.
+ * errors (ENOSPC) reach the program at write(), and nothing waits for close. A write or
+ * truncation past the cache's end (which may be stale: another process's, or a change
+ * behind the mount) leaves the bytes between to the FS, never zeros (grew_past_end).
  *
  * Locks: `table_lock` guards the table and reference counts; each entry's lock (the file's
  * turn, cache_turn.c, and a mutex: entry_lock) orders fills, writes and every change of the
