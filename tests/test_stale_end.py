@@ -22,7 +22,9 @@ import sys
 
 import pytest
 
-from conftest import LOOPBACK, MEMORY
+from conftest import EXAMPLES, LOOPBACK, MEMORY
+
+SQLITEFS = f"{EXAMPLES / 'sqlitefs.py'}:SQLiteFS"
 
 SEEDS = int(os.environ.get("LDPFUSE_STALE_END_SEEDS", "6"))
 OPS = int(os.environ.get("LDPFUSE_STALE_END_OPS", "150"))
@@ -192,8 +194,11 @@ print("end", len(data), data.count(0), __import__("hashlib").md5(data).hexdigest
 def cases():
     # attr_timeout=0: a read at a cache's end asks the FS whether the file grew every time
     # (with a timeout it may take the size it was told a moment ago, as kernel FUSE does)
+    # (sqlitefs: every process's instance, in the embedded mode, reads and writes one
+    # database, whose state changes under the caches of the others)
     out = [(LOOPBACK, {"passthrough": "no", "attr_timeout": "0"}, "loopback"),
-           (MEMORY, {"attr_timeout": "0"}, "memory")]
+           (MEMORY, {"attr_timeout": "0"}, "memory"),
+           (SQLITEFS, {"attr_timeout": "0"}, "sqlitefs")]
     return out
 
 
@@ -210,7 +215,8 @@ def test_writes_past_a_stale_cache_end_read_the_file_systems_bytes(ws, fs, optio
     cmd = [sys.executable, script, str(seed), str(OPS), behind]
     native = ws.native_run(cmd, env_extra={"T": ws.tmp, "LOWER_F": ws.native / "f"}, timeout=300)
     assert native.returncode == 0, native.describe()
-    r = ws.ldp_run(cmd, fs=fs, options=options, timeout=600,
+    fs_args = [ws.tmp / "fs.db"] if fs == SQLITEFS else None
+    r = ws.ldp_run(cmd, fs=fs, fs_args=fs_args, options=options, timeout=600,
                    env_extra={"T": ws.tmp, "LOWER_F": ws.lower / "f"})
     assert r.returncode == 0, r.describe()
     want, got = native.stdout.splitlines(), r.stdout.splitlines()
