@@ -8,8 +8,9 @@ extends the cache over bytes that are the file system's: the range between the o
 and the write must read as the file system's bytes (those of the other process, or the
 zeros of a real gap), never as zeros the cache made up, and must never be written back
 as zeros (docs/cache.md: grew_past_end). At 5c21ec9 a plain write, pwrite, writev,
-pwritev, ftruncate up, posix_fallocate, copy_file_range or sendfile into the file left
-that range as zeros in the writer's cache (the O_APPEND case alone was closed).
+pwritev, ftruncate or truncate up, posix_fallocate, copy_file_range or sendfile into the
+file left that range as zeros in the writer's cache (the O_APPEND case alone was closed),
+and so did stdio's own write of an fwrite past the end after an fseek.
 
 Differential, fsx's idea: seeded random sequences of operations of several processes
 (each with an fd of its own, opened by itself: a cache of its own in the embedded mode),
@@ -83,6 +84,8 @@ for line in sys.stdin:
             r = os.pwritev(fd, [pat(a[2], a[1] // 3), pat(a[2].upper(), a[1] - a[1] // 3)], a[0])
         elif op == "truncate":
             os.ftruncate(fd, a[0]); r = 0
+        elif op == "ptruncate":
+            os.truncate(path, a[0]); r = 0
         elif op == "fallocate":
             os.posix_fallocate(fd, a[0], a[1]); r = 0
         elif op == "copy":
@@ -143,8 +146,8 @@ tags = "bcdefghijklmnopqrstuvwxyz"
 for step in range(OPS):
     w = rng.randrange(WORKERS)
     tag = tags[step % len(tags)]
-    grow = rng.choice(["append", "pwrite", "write", "writev", "pwritev", "truncate", "fallocate",
-                       "copy", "sendfile", "stdio", "behind"])
+    grow = rng.choice(["append", "pwrite", "write", "writev", "pwritev", "truncate", "ptruncate",
+                       "fallocate", "copy", "sendfile", "stdio", "behind"])
     read = rng.choice(["pread", "pread", "mmap", "size", "whole"])
     op = rng.choice([grow, grow, read])
     n = rng.choice([1, 7, 100, 4000, 4096, 5000, 9000, 70000])
@@ -172,8 +175,8 @@ for step in range(OPS):
         cmd = op
     elif op == "append":
         cmd = f"append {n} 0 {tag}"
-    elif op == "truncate":
-        cmd = f"truncate {off} 0"
+    elif op in ("truncate", "ptruncate"):
+        cmd = f"{op} {off} 0"
     elif op == "copy":
         cmd = f"copy {n} {off}"
     else:
@@ -182,7 +185,7 @@ for step in range(OPS):
     print(step, w, cmd, "->", r, flush=True)
     if op in ("pread", "whole", "size", "mmap"):
         continue
-    end = max(end, off + n if op != "truncate" else off)
+    end = max(end, off + n if op not in ("truncate", "ptruncate") else off)
 for p in procs:
     p.stdin.close()
     p.wait()
