@@ -296,6 +296,8 @@ int pcache_whole_end(const struct vfile *v);
 /* v's open brought its new cache filled whole (backend.h cache_whole_stamp): note it whole */
 void pcache_brought_whole(struct vfile *v);
 /* write through: the FS first, then the cache; positional = pwrite at `at` */
+#define PCACHE_APPEND 2         /* pcache_write's positional: RWF_APPEND, the fd's offset moved */
+#define PCACHE_APPEND_KEEP 3    /* RWF_APPEND with an offset: the fd's stays */
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
 int pcache_ftruncate(struct vfile *v, off_t len);
 int pcache_fill_to_fs_end(struct vfile *v);

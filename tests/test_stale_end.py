@@ -10,7 +10,8 @@ zeros of a real gap), never as zeros the cache made up, and must never be writte
 as zeros (docs/cache.md: grew_past_end). At 5c21ec9 a plain write, pwrite, writev,
 pwritev, ftruncate or truncate up, posix_fallocate, copy_file_range or sendfile into the
 file left that range as zeros in the writer's cache (the O_APPEND case alone was closed),
-and so did stdio's own write of an fwrite past the end after an fseek.
+and so did stdio's own write of an fwrite past the end after an fseek; pwritev2's
+RWF_APPEND wrote at the offset given, where the kernel appends.
 
 Differential, fsx's idea: seeded random sequences of operations of several processes
 (each with an fd of its own, opened by itself: a cache of its own in the embedded mode),
@@ -72,6 +73,10 @@ for line in sys.stdin:
     try:
         if op == "append":
             r = os.write(afd, pat(a[2], a[0]))
+        elif op == "rwfappend":
+            # RWF_APPEND: appended whatever the offset, which only says the fd's stays
+            r = os.pwritev(fd, [pat(a[2], a[0])], 0, os.RWF_APPEND)
+            r = "%d %d" % (r, os.lseek(fd, 0, os.SEEK_CUR))
         elif op == "pwrite":
             r = os.pwrite(fd, pat(a[2], a[1]), a[0])
         elif op == "write":
@@ -146,7 +151,7 @@ tags = "bcdefghijklmnopqrstuvwxyz"
 for step in range(OPS):
     w = rng.randrange(WORKERS)
     tag = tags[step % len(tags)]
-    grow = rng.choice(["append", "pwrite", "write", "writev", "pwritev", "truncate", "ptruncate",
+    grow = rng.choice(["append", "rwfappend", "pwrite", "write", "writev", "pwritev", "truncate", "ptruncate",
                        "fallocate", "copy", "sendfile", "stdio", "behind"])
     read = rng.choice(["pread", "pread", "mmap", "size", "whole"])
     op = rng.choice([grow, grow, read])
@@ -173,8 +178,8 @@ for step in range(OPS):
         cmd = f"{op} {off} {n}"
     elif op in ("size", "whole"):
         cmd = op
-    elif op == "append":
-        cmd = f"append {n} 0 {tag}"
+    elif op in ("append", "rwfappend"):
+        cmd = f"{op} {n} 0 {tag}"
     elif op in ("truncate", "ptruncate"):
         cmd = f"{op} {off} 0"
     elif op == "copy":

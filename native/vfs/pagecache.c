@@ -1455,7 +1455,10 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     int changed = check_untracked(pc);
     ssize_t ret = -1;
     off_t size = pcache_size(pc);
-    int append = !positional && (v->flags & O_APPEND);
+    /* positional: 0 at the fd's offset, 1 at `at`, PCACHE_APPEND(_KEEP) pwritev2's
+     * RWF_APPEND: at the end whatever the fd's flags (the fd's offset moved, or not) */
+    int append = positional >= PCACHE_APPEND || (!positional && (v->flags & O_APPEND));
+    int moves = positional == 0 || positional == PCACHE_APPEND;
     if (append && changed && size > pc->known_size && !pc->mapped) {
         /* appended past the wrappers (stdio of this or another fd) and not yet passed on:
          * those bytes go first, else ours would land at the FS's end, on top of them */
@@ -1467,7 +1470,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     }
     if (!positional && !append)
         at = REAL(lseek)(fd, 0, SEEK_CUR);
-    if (size < 0 || at < 0)
+    if (size < 0 || (!append && at < 0))
         goto out;
     ssize_t n;
     if (v->direct_io) {
@@ -1482,7 +1485,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         }
         if (!append || !append_past_end(pc, size, at, n))
             direct_wrote(pc, buf, at, n, size);
-        if (!positional)
+        if (moves)
             REAL(lseek)(fd, at + n, SEEK_SET);
         ret = n;
         goto out;
@@ -1510,7 +1513,8 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         goto out;
     }
     if (append && append_past_end(pc, size, at, n)) {
-        REAL(lseek)(fd, at + n, SEEK_SET);
+        if (moves)
+            REAL(lseek)(fd, at + n, SEEK_SET);
         ret = n;
         goto out;
     }
@@ -1527,7 +1531,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
             goto out;
         done += w;
     }
-    if (!positional)
+    if (moves)
         REAL(lseek)(fd, at + n, SEEK_SET);
     ret = n;
 out:;
