@@ -41,15 +41,30 @@ static struct regular slots[SLOTS];
 static unsigned epoch = 1;      /* backing_regular_forget_all: every slot of an older one is stale */
 static int any;                 /* set at the first name kept: before it, nothing to hash or forget */
 
+/* Two 64-bit hashes of mnt and path, eight bytes at a time (a byte at a time, they were
+ * 170 instructions of an open of a 20-byte path). */
 static void hash2(int mnt, const char *path, uint64_t *h1, uint64_t *h2)
 {
-    uint64_t a = fnv1a_seed(mnt), b = 0x9e3779b97f4a7c15ULL ^ (uint64_t)mnt;
-    for (const char *s = path; *s; s++) {
-        a = (a ^ (unsigned char)*s) * 1099511628211ULL;
-        b = ((b ^ (unsigned char)*s) * 0xff51afd7ed558ccdULL);
+    size_t n = strlen(path);
+    uint64_t a = fnv1a_seed(mnt) ^ n, b = 0x9e3779b97f4a7c15ULL ^ (uint64_t)mnt;
+    const char *last = path + (n >= 8 ? n - 8 : 0);     /* the last word overlaps the one before */
+    for (;;) {
+        uint64_t w = 0;
+        if (n >= 8)
+            memcpy(&w, path < last ? path : last, 8);
+        else
+            for (size_t i = 0; i < n; i++)
+                w |= (uint64_t)(unsigned char)path[i] << (8 * i);
+        a = (a ^ w) * 0x100000001b3ULL;
+        a ^= a >> 32;
+        b = (b ^ w) * 0xff51afd7ed558ccdULL;
         b ^= b >> 29;
+        if (path >= last)
+            break;
+        path += 8;
     }
-    *h1 = a;
+    a *= 0xc4ceb9fe1a85ec53ULL;
+    *h1 = a ^ (a >> 33);        /* its low bits (the set) from every byte */
     *h2 = b | 1;                /* never 0: an empty slot */
 }
 
