@@ -387,6 +387,7 @@ uint64_t attrcache_stamp_from(uint64_t backend_part);
 int attrcache_coherent(void);       /* the backend tells every process of every change */
 void attrcache_invalidate(void);    /* a change no backend tells of: forget everything */
 void attrcache_changed(void);       /* this process changed something through the backend */
+void attrcache_changed_in(int mnt);  /* the same, on mnt: nothing for a backed or union mount */
 void attrcache_fork(int phase);
 /* A passthrough file open for writing here (delta 1) or closed (-1) under path, or a
  * rename moved it (-1 from the old name, 1 to the new). */

@@ -83,8 +83,8 @@ static struct channel *channels;
 static pthread_mutex_t channels_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t thread_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static __thread struct thread_channels *t_chans;
-static __thread int t_depth;
+static TLS struct thread_channels *t_chans;
+static TLS int t_depth;
 static long spin_ns = -1;
 static int64_t op_timeout_ns = -1;
 

@@ -504,7 +504,7 @@ static int sh_create(int mnt, const char *path, mode_t mode, int flags, struct o
  * cache_open that follows it on this thread (vfs/pagecache.c, pcache_open): one round trip
  * less per first open of a file. One at a time; one left over (an open that failed after)
  * is let go of when the next comes, or at fork in the child (the parent's). */
-static __thread struct {     /* small: the preload's TLS must fit ld.so's static TLS
+static TLS struct {     /* small: the preload's TLS must fit ld.so's static TLS
                                  surplus (an LD_AUDIT exec loads it there) */
     int fd, fresh, mnt;         /* fresh: 1 new, 2 new with its known state noted (known) */
     uint64_t token;
@@ -513,8 +513,8 @@ static __thread struct {     /* small: the preload's TLS must fit ld.so's static
                                    the request (0: not whole, or no stamp) */
     char *path;                 /* malloc'd */
 } brought = { .fd = -1 };
-static __thread uint64_t t_whole_stamp;    /* of the cache sh_cache_open just gave */
-static __thread int t_noted;                /* it came with the server's note: brought.known */
+static TLS uint64_t t_whole_stamp;    /* of the cache sh_cache_open just gave */
+static TLS int t_noted;                /* it came with the server's note: brought.known */
 
 static void brought_drop(int tell_server)
 {
@@ -545,7 +545,7 @@ static void brought_keep(int mnt, const char *path, int fd, int cache, uint64_t 
         brought_drop(1);    /* the server lets go of it: the open asks again */
 }
 
-static __thread uint64_t t_answer_stamp;
+static TLS uint64_t t_answer_stamp;
 
 static uint64_t sh_answer_stamp(void)
 {

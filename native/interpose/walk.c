@@ -147,7 +147,7 @@ int nftw64(const char *dir, int (*fn)(const char *, const struct stat64 *, int, 
 }
 
 /* ftw is nftw with a callback that has no struct FTW */
-static __thread int (*ftw_cb)(const char *, const struct stat *, int);
+static TLS int (*ftw_cb)(const char *, const struct stat *, int);
 static int ftw_adapter(const char *p, const struct stat *st, int type, struct FTW *f)
 {
     (void)f;

@@ -26,6 +26,8 @@ ssize_t be_errno(ssize_t r)
 
 int vpath_name_too_long(const char *path)
 {
+    if (LIKELY(strnlen(path, NAME_MAX + 1) <= NAME_MAX))
+        return 0;       /* no name in it can be longer than the whole (one vectorised scan) */
     size_t run = 0;
     for (const char *p = path; *p; p++) {
         run = *p == '/' ? 0 : run + 1;

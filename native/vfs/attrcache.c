@@ -250,6 +250,16 @@ void attrcache_changed(void)
     }
 }
 
+/* The same for a change on mnt: none for a mount whose names no cache keeps (a backing
+ * tree's or a union's, backing_uncached): what this process cached is another mount's,
+ * which that change did not touch, and the two counters it would bump are written by
+ * every thread's create and unlink (their cache line went from core to core). */
+void attrcache_changed_in(int mnt)
+{
+    if (!backing_uncached(mnt))
+        attrcache_changed();
+}
+
 void attrcache_fork(int phase)
 {
     if (phase == 0)

@@ -130,7 +130,9 @@ static uint64_t stamp_of(int mnt, const char *dir)
 {
     if (be == NULL || be->below_stamp == NULL || ldp_vfork_child)
         return 0;
-    int connect = __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED) >= DIRS_AFTER;
+    /* counted until it connects: past that, no call of any thread writes the counter's line */
+    int connect = __atomic_load_n(&walks, __ATOMIC_RELAXED) >= DIRS_AFTER ||
+                  __atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED) >= DIRS_AFTER;
     return be->below_stamp(mnt, dir, connect);
 }
 

@@ -405,7 +405,7 @@ static int open_made(const struct vpath *vp, int flags, int exists, const struct
                      struct open_result *res, const struct stat *fs_st, uint64_t stamp)
 {
     if (!exists || (flags & O_TRUNC))
-        attrcache_changed();
+        attrcache_changed_in(vp->mnt);
     if (res->passthrough_fd >= 0)
         return open_passthrough(vp, res->passthrough_fd, res->fd_flags_set, flags);
     int trunc = exists && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;

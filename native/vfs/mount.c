@@ -222,7 +222,7 @@ int mount_named_in(const char *s)
  * whether a page is mapped; each thread remembers the last pages it found mapped, so a
  * path on the same stack or heap page as the last one costs a compare. */
 #define PAGE_OF(p) ((uintptr_t)(p) & ~(uintptr_t)4095)
-static __thread uintptr_t mapped_page[2];
+static TLS uintptr_t mapped_page[2];
 
 static int page_mapped(uintptr_t page)
 {

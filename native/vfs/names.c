@@ -6,7 +6,8 @@
 
 /* Every call through BE changes something (access and statfs excepted, which use BE_RO):
  * the attribute cache forgets what it knew, after the call as well as before it (unless the
- * backend tells every process's caches of the change: attrcache_changed).
+ * backend tells every process's caches of the change: attrcache_changed, or the mount is
+ * one no cache keeps names of, a backing tree's or a union's: attrcache_changed_in).
  * The call runs under the guard (signals blocked), but on a mount with backing trees, whose
  * methods take it themselves for what reaches the class (vfs/backing.c CLASS): there a
  * program with a signal handler pays no rt_sigprocmask pair for an unlink, a rename or a
@@ -27,9 +28,9 @@
     } \
     r_; })
 #define BE(mnt, call) ({ \
-    attrcache_changed(); \
+    attrcache_changed_in(mnt); \
     ssize_t rr_ = BE_RO(mnt, call); \
-    attrcache_changed(); \
+    attrcache_changed_in(mnt); \
     rr_; })
 
 /* A new name longer than NAME_MAX is refused as by the kernel (ENAMETOOLONG). */
