@@ -38,14 +38,13 @@ def table(rows):
 
 def methods_table(rows):
     """The lines for rows of _embedded.method_stats(): each of the class's methods as the
-    server called it (the call alone, not the request around it), wall clock and the
-    serving thread's CPU time (each method named with its parentheses, not to be taken
-    for the operation of the same name above)."""
+    server called it (the call alone, not the request around it; each named with its
+    parentheses, not to be taken for the operation of the same name above)."""
     if not rows:
         return []
-    head = ("method", "calls", "wall total", "p50", "p99", "cpu total", "cpu mean")
-    body = [(f"{name}()", str(n), _ms(w), _us(w50), _us(w99), _ms(cpu), _us(cpu / n))
-            for name, n, w, w50, w99, cpu in sorted(rows, key=lambda r: -r[2])]
+    head = ("method", "calls", "total", "p50", "p99", "mean")
+    body = [(f"{name}()", str(n), _ms(t), _us(t50), _us(t99), _us(t / n))
+            for name, n, t, t50, t99 in sorted(rows, key=lambda r: -r[2])]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return ["the class's methods as the server called them:", fmt(head)] + [fmt(r) for r in body]
