@@ -150,16 +150,15 @@ static uint64_t clock_ns(clockid_t id)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* The shared server's FS thread calls several methods a request (an open that brings its
- * page cache: open, getattr, read) and requests one after another: the GIL is taken at
- * the first method and kept until the FS thread lets go of it (ldp_embedded_hold,
- * ldp_embedded_let_go: serve.c, gil_keep, lets go before it sleeps and at least every
- * millisecond), not taken and let go of at each method (perf on bench/per_file.py: the
- * GIL's take, PyGILState_Ensure and PyEval_RestoreThread, was a fifth of the conversions
- * around the class's calls) nor at each request. Only that thread, which calls a class
- * that is not thread_safe, holds it so: a thread_safe class's threads let go of it
- * between methods, so that one request's system calls never hold up another's Python. */
-static __thread int hold_depth;     /* in a span that keeps the GIL once taken */
+/* A request of the shared server's FS thread may call several methods (an open that
+ * brings its page cache: open, getattr, read): the GIL is taken at the first and kept
+ * until the request's end (ldp_embedded_hold, ldp_embedded_let_go), one take and one
+ * release per request instead of one per method (perf on bench/per_file.py: the GIL's
+ * take, PyGILState_Ensure and PyEval_RestoreThread, was a fifth of the conversions
+ * around the class's calls). Only that thread, which calls a class that is not
+ * thread_safe, holds it so: a thread_safe class's threads let go of it between methods,
+ * so that one request's system calls never hold up another's Python. */
+static __thread int hold_depth;     /* in a request that keeps the GIL once taken */
 static __thread int holding;        /* ... and has taken it: held_gil says how */
 static __thread PyGILState_STATE held_gil;
 
@@ -202,7 +201,7 @@ void ldp_thread_done(void)
     PyGILState_Release(PyGILState_UNLOCKED);   /* its count reaches 0: cleared, deleted, GIL let go */
 }
 
-/* The FS thread's span begins: the GIL its methods take stays until its end. */
+/* The FS thread's request begins: the GIL its methods take stays until its end. */
 void ldp_embedded_hold(void)
 {
     hold_depth++;

@@ -410,8 +410,10 @@ static int fs_pass(int check)
             cl->gone = 1;
         } else if (first > 0 || (!cl->first && chan_load(&cl->region->state) == CHAN_REQ)) {
             coh_fs_begin();
-            if (serve_request(cl) < 0)  /* the GIL: kept across requests (gil_keep) */
+            ldp_embedded_hold();        /* one GIL take per request, not per method */
+            if (serve_request(cl) < 0)
                 cl->gone = 1;
+            ldp_embedded_let_go();
             coh_fs_served();
             served++;
         } else if (check && chan_peer_gone(cl->fd)) {
@@ -456,41 +458,6 @@ static int fs_client_alone(void)
     return 1;
 }
 
-/* The GIL on the FS thread: taken at a request's first method and kept, across the
- * requests that follow and the spins between them, until the thread sleeps (fs_wait), the
- * serve loop's 100 ms turn ends, or it has been held GIL_KEEP_NS: then let go of, so that
- * the launcher's other Python threads (the command's wait) and a class's own run, as
- * Python's switch interval (5 ms) would let them. A reader of many files made two takes a
- * file (open, release), each a take and a let-go of the GIL's mutex and condition
- * variables and the thread state's swap, between the requests (bench/NOTES.md,
- * 2026-11-28 09:00). ldp_embedded_hold() opens the span (the GIL is taken only once a
- * method is called), ldp_embedded_let_go() closes it. */
-#define GIL_KEEP_NS 1000000ull
-static uint64_t gil_kept_since;     /* when this span began (0: none) */
-
-static void gil_keep(void)
-{
-    gil_kept_since = chan_now_ns();
-    ldp_embedded_hold();
-}
-
-static void gil_give(void)
-{
-    if (gil_kept_since) {
-        gil_kept_since = 0;
-        ldp_embedded_let_go();
-    }
-}
-
-/* held long enough: let go of it, and keep the next one from the next method on */
-static void gil_turn(uint64_t now)
-{
-    if (gil_kept_since && now - gil_kept_since > GIL_KEEP_NS) {
-        gil_give();
-        gil_keep();
-    }
-}
-
 /* serve_loop(): the calling thread (the one that built the FS objects) answers every
  * client of a class that is not thread_safe, one request at a time, until serve_stop():
  * so the class is always called from the thread that built it, and objects bound to a
@@ -508,13 +475,11 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
     while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE)) {
         Py_BEGIN_ALLOW_THREADS
         uint64_t t0 = chan_now_ns(), last_check = t0;
-        gil_keep();
         while (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE) && chan_now_ns() - t0 < 100000000u) {
             uint64_t now = chan_now_ns();
             int check = now - last_check > 100000000u || __atomic_exchange_n(&fs_hangup, 0, __ATOMIC_SEQ_CST);
             if (check)
                 last_check = now;
-            gil_turn(now);
             if (fs_pass(check) > 0)
                 continue;
             /* spin a little: a client that just got its answer often asks again at once
@@ -537,7 +502,6 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
                 struct chan_spinner spinner;
                 chan_spin_start(&spinner, budget);
                 while (!work && chan_spin_turn(&spinner)) {
-                    gil_turn(chan_now_ns());
                     if (__atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) != ctl)
                         work = 1;       /* a new client, or one that has gone */
                     /* no lock: only this thread takes clients off the list (fs_pass); a
@@ -551,18 +515,14 @@ PyObject *ldp_serve_loop(PyObject *self, PyObject *args)
             }
             /* a poke after the spin's last look (a hang-up) would be lost to fs_wait,
              * which waits from fs_ctl's value of then */
-            if (!work && __atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) == ctl) {
-                gil_give();     /* not held asleep */
+            if (!work && __atomic_load_n(&fs_ctl, __ATOMIC_SEQ_CST) == ctl)
                 fs_wait(100);
-                gil_keep();
-            }
         }
         fs_pass(1);
         if (orphans_pending())
             orphans_sweep();    /* a process seen leaving may have been mid-exit */
         if (lingering_pending())
             lingering_sweep(0);     /* passed fds no one claimed (handles.c) */
-        gil_give();
         Py_END_ALLOW_THREADS
         if (!__atomic_load_n(&fs_stop, __ATOMIC_ACQUIRE) && PyErr_CheckSignals() < 0)
             return NULL;
