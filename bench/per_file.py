@@ -17,11 +17,12 @@ stats, opens, reads whole and closes each file, timing each step:
            path, one, direct: see the C file) are printed under the table
 
 in interleaved rounds; prints medians (us per file) and, with --stats, the request
-counts of one run per ldpfuse-run. srv_cpu is the server's CPU time per file over the
-files' pass, cpu the reader's own (per_file.c): on a loaded machine they move less than
-the wall clock; --no-spin turns the client's and the server's spins off
-(LDPFUSE_SPIN_US=0, LDPFUSE_SERVER_SPIN_US=0), so that srv_cpu is the server's work alone
-(and the floor's channel sleeps on its futex at once: per_file_floor -n).
+counts of one run per ldpfuse-run (with the class's methods as the server called them,
+against the same methods timed in a plain loop). srv_cpu is the server's CPU time per
+file over the files' pass, cpu the reader's own (per_file.c; for class, the loop's): on a
+loaded machine they move less than the wall clock; --no-spin turns the client's and the
+server's spins off (LDPFUSE_SPIN_US=0, LDPFUSE_SERVER_SPIN_US=0), so that srv_cpu is the
+server's work alone (and the floor's channel sleeps on its futex at once: per_file_floor -n).
 
     python3 bench/per_file.py [--rounds 3] [--files 10000] [--ldpfuse-run PATH]... [--stats] [--per-dir]
 
@@ -70,18 +71,51 @@ def run_c(argv, env=None):
 
 
 def class_loop(tar, names):
-    """us per file of the class's getattr + open + read(size + 1) + release, in this process."""
-    spec = importlib.util.spec_from_file_location("archive_example", ARCHIVE_PY)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    fs = mod.Archive(tar)
-    t0 = time.perf_counter()
+    """us per file of the class's getattr + open + read(size + 1) + release, in this
+    process: wall clock (total) and this thread's CPU time (cpu)."""
+    fs = archive(tar)
+    t0, c0 = time.perf_counter(), time.thread_time()
     for p in names:
         st = fs.getattr(p)
         fh = fs.open(p, os.O_RDONLY)
         fs.read(p, st["st_size"] + 1, 0, fh)
         fs.release(p, fh)
-    return (time.perf_counter() - t0) * 1e6 / len(names)
+    c1, t1 = time.thread_time(), time.perf_counter()
+    return {"total": (t1 - t0) * 1e6 / len(names), "cpu": (c1 - c0) * 1e6 / len(names)}
+
+
+def archive(tar):
+    spec = importlib.util.spec_from_file_location("archive_example", ARCHIVE_PY)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Archive(tar)
+
+
+def class_methods(tar, names):
+    """The loop's methods timed one by one (perf_counter_ns around each call), in the order
+    the server calls them (open, getattr, read of the size, release): the lines to set
+    against --stats' table of the class's methods as the server called them."""
+    fs = archive(tar)
+    times = {m: [] for m in ("open", "getattr", "read", "release")}
+    clock = time.perf_counter_ns
+    for p in names:
+        a = clock()
+        fh = fs.open(p, os.O_RDONLY)
+        b = clock()
+        st = fs.getattr(p)
+        c = clock()
+        fs.read(p, st["st_size"], 0, fh)
+        d = clock()
+        fs.release(p, fh)
+        e = clock()
+        for m, t in zip(times, (b - a, c - b, d - c, e - d)):
+            times[m].append(t)
+    lines = ["the class's methods in a plain loop (perf_counter_ns around each):",
+             f"{'method':8s} {'calls':>6s} {'total':>9s} {'p50':>8s} {'mean':>8s}"]
+    for m, t in times.items():
+        lines.append(f"{m:8s} {len(t):6d} {sum(t) / 1e6:7.1f}ms {statistics.median(t) / 1e3:6.2f}us "
+                     f"{sum(t) / len(t) / 1e3:6.2f}us")
+    return "\n".join(lines)
 
 
 def main():
@@ -117,7 +151,7 @@ def main():
                 if c == "native":
                     r, _ = run_c([exe, *flag, ext])
                 elif c == "class":
-                    r = {"total": class_loop(tar, names)}
+                    r = class_loop(tar, names)
                 elif c == "floor":
                     r, _ = run_c([floor_exe, *(["-n"] if args.no_spin else []), ext])
                     r["total"] = r["floor"]
@@ -141,6 +175,7 @@ def main():
         for i, ldp in enumerate(ldps):
             print(f"ldp{i} = {ldp} serving {examples[i]}")
         if args.stats:
+            print("\n" + class_methods(tar, names))
             for i, ldp in enumerate(ldps):
                 _, err = run_c([ldp, "--stats", "--mountpoint", mnt, examples[i], tar, "--", exe, *flag, mnt], env)
                 print(f"\n--stats of ldp{i}:\n{err}")

@@ -36,6 +36,20 @@ def table(rows):
     return lines
 
 
+def methods_table(rows):
+    """The lines for rows of _embedded.method_stats(): each of the class's methods as the
+    server called it (the call alone, not the request around it; each named with its
+    parentheses, not to be taken for the operation of the same name above)."""
+    if not rows:
+        return []
+    head = ("method", "calls", "total", "p50", "p99", "mean")
+    body = [(f"{name}()", str(n), _ms(t), _us(t50), _us(t99), _us(t / n))
+            for name, n, t, t50, t99 in sorted(rows, key=lambda r: -r[2])]
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return ["the class's methods as the server called them:", fmt(head)] + [fmt(r) for r in body]
+
+
 def report():
     """Print the table on stderr (the log file with --log-file), if --stats asked for it and
     the server ran here."""
@@ -46,7 +60,7 @@ def report():
         lines = ["ldpfuse-run --stats: no call reached the launcher's server (in the embedded "
                  "mode each process calls the class itself)"]
     else:
-        lines = table(mod.server_stats())
+        lines = table(mod.server_stats()) + methods_table(mod.method_stats())
     text = "\n".join(lines) + "\n"
     log = os.environ.get("LDPFUSE_LOG_FILE")
     try:

@@ -70,6 +70,28 @@ def test_a_posted_release_does_not_take_the_next_opens_transport(tmp_path):
     assert table["release"][0] == 7 and table["release"][1][6] == "-", r.stderr
 
 
+def test_stats_times_the_class_methods_as_the_server_called_them(tmp_path):
+    """A second table: each of the class's methods timed alone where the server called it
+    (bench/per_file.py sets them against the same methods in a plain loop). Seven cats of
+    small files: the loopback's open(), read() (the first window, with the open) and
+    release() seven times each; their names have parentheses, apart from the operations."""
+    m = tmp_path / "mnt"
+    r = run(tmp_path, "--stats", cmd=f"for i in 0 1 2 3 4 5 6; do cat {m}/f$i; done")
+    assert r.returncode == 0 and r.stdout == "".join(f"{i}\n" for i in range(7)), r.stderr
+    lines = r.stderr.splitlines()
+    start = lines.index("the class's methods as the server called them:")
+    assert lines[start + 1].split()[:2] == ["method", "calls"], r.stderr
+    methods = {}
+    for line in lines[start + 2:]:
+        f = line.split()
+        if len(f) == 10 and f[0].endswith("()"):     # name, calls, then 4 (value, unit)
+            methods[f[0]] = (int(f[1]), micros(f[4], f[5]), micros(f[6], f[7]), f[3], f[9])
+    for name in ("open()", "read()", "release()"):
+        calls, p50, p99, total_unit, mean_unit = methods[name]
+        assert calls == 7 and 0 < p50 <= p99 and total_unit == "ms" and mean_unit == "us", (name, r.stderr)
+    assert rows(r.stderr)["release"][0] == 7, r.stderr    # the operations' table is as it was
+
+
 def test_without_stats_there_is_no_table(tmp_path):
     r = run(tmp_path, cmd=f"cat {tmp_path}/mnt/f0")
     assert r.returncode == 0 and r.stdout == "0\n"
