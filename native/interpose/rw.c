@@ -248,7 +248,7 @@ static ssize_t cached_write(int fd, struct vfile *v, const void *buf, size_t n, 
         errno = EBADF;
         return -1;
     }
-    if (positional && off < 0) {
+    if (positional == 1 && off < 0) {
         errno = EINVAL;
         return -1;
     }
@@ -324,12 +324,21 @@ ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off64_t off)
     return cached_writev(fd, v, iov, cnt, off, 1);
 }
 
+/* pwritev2's offset and flags as pcache_write's positional: RWF_APPEND appends whatever the
+ * offset (which says only whether the fd's offset moves: -1) and the fd's flags. */
+static int rwf_positional(off_t off, int flags)
+{
+    if (flags & RWF_APPEND)
+        return off == -1 ? PCACHE_APPEND : PCACHE_APPEND_KEEP;
+    return off != -1;
+}
+
 ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
 {
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
         return REAL(pwritev2)(fd, iov, cnt, off, flags);
-    return cached_writev(fd, v, iov, cnt, off, off != -1);
+    return cached_writev(fd, v, iov, cnt, off, rwf_positional(off, flags));
 }
 
 ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int flags)
@@ -337,7 +346,7 @@ ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off64_t off, int f
     struct vfile *v = cached(fd);
     if (LIKELY(v == NULL))
         return REAL(pwritev64v2)(fd, iov, cnt, off, flags);
-    return cached_writev(fd, v, iov, cnt, off, off != -1);
+    return cached_writev(fd, v, iov, cnt, off, rwf_positional(off, flags));
 }
 
 /* ---- seeking and size */

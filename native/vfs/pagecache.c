@@ -14,7 +14,9 @@
  * Readers (the read-family wrappers, mmap, stdio's fopen) call pcache_fill() for the
  * range they will touch, then let the kernel serve it. Writers (pcache_write) pass the
  * bytes to the FS first, at the right offset, and keep in the memfd only what the FS took:
- * errors (ENOSPC) reach the program at write(), and nothing waits for close.
+ * errors (ENOSPC) reach the program at write(), and nothing waits for close. A write or
+ * truncation past the cache's end (which may be stale: another process's, or a change
+ * behind the mount) leaves the bytes between to the FS, never zeros (grew_past_end).
  *
  * Locks: `table_lock` guards the table and reference counts; each entry's lock (the file's
  * turn, cache_turn.c, and a mutex: entry_lock) orders fills, writes and every change of the
@@ -1230,6 +1232,34 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
     return r;
 }
 
+/* A stream of glibc's own (one that may write: stdio.c) writes the memfd past the
+ * wrappers, so it was filled whole when made; before it moves past the cache's end, which
+ * may be stale (another process grew the file), the cache grows to the FS's end (as a read
+ * there does: grow_at_end) and is filled whole again: a write glibc makes itself past the
+ * old end would otherwise fill the page it starts in with zeros before it, where the FS
+ * holds bytes, and pass them on at close. 0, or -1 with errno. */
+int pcache_fill_to_fs_end(struct vfile *v)
+{
+    struct pcache *pc = v->pc;
+    char *buf = malloc(FS_CHUNK);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    entry_lock(pc);
+    check_untracked(pc);
+    off_t size = pcache_size(pc);
+    int r = size < 0 ? -1 : 0;
+    if (r == 0 && grow_at_end(pc, v, size, 0, buf) > size)
+        r = fill_locked(pc, v, 0, 0, 1);
+    int e = errno;
+    note_known(pc);
+    entry_unlock(pc);
+    free(buf);
+    errno = e;
+    return r;
+}
+
 /* ---- writing */
 
 /* Fill the granule around off if it is a hole inside the file: a write into part of it
@@ -1269,15 +1299,73 @@ static void zero_past_end(struct pcache *pc, off_t old, off_t upto)
     REAL(pwrite)(pc->mfd, zeros, (size_t)((end < upto ? end : upto) - old), old);
 }
 
+/*
+ * The cache's end was `old` and the FS's file now reaches `upto` past it: a write past that
+ * end, a truncation up (every path that extends a cache: write, pwrite, writev, pwritev,
+ * copies and fallocate's zeros through pcache_write; ftruncate, truncate, fallocate and
+ * posix_fallocate through truncate_locked). `old` may be stale: another process (the
+ * embedded mode: a cache of its own) or a change behind the mount grew the file, and the
+ * bytes from `old` on are then the FS's, not zeros. Nothing here may make them zeros:
+ *
+ *  - the granules wholly past the granule of `old` are holes (the memfd grew there), read
+ *    from the FS when someone asks: the FS's bytes, or the zeros of its own gap, as
+ *    natively;
+ *  - the granule that holds `old`, if filled, has zeros past `old` that the FS never gave
+ *    (and what a mapping stored there, fsx -e): that part is read from the FS now, as
+ *    grow_at_end reads it (the part before `old` may hold what stdio or a mapping stored
+ *    and the FS has not got yet: not given back). With no vfile to read through
+ *    (truncate(path)) it is given back when nothing there is owed to the FS, else cleared
+ *    (zero_past_end: right when `old` was the FS's end);
+ *  - the granule of a write's first byte, past the old end's granule, is left a hole by
+ *    the caller (written_from), the write's bytes in it read back from the FS with the
+ *    rest.
+ *
+ * Entry lock held. Bumps the generation: holes came back (pcache_whole).
+ */
+static void grew_past_end(struct pcache *pc, struct vfile *v, off_t old, off_t upto)
+{
+    off_t g = (off_t)hole_granule(), start = old - old % g, tail = start + g;
+    if (old < 0 || upto <= old)
+        return;
+    __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+    if (old % g == 0 || is_hole(pc, start))
+        return;
+    if (tail > upto)
+        tail = upto;
+    char *buf = v ? malloc((size_t)(tail - old)) : NULL;
+    ssize_t n = buf ? fetch(pc, v, old, tail, buf) : -1;
+    free(buf);
+    if (n == tail - old)
+        return;
+    if (v || (!pc->mapped && !pc->untracked))
+        REAL(fallocate)(pc->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, g);
+    else
+        zero_past_end(pc, old, upto);
+}
+
+/* Where a write at `at` past the old end (size) starts to go into the memfd: a granule
+ * partly written and still a hole (past the old end's granule, grew_past_end) stays one,
+ * else it would read as zeros before `at`. */
+static off_t written_from(struct pcache *pc, off_t at, off_t size)
+{
+    off_t g = (off_t)hole_granule(), start = at - at % g;
+    if (at <= size || at % g == 0 || !is_hole(pc, start))
+        return at;
+    return start + g;
+}
+
 /* A direct_io write reached the FS: keep the cache true for the other opens of the file
  * without reading anything from the FS (a live file's read may consume data). Granules
- * the write covers take its bytes; a partly covered one inside the old end takes them
- * only if it was filled already, else it stays a hole, to be read when someone asks. */
+ * the write covers take its bytes; a partly covered one takes them only if it was filled
+ * already, else it stays a hole, to be read when someone asks (past the old end too: the
+ * bytes before the write there are the FS's, grew_past_end). */
 static void direct_wrote(struct pcache *pc, const char *buf, off_t at, off_t n, off_t size)
 {
     off_t g = (off_t)hole_granule(), lo = at, hi = at + n;
     off_t gl = at - at % g, gr = hi - hi % g;
-    if (gl < at && gl < size && is_hole(pc, gl))
+    if (at > size)
+        grew_past_end(pc, NULL, size, at + n);     /* nothing read from the FS here */
+    if (gl < at && is_hole(pc, gl))
         lo = gl + g;
     if (gr < hi && hi < size && gr >= lo && is_hole(pc, gr))
         hi = gr;
@@ -1363,7 +1451,10 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     int changed = check_untracked(pc);
     ssize_t ret = -1;
     off_t size = pcache_size(pc);
-    int append = !positional && (v->flags & O_APPEND);
+    /* positional: 0 at the fd's offset, 1 at `at`, PCACHE_APPEND(_KEEP) pwritev2's
+     * RWF_APPEND: at the end whatever the fd's flags (the fd's offset moved, or not) */
+    int append = positional >= PCACHE_APPEND || (!positional && (v->flags & O_APPEND));
+    int moves = positional == 0 || positional == PCACHE_APPEND;
     if (append && changed && size > pc->known_size && !pc->mapped) {
         /* appended past the wrappers (stdio of this or another fd) and not yet passed on:
          * those bytes go first, else ours would land at the FS's end, on top of them */
@@ -1375,7 +1466,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
     }
     if (!positional && !append)
         at = REAL(lseek)(fd, 0, SEEK_CUR);
-    if (size < 0 || at < 0)
+    if (size < 0 || (!append && at < 0))
         goto out;
     ssize_t n;
     if (v->direct_io) {
@@ -1390,7 +1481,7 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         }
         if (!append || !append_past_end(pc, size, at, n))
             direct_wrote(pc, buf, at, n, size);
-        if (!positional)
+        if (moves)
             REAL(lseek)(fd, at + n, SEEK_SET);
         ret = n;
         goto out;
@@ -1404,7 +1495,8 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         n = be->append(pc->mnt, v->path, buf, len, v->fh, &at);
         guard_leave();
     } else {
-        if (fill_edge(pc, v, at < size ? at : size, size) < 0 ||
+        /* past the end (at > size), the old end's granule is the FS's: grew_past_end */
+        if ((at <= size && fill_edge(pc, v, at, size) < 0) ||
             fill_edge(pc, v, at + (off_t)len, size) < 0)
             goto out;
         wrote_here(pc);
@@ -1417,18 +1509,25 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         goto out;
     }
     if (append && append_past_end(pc, size, at, n)) {
-        REAL(lseek)(fd, at + n, SEEK_SET);
+        if (moves)
+            REAL(lseek)(fd, at + n, SEEK_SET);
         ret = n;
         goto out;
     }
-    zero_past_end(pc, size, at);       /* a write past the end: the gap reads as zeros */
-    for (ssize_t done = 0; done < n;) {
+    ssize_t done = 0;
+    if (UNLIKELY(at > size) && n > 0) {
+        /* past the cache's end, which may be stale: the gap is the FS's (grew_past_end) */
+        REAL(ftruncate)(pc->mfd, at + n);
+        grew_past_end(pc, v, size, at + n);
+        done = written_from(pc, at, size) - at;
+    }
+    while (done < n) {
         ssize_t w = REAL(pwrite)(pc->mfd, (const char *)buf + done, (size_t)(n - done), at + done);
         if (w < 0)
             goto out;
         done += w;
     }
-    if (!positional)
+    if (moves)
         REAL(lseek)(fd, at + n, SEEK_SET);
     ret = n;
 out:;
@@ -1446,7 +1545,8 @@ out:;
  * flight would otherwise put old bytes back after the cache's truncation (its pwrite()
  * grows the memfd again), and a write between the FS's truncation and the cache's would
  * be cut from the cache though the FS keeps it. Returns 0 or -errno. */
-static int truncate_locked(struct pcache *pc, const char *path, off_t len, const uint64_t *fh)
+static int truncate_locked(struct pcache *pc, struct vfile *v, const char *path, off_t len,
+                           const uint64_t *fh)
 {
     struct backend_ops *be = backend_get();
     entry_lock(pc);
@@ -1460,7 +1560,7 @@ static int truncate_locked(struct pcache *pc, const char *path, off_t len, const
     if (r == 0 && REAL(ftruncate)(pc->mfd, len) < 0)
         r = -errno;
     if (r == 0)
-        zero_past_end(pc, old, len);
+        grew_past_end(pc, v, old, len);     /* up: from the old end on, the FS's bytes */
     note_known(pc);
     entry_unlock(pc);
     attrcache_changed();     /* the FS's write/truncate: told to every process */
@@ -1475,13 +1575,13 @@ int pcache_ftruncate(struct vfile *v, off_t len)
         errno = EIO;
         return -1;
     }
-    return (int)be_errno(truncate_locked(pc, v->path, len, &v->fh));
+    return (int)be_errno(truncate_locked(pc, v, v->path, len, &v->fh));
 }
 
 /* O_TRUNC: the open's cache (pcache_open) is truncated with the file. Returns 0 or -errno. */
 int pcache_truncate_open(struct pcache *pc, const char *path, const uint64_t *fh)
 {
-    return truncate_locked(pc, path, 0, fh);
+    return truncate_locked(pc, NULL, path, 0, fh);
 }
 
 /* truncate(path): if the file's cache is held (by this process, or with the shared server
@@ -1518,7 +1618,7 @@ int pcache_truncate_path(const struct vpath *vp, off_t len)
         attrcache_changed();
         return r;
     }
-    int r = truncate_locked(pc, vp->path, len, NULL);
+    int r = truncate_locked(pc, NULL, vp->path, len, NULL);
     pcache_unref(pc);
     return r;
 }
