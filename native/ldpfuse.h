@@ -184,8 +184,6 @@ struct vfile {
                                  * page (pcache_fill), and where the next would start */
     off_t data_looks;           /* small reads found filled by a look each since the last
                                  * walk from the start (pcache_fill: random readers) */
-    off_t seek_reach;           /* a stream that writes on it found the cache this long
-                                 * (stdio.c before_seek: a seek within needs no look) */
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     int noflush;            /* the class has no flush(): close() does not ask (OPEN_NOFLUSH) */

@@ -421,10 +421,6 @@ static int before_seek(FILE *f, off64_t off, int whence)
     if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL || v->direct_io ||
         (v->flags & O_ACCMODE) == O_RDONLY || stdio_reads_through(f))
         return 0;
-    /* a seek back, or within what an earlier look found, is within the cache (its end
-     * moves back only through a truncation, which the FS's end followed) */
-    if ((whence == SEEK_SET && off <= v->seek_reach) || (whence == SEEK_CUR && off <= 0))
-        return 0;
     struct stat k;
     if (REAL(fstat)(fd, &k) < 0)
         return 0;
@@ -435,16 +431,12 @@ static int before_seek(FILE *f, off64_t off, int whence)
     } else if (whence == SEEK_END) {
         to = -1;
     }
-    if (to >= 0 && to <= k.st_size) {
-        v->seek_reach = k.st_size;
+    if (to >= 0 && to <= k.st_size)
         return 0;
-    }
     if (flush_through(f, fd) < 0 || pcache_fill_to_fs_end(v) < 0) {
         f->_flags |= _IO_ERR_SEEN;
         return -1;
     }
-    if (REAL(fstat)(fd, &k) == 0)
-        v->seek_reach = k.st_size;
     return 0;
 }
 
