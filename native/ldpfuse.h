@@ -298,7 +298,6 @@ void pcache_brought_whole(struct vfile *v);
 #define PCACHE_APPEND_KEEP 3    /* RWF_APPEND with an offset: the fd's stays */
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
 int pcache_ftruncate(struct vfile *v, off_t len);
-int pcache_fill_to_fs_end(struct vfile *v);
 /* O_TRUNC and truncate(path): the FS and the cache under the entry's lock; 0 or -errno */
 int pcache_truncate_open(struct pcache *pc, const char *path, const uint64_t *fh);
 int pcache_truncate_path(const struct vpath *vp, off_t len);

@@ -11,9 +11,7 @@
  * - one that may write ("w", "a", "r+", ...) is glibc's own over the memfd, filled whole
  *   when opened (a write of part of a page past the wrappers needs the page filled); what
  *   stdio writes reaches the FS at fflush-by-close, fsync and exit (vfs/pagecache.c:
- *   pcache_sync_untracked); before it seeks past the cache's end, which another process
- *   may have left stale, the cache grows to the FS's end and is filled whole again
- *   (before_seek);
+ *   pcache_sync_untracked);
  * - a direct_io file's stream is a cookie stream whose reads and writes are the fd's;
  * - freopen's stream is glibc's own (it keeps the FILE), filled whole; freopen of a
  *   read-only cookie stream closes it and returns a new stream (glibc cannot reopen one).
@@ -405,64 +403,6 @@ int fflush(FILE *f)
         return EOF;
     }
     return r;
-}
-
-/* A stream that writes (glibc's own over the memfd) moving to `to` (-1: the end): past the
- * cache's end, the cache is first grown to the FS's end and filled whole
- * (pcache_fill_to_fs_end): glibc writes there itself, and a write of part of a page past
- * the old end would make the FS's bytes before it zeros. What the stream holds goes
- * through write() first, as at fflush. A failure is the seek's (-1, errno). */
-static int before_seek(FILE *f, off64_t off, int whence)
-{
-    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
-        return 0;
-    int fd = fileno(f);
-    struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
-    if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL || v->direct_io ||
-        (v->flags & O_ACCMODE) == O_RDONLY || stdio_reads_through(f))
-        return 0;
-    struct stat k;
-    if (REAL(fstat)(fd, &k) < 0)
-        return 0;
-    off64_t to = off;
-    if (whence == SEEK_CUR) {
-        off64_t at = ftello64(f);
-        to = at < 0 ? -1 : at + off;
-    } else if (whence == SEEK_END) {
-        to = -1;
-    }
-    if (to >= 0 && to <= k.st_size)
-        return 0;
-    if (flush_through(f, fd) < 0 || pcache_fill_to_fs_end(v) < 0) {
-        f->_flags |= _IO_ERR_SEEN;
-        return -1;
-    }
-    return 0;
-}
-
-int fseek(FILE *f, long off, int whence)
-{
-    return before_seek(f, off, whence) < 0 ? -1 : REAL(fseek)(f, off, whence);
-}
-
-int fseeko(FILE *f, off_t off, int whence)
-{
-    return before_seek(f, off, whence) < 0 ? -1 : REAL(fseeko)(f, off, whence);
-}
-
-int fseeko64(FILE *f, off64_t off, int whence)
-{
-    return before_seek(f, off, whence) < 0 ? -1 : REAL(fseeko64)(f, off, whence);
-}
-
-int fsetpos(FILE *f, const fpos_t *pos)
-{
-    return before_seek(f, pos->__pos, SEEK_SET) < 0 ? -1 : REAL(fsetpos)(f, pos);
-}
-
-int fsetpos64(FILE *f, const fpos64_t *pos)
-{
-    return before_seek(f, pos->__pos, SEEK_SET) < 0 ? -1 : REAL(fsetpos64)(f, pos);
 }
 
 int fclose(FILE *f)

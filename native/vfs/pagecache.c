@@ -1232,34 +1232,6 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
     return r;
 }
 
-/* A stream of glibc's own (one that may write: stdio.c) writes the memfd past the
- * wrappers, so it was filled whole when made; before it moves past the cache's end, which
- * may be stale (another process grew the file), the cache grows to the FS's end (as a read
- * there does: grow_at_end) and is filled whole again: a write glibc makes itself past the
- * old end would otherwise fill the page it starts in with zeros before it, where the FS
- * holds bytes, and pass them on at close. 0, or -1 with errno. */
-int pcache_fill_to_fs_end(struct vfile *v)
-{
-    struct pcache *pc = v->pc;
-    char *buf = malloc(FS_CHUNK);
-    if (buf == NULL) {
-        errno = ENOMEM;
-        return -1;
-    }
-    entry_lock(pc);
-    check_untracked(pc);
-    off_t size = pcache_size(pc);
-    int r = size < 0 ? -1 : 0;
-    if (r == 0 && grow_at_end(pc, v, size, 0, buf) > size)
-        r = fill_locked(pc, v, 0, 0, 1);
-    int e = errno;
-    note_known(pc);
-    entry_unlock(pc);
-    free(buf);
-    errno = e;
-    return r;
-}
-
 /* ---- writing */
 
 /* Fill the granule around off if it is a hole inside the file: a write into part of it
