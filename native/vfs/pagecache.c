@@ -1010,9 +1010,14 @@ static int fill_range(struct pcache *pc, struct vfile *v, off_t off, off_t end, 
             return -1;
         }
         if (h + n < stop) {
-            /* the FS's file ends here: so does the cache */
-            __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
-            REAL(ftruncate)(pc->mfd, h + n);
+            /* the FS's file ends here: so does the cache, unless it holds bytes written
+             * past the wrappers that the FS has not got yet (stdio's own writes, passed on
+             * at fflush: the FS lags, and the hole is a gap they left, zeros as natively);
+             * cut, they were lost (BFD's objects, when a seek's write() met such a gap) */
+            if (!__atomic_load_n(&pc->untracked, __ATOMIC_RELAXED)) {
+                __atomic_add_fetch(&pc->gen, 1, __ATOMIC_RELEASE);
+                REAL(ftruncate)(pc->mfd, h + n);
+            }
             break;
         }
         pos = stop;
