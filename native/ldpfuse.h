@@ -184,6 +184,8 @@ struct vfile {
                                  * page (pcache_fill), and where the next would start */
     off_t data_looks;           /* small reads found filled by a look each since the last
                                  * walk from the start (pcache_fill: random readers) */
+    off_t seek_reach;           /* a stream that writes on it found the cache this long
+                                 * (stdio.c before_seek: a seek within needs no look) */
     int unlinked;
     int direct_io;          /* the FS's FileInfo.direct_io: reads go to it, past the cache */
     int noflush;            /* the class has no flush(): close() does not ask (OPEN_NOFLUSH) */
@@ -298,6 +300,10 @@ void pcache_brought_whole(struct vfile *v);
 #define PCACHE_APPEND_KEEP 3    /* RWF_APPEND with an offset: the fd's stays */
 ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t at, int positional);
 int pcache_ftruncate(struct vfile *v, off_t len);
+/* a stream of glibc's own moves past the cache's end: the cache grows to the FS's end */
+int pcache_grow_to_fs_end(struct vfile *v);
+/* such a stream was made on it: a write past the cache's end fills, leaving no hole */
+void pcache_stream_made(struct vfile *v);
 /* O_TRUNC and truncate(path): the FS and the cache under the entry's lock; 0 or -errno */
 int pcache_truncate_open(struct pcache *pc, const char *path, const uint64_t *fh);
 int pcache_truncate_path(const struct vpath *vp, off_t len);

@@ -11,7 +11,13 @@
  * - one that may write ("w", "a", "r+", ...) is glibc's own over the memfd, filled whole
  *   when opened (a write of part of a page past the wrappers needs the page filled); what
  *   stdio writes reaches the FS at fflush-by-close, fsync and exit (vfs/pagecache.c:
- *   pcache_sync_untracked);
+ *   pcache_sync_untracked); glibc leaves a gap past the cache's end only after a seek there
+ *   (the fseek family: its own reads stop at the cache's end), and before such a seek the
+ *   cache, whose end another process may have left stale, grows to the FS's end, what lies
+ *   past its old end read from the FS (before_seek); what glibc wrote and the FS has not
+ *   got yet is never read again from the FS; a write() past the end of a cache such a stream
+ *   writes into reads the range from the old end from the FS instead of leaving holes,
+ *   which glibc's own writes would fill in part with zeros (pcache_stream_made);
  * - a direct_io file's stream is a cookie stream whose reads and writes are the fd's;
  * - freopen's stream is glibc's own (it keeps the FILE), filled whole; freopen of a
  *   read-only cookie stream closes it and returns a new stream (glibc cannot reopen one).
@@ -139,6 +145,8 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
         }
         return f;
     }
+    if (v && v->kind == VF_FILE && v->pc && stream_writes(mode))
+        pcache_stream_made(v);
     if (v && v->kind == VF_FILE && v->pc && stream_writes(mode) && pcache_fill(v, 0, 0, 1) < 0) {
         int e = errno;
         close(fd);
@@ -175,6 +183,7 @@ FILE *fdopen(int fd, const char *mode)
         }
         return read_stream(fd);
     }
+    pcache_stream_made(v);
     if (pcache_fill(v, 0, 0, 1) < 0)
         return NULL;
     return REAL(fdopen)(fd, mode);
@@ -250,8 +259,10 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
         if (fd < 0)
             return NULL;
         struct vfile *nv = fdtable_get(fd);
-        if (nv && nv->kind == VF_FILE && nv->pc)
+        if (nv && nv->kind == VF_FILE && nv->pc) {
+            pcache_stream_made(nv);
             pcache_fill(nv, 0, 0, 1);   /* stdio reads past the wrappers */
+        }
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
         keep = fdtable_take(fd);
@@ -261,8 +272,10 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
         keep = old;             /* same file, new mode: the vfile moves to the new fd */
         if (keep)
             vfile_ref(keep);
-        if (keep && keep->kind == VF_FILE && keep->pc && !keep->direct_io)
+        if (keep && keep->kind == VF_FILE && keep->pc && !keep->direct_io) {
+            pcache_stream_made(keep);
             pcache_fill(keep, 0, 0, 1);     /* glibc's own stream now: past the wrappers */
+        }
         f = real(path, mode, stream);
     } else {
         f = real(path, mode, stream);
@@ -403,6 +416,70 @@ int fflush(FILE *f)
         return EOF;
     }
     return r;
+}
+
+/* A stream that writes (glibc's own over the memfd) moving past the cache's end: glibc
+ * writes there itself, and the cache's end may be stale (another process appended), so the
+ * cache first grows to the FS's end (pcache_grow_to_fs_end). A seek back, or within what an
+ * earlier look found (seek_reach: the memfd's end moves back only through a truncation,
+ * which the FS's end followed), looks at nothing: no system call. A failure is the seek's
+ * (-1, errno). */
+static int before_seek(FILE *f, off64_t off, int whence)
+{
+    if (LIKELY(__atomic_load_n(&ldp_nvfds, __ATOMIC_RELAXED) == 0) || ldp_guard || f == NULL)
+        return 0;
+    int fd = f->_fileno;
+    struct vfile *v = fd >= 0 ? fdtable_get(fd) : NULL;
+    if (LIKELY(v == NULL) || v->kind != VF_FILE || v->pc == NULL || v->direct_io ||
+        (v->flags & O_ACCMODE) == O_RDONLY || stdio_reads_through(f))
+        return 0;
+    if ((whence == SEEK_SET && off <= v->seek_reach) || (whence == SEEK_CUR && off <= 0))
+        return 0;
+    struct stat k;
+    if (REAL(fstat)(fd, &k) < 0)
+        return 0;
+    off64_t to = -1;            /* SEEK_END: where glibc finds the end is the memfd's */
+    if (whence == SEEK_SET) {
+        to = off;
+    } else if (whence == SEEK_CUR) {
+        off64_t at = ftello64(f);
+        to = at < 0 ? -1 : at + off;
+    }
+    if (to < 0 || to > k.st_size) {
+        if (pcache_grow_to_fs_end(v) < 0) {
+            f->_flags |= _IO_ERR_SEEN;
+            return -1;
+        }
+        if (REAL(fstat)(fd, &k) < 0)
+            return 0;
+    }
+    v->seek_reach = k.st_size;
+    return 0;
+}
+
+int fseek(FILE *f, long off, int whence)
+{
+    return before_seek(f, off, whence) < 0 ? -1 : REAL(fseek)(f, off, whence);
+}
+
+int fseeko(FILE *f, off_t off, int whence)
+{
+    return before_seek(f, off, whence) < 0 ? -1 : REAL(fseeko)(f, off, whence);
+}
+
+int fseeko64(FILE *f, off64_t off, int whence)
+{
+    return before_seek(f, off, whence) < 0 ? -1 : REAL(fseeko64)(f, off, whence);
+}
+
+int fsetpos(FILE *f, const fpos_t *pos)
+{
+    return before_seek(f, pos->__pos, SEEK_SET) < 0 ? -1 : REAL(fsetpos)(f, pos);
+}
+
+int fsetpos64(FILE *f, const fpos64_t *pos)
+{
+    return before_seek(f, pos->__pos, SEEK_SET) < 0 ? -1 : REAL(fsetpos64)(f, pos);
 }
 
 int fclose(FILE *f)

@@ -7,6 +7,7 @@
  *
  *   fread(n), fgets(n), fgetc, getc, __uflow (getc's macro when the buffer is empty)
  *       the fd's offset onward, for what is asked plus one refill of the stream's buffer
+ *       (running past the cache's end: whether the file grew is asked, as a read there asks)
  *   getline, getdelim
  *       from the fd's offset until the delimiter, or the end
  *   the scanf family, the wide-character readers, getw
@@ -96,8 +97,18 @@ static int stream_fill(FILE *f, struct vfile *v, size_t want, int delim)
         return 0;       /* not seekable: glibc's read gives the error */
     size_t bufsize = f->_IO_buf_base && f->_IO_buf_end > f->_IO_buf_base ? (size_t)(f->_IO_buf_end - f->_IO_buf_base) : 0;
     size_t refill = bufsize > REFILL_MIN ? bufsize : REFILL_MIN;
-    if (delim == NO_DELIM)
-        return pcache_fill(v, pos, (want > have ? want - have : 0) + refill, 0);
+    if (delim == NO_DELIM) {
+        size_t need = (want > have ? want - have : 0) + refill;
+        if (pcache_fill(v, pos, need, 0) < 0)
+            return -1;
+        /* a range that runs past the cache's end: glibc reads on to that end past the
+         * wrappers, and takes it for the file's; the file may have grown (another process
+         * appended: a cache of its own in the embedded mode), which a fill at the end asks */
+        struct stat k;
+        if (REAL(fstat)(fd, &k) == 0 && pos + (off_t)need > k.st_size && pos < k.st_size)
+            return pcache_fill(v, k.st_size, (size_t)(pos + (off_t)need - k.st_size), 0);
+        return 0;
+    }
     /* a line: fill and look, window by window, until the delimiter or the end */
     off_t from = pos;
     for (size_t win = REFILL_MIN;; win = win < (64u << 20) ? win * 2 : win) {

@@ -61,6 +61,8 @@ struct pcache {
     int no_xattr;                   /* the memfd takes no user xattr: known is ours only */
     int untracked;                  /* changed past the wrappers before one of our own
                                      * writes moved `known` on: still owed to the FS */
+    int streams;                    /* a stream of glibc's own that writes was made on it
+                                     * here (stdio.c): a write past the end leaves no hole */
     /* The file as an open found it when this cache was last known to be its (the open's
      * attributes, under the name's stamp then): a new open whose attributes are others,
      * with no change through the mount to explain them, does not use it (the file changed
@@ -949,19 +951,25 @@ static size_t ra_window(struct vfile *v, off_t off, size_t len)
 
 static int is_hole(struct pcache *pc, off_t off);
 
+/* The FS's attributes of v's file: the attribute cache's, else getattr's. 1 if known. */
+static int fs_stat(struct pcache *pc, struct vfile *v, struct stat *st)
+{
+    struct backend_ops *be = backend_get();
+    int have = attrcache_get(pc->mnt, v->path, st) > 0;
+    if (!have && be) {
+        guard_enter();
+        have = be->getattr(pc->mnt, v->path, v->fh_valid ? &v->fh : NULL, st) == 0;
+        guard_leave();
+    }
+    return have && S_ISREG(st->st_mode);
+}
+
 /* The file's end, after asking the FS when a read starts at the cache's end: a file that
  * grew (another process appended) or whose size was unknown (procfs style, st_size 0). */
 static off_t grow_at_end(struct pcache *pc, struct vfile *v, off_t size, size_t want, char *buf)
 {
     struct stat st;
-    struct backend_ops *be = backend_get();
-    int have = attrcache_get(pc->mnt, v->path, &st) > 0;
-    if (!have && be) {
-        guard_enter();
-        have = be->getattr(pc->mnt, v->path, v->fh_valid ? &v->fh : NULL, &st) == 0;
-        guard_leave();
-    }
-    if (have && S_ISREG(st.st_mode) && st.st_size > size) {
+    if (fs_stat(pc, v, &st) && st.st_size > size) {
         REAL(ftruncate)(pc->mfd, st.st_size);
         /* the granule that held the old end is filled, its part past that end with zeros
          * the FS never gave: those bytes are read now, else a read (or a mapping's
@@ -1237,6 +1245,45 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
     return r;
 }
 
+/* A stream of glibc's own (one that may write: stdio.c) moves past the cache's end, where
+ * glibc writes itself, past the wrappers: the page its write starts in would hold zeros
+ * before it, read back by the stream and passed on to the FS at fflush. That end may be
+ * stale (another process appended: a cache of its own in the embedded mode, or a change
+ * behind the mount): the cache grows to the FS's end first, and what lies past its old end
+ * is read from the FS now (grow_at_end reads the old end's granule, fill_range the rest),
+ * as the stream was filled whole when it was made. Nothing before the old end is touched:
+ * it may hold what glibc wrote and the FS has not got yet, with gaps (holes) the FS, which
+ * lags, cannot fill. 0, or -1 with errno. */
+int pcache_grow_to_fs_end(struct vfile *v)
+{
+    struct pcache *pc = v->pc;
+    char *buf = malloc(FS_CHUNK);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    entry_lock(pc);
+    check_untracked(pc);
+    off_t size = pcache_size(pc), end = size;
+    int r = size < 0 ? -1 : 0;
+    if (r == 0 && (end = grow_at_end(pc, v, size, 0, buf)) > size)
+        r = fill_range(pc, v, size, end, 0, end, &buf);
+    int e = errno;
+    note_known(pc);
+    entry_unlock(pc);
+    free(buf);
+    errno = e;
+    return r;
+}
+
+/* A stream of glibc's own that writes was made on v (stdio.c): from now on a write past
+ * this cache's end reads the range from the old end from the FS (pcache_write), as glibc's
+ * own writes may fill part of any granule there. */
+void pcache_stream_made(struct vfile *v)
+{
+    __atomic_store_n(&v->pc->streams, 1, __ATOMIC_RELAXED);
+}
+
 /* ---- writing */
 
 /* Fill the granule around off if it is a hole inside the file: a write into part of it
@@ -1497,6 +1544,15 @@ ssize_t pcache_write(struct vfile *v, int fd, const void *buf, size_t len, off_t
         REAL(ftruncate)(pc->mfd, at + n);
         grew_past_end(pc, v, size, at + n);
         done = written_from(pc, at, size) - at;
+        if (__atomic_load_n(&pc->streams, __ATOMIC_RELAXED)) {
+            /* glibc writes into this cache itself: a part of a hole it writes would read
+             * as zeros, passed on at fflush. The range from the old end is read from the
+             * FS now, the write's bytes with it */
+            char *fb = NULL;
+            fill_range(pc, v, size, at + n, 0, at + n, &fb);
+            free(fb);
+            done = 0;
+        }
     }
     while (done < n) {
         ssize_t w = REAL(pwrite)(pc->mfd, (const char *)buf + done, (size_t)(n - done), at + done);
@@ -1765,7 +1821,10 @@ int pcache_sync_untracked(struct vfile *v)
         ret = sync_appended(pc, v, size, buf);
         goto done;
     }
-    if (size != pc->known_size) {
+    struct stat st;
+    if (size != pc->known_size && !(size > pc->known_size && fs_stat(pc, v, &st) && st.st_size >= size)) {
+        /* a memfd grown past the wrappers makes the FS's file as long, never shorter:
+         * another process may have appended past this cache's end since (its bytes) */
         wrote_here(pc);
         guard_enter();
         int r = be->truncate(pc->mnt, v->path, size, &v->fh);
