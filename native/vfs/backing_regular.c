@@ -22,14 +22,22 @@
  *
  * One table for the process's threads, without a lock: each slot has a sequence count
  * (odd while a writer fills it; a reader that sees it change reads nothing). A name is
- * known by two 64-bit hashes of its mount and path; its set of two slots by the first
- * (a round robin over 1,000 names, microbench's orc, finds nearly all of them). A process
- * that has kept no name yet (one that only creates and unlinks) hashes nothing.
+ * known by two 64-bit hashes of its mount and path; its set of WAYS slots by the first. The
+ * table is sized by use: SMALL slots in the library (a round robin over 1,000 names,
+ * microbench's orc, finds nearly all of them), and BIG, mapped once this process has put
+ * out SMALL / 4 names still live to make room for others (filebench's web-server opens 4,000
+ * to 50,000 names over and over: SMALL two-way slots missed a quarter of 4,000, nearly all
+ * of 50,000, and each miss is the look again). A process that opens a few hundred names
+ * touches a few pages of SMALL and maps nothing. A process that has kept no name yet (one
+ * that only creates and unlinks) hashes nothing.
  */
 #include "../ldpfuse.h"
 #include <string.h>
+#include <sys/mman.h>
 
-#define SLOTS 4096              /* power of two; two ways per set (a name's slot and its pair) */
+#define SMALL 4096              /* slots, powers of two */
+#define BIG 65536               /* 2 MiB, only the pages used */
+#define WAYS 4                  /* per set: two cache lines */
 
 struct regular {
     unsigned seq;
@@ -37,7 +45,10 @@ struct regular {
     uint64_t h1, h2;
     int64_t until;              /* CLOCK_MONOTONIC_COARSE, ns */
 };
-static struct regular slots[SLOTS];
+static struct regular small[SMALL] __attribute__((aligned(128)));
+static struct regular *slots = small;   /* small, or the BIG ones mapped: never back */
+static struct regular *big;
+static unsigned evicted;        /* live names put out of small: at SMALL / 4, big is mapped */
 static unsigned epoch = 1;      /* backing_regular_forget_all: every slot of an older one is stale */
 static int any;                 /* set at the first name kept: before it, nothing to hash or forget */
 
@@ -88,9 +99,17 @@ static int slot_has(struct regular *r, uint64_t h1, uint64_t h2)
     return now_ns() < until;
 }
 
-static struct regular *set_of(uint64_t h1)
+static struct regular *set_of(struct regular *t, uint64_t h1)
 {
-    return &slots[h1 & (SLOTS - 2)];
+    return &t[h1 & ((t == small ? SMALL : BIG) - WAYS)];
+}
+
+static int set_has(struct regular *set, uint64_t h1, uint64_t h2)
+{
+    for (int i = 0; i < WAYS; i++)
+        if (set[i].h1 == h1 && slot_has(&set[i], h1, h2))
+            return 1;
+    return 0;
 }
 
 /* Was path on mnt a regular file a moment ago (this process opened it as one)? */
@@ -100,8 +119,21 @@ int backing_regular_known(int mnt, const char *path)
         return 0;
     uint64_t h1, h2;
     hash2(mnt, path, &h1, &h2);
-    struct regular *set = set_of(h1);
-    return slot_has(&set[0], h1, h2) || slot_has(&set[1], h1, h2);
+    return set_has(set_of(__atomic_load_n(&slots, __ATOMIC_ACQUIRE), h1), h1, h2);
+}
+
+/* small has turned over: the big table from now on (one thread maps it; the others and a
+ * handler on this thread go on with small meanwhile). Names in small are looked at again. */
+static void grow(void)
+{
+    static int mapping;
+    if (__atomic_exchange_n(&mapping, 1, __ATOMIC_ACQ_REL))
+        return;
+    void *m = mmap(NULL, BIG * sizeof *big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return;         /* small stays */
+    __atomic_store_n(&big, (struct regular *)m, __ATOMIC_RELEASE);
+    __atomic_store_n(&slots, (struct regular *)m, __ATOMIC_RELEASE);
 }
 
 static void put(struct regular *r, uint64_t h1, uint64_t h2, int64_t until)
@@ -127,10 +159,33 @@ void backing_regular_seen(int mnt, const char *path)
     hash2(mnt, path, &h1, &h2);
     if (!__atomic_load_n(&any, __ATOMIC_RELAXED))
         __atomic_store_n(&any, 1, __ATOMIC_RELAXED);
-    struct regular *set = set_of(h1);
+    struct regular *t = __atomic_load_n(&slots, __ATOMIC_ACQUIRE), *set = set_of(t, h1), *r = &set[0];
     /* its own slot, else the one that expires first (an empty one: 0) */
-    struct regular *r = set[1].h1 == h1 || (set[0].h1 != h1 && set[1].until < set[0].until) ? &set[1] : &set[0];
-    put(r, h1, h2, now_ns() + (int64_t)ttl.tv_sec * 1000000000 + ttl.tv_nsec);
+    for (int i = 0; i < WAYS; i++) {
+        if (set[i].h1 == h1) {
+            r = &set[i];
+            break;
+        }
+        if (set[i].until < r->until)
+            r = &set[i];
+    }
+    int64_t now = now_ns();
+    if (t == small && r->h1 != h1 && r->until > now &&
+        __atomic_add_fetch(&evicted, 1, __ATOMIC_RELAXED) == SMALL / 4)
+        grow();
+    put(r, h1, h2, now + (int64_t)ttl.tv_sec * 1000000000 + ttl.tv_nsec);
+}
+
+static void forget_in(struct regular *t, uint64_t h1, uint64_t h2)
+{
+    struct regular *set = set_of(t, h1);
+    for (int i = 0; i < WAYS; i++) {
+        struct regular *r = &set[i];
+        if (r->h1 == h1)
+            put(r, h1, 0, 0);   /* h2 0 matches no name; a slot being filled is missed: */
+        if (r->h1 == h1 && r->h2 == h2)
+            backing_regular_forget_all();   /* then every name is forgotten */
+    }
 }
 
 /* This process removed or renamed path on mnt. */
@@ -140,14 +195,10 @@ void backing_regular_forget(int mnt, const char *path)
         return;
     uint64_t h1, h2;
     hash2(mnt, path, &h1, &h2);
-    struct regular *set = set_of(h1);
-    for (int i = 0; i < 2; i++) {
-        struct regular *r = &set[i];
-        if (r->h1 == h1)
-            put(r, h1, 0, 0);   /* h2 0 matches no name; a slot being filled is missed: */
-        if (r->h1 == h1 && r->h2 == h2)
-            backing_regular_forget_all();   /* then every name is forgotten */
-    }
+    forget_in(small, h1, h2);   /* both: a thread may still be reading small */
+    struct regular *b = __atomic_load_n(&big, __ATOMIC_ACQUIRE);
+    if (b)
+        forget_in(b, h1, h2);
 }
 
 /* A directory this process removed, renamed or changed the rights of: no name stays. */
