@@ -22,7 +22,8 @@
  *
  * One table for the process's threads, without a lock: each slot has a sequence count
  * (odd while a writer fills it; a reader that sees it change reads nothing). A name is
- * known by two 64-bit hashes of its mount and path; its set of WAYS slots by the first. The
+ * known by two 64-bit hashes of its mount and path: its set of WAYS slots (one cache line) by the
+ * first, its key in the set by the second and the epoch. The
  * table is sized by use: SMALL slots in the library (a round robin over 1,000 names,
  * microbench's orc, finds nearly all of them), and BIG, mapped once this process has put
  * out SMALL / 4 names still live to make room for others (filebench's web-server opens 4,000
@@ -36,16 +37,15 @@
 #include <sys/mman.h>
 
 #define SMALL 4096              /* slots, powers of two */
-#define BIG 65536               /* 2 MiB, only the pages used */
-#define WAYS 4                  /* per set: two cache lines */
+#define BIG 65536               /* 1 MiB, only the pages used */
+#define WAYS 4                  /* per set: one cache line */
 
 struct regular {
     unsigned seq;
-    unsigned epoch;
-    uint64_t h1, h2;
-    int64_t until;              /* CLOCK_MONOTONIC_COARSE, ns */
+    int until;                  /* CLOCK_MONOTONIC_COARSE, ms, modulo 2^32 */
+    uint64_t key;               /* the name's second hash and the epoch; 0: empty */
 };
-static struct regular small[SMALL] __attribute__((aligned(128)));
+static struct regular small[SMALL] __attribute__((aligned(64)));
 static struct regular *slots = small;   /* small, or the BIG ones mapped: never back */
 static struct regular *big;
 static unsigned evicted;        /* live names put out of small: at SMALL / 4, big is mapped */
@@ -79,37 +79,38 @@ static void hash2(int mnt, const char *path, uint64_t *h1, uint64_t *h2)
     *h2 = b | 1;                /* never 0: an empty slot */
 }
 
-static int64_t now_ns(void)
+static int now_ms(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    return (int)(unsigned)((uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000);
 }
 
-static int slot_has(struct regular *r, uint64_t h1, uint64_t h2)
+static int live(int until, int now)
+{
+    return (int)((unsigned)until - (unsigned)now) > 0;
+}
+
+/* The name's key in this epoch: backing_regular_forget_all makes every kept key stale. */
+static uint64_t key_of(uint64_t h2)
+{
+    return (h2 ^ (__atomic_load_n(&epoch, __ATOMIC_ACQUIRE) * 0x9e3779b97f4a7c15ULL)) | 1;
+}
+
+static int slot_has(struct regular *r, uint64_t key, int now)
 {
     unsigned s = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
     if (s & 1)
         return 0;
-    int hit = r->h1 == h1 && r->h2 == h2 && r->epoch == __atomic_load_n(&epoch, __ATOMIC_RELAXED);
-    int64_t until = r->until;
+    int hit = r->key == key;
+    int until = r->until;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (!hit || __atomic_load_n(&r->seq, __ATOMIC_RELAXED) != s)
-        return 0;
-    return now_ns() < until;
+    return hit && __atomic_load_n(&r->seq, __ATOMIC_RELAXED) == s && live(until, now);
 }
 
 static struct regular *set_of(struct regular *t, uint64_t h1)
 {
     return &t[h1 & ((t == small ? SMALL : BIG) - WAYS)];
-}
-
-static int set_has(struct regular *set, uint64_t h1, uint64_t h2)
-{
-    for (int i = 0; i < WAYS; i++)
-        if (set[i].h1 == h1 && slot_has(&set[i], h1, h2))
-            return 1;
-    return 0;
 }
 
 /* Was path on mnt a regular file a moment ago (this process opened it as one)? */
@@ -119,7 +120,12 @@ int backing_regular_known(int mnt, const char *path)
         return 0;
     uint64_t h1, h2;
     hash2(mnt, path, &h1, &h2);
-    return set_has(set_of(__atomic_load_n(&slots, __ATOMIC_ACQUIRE), h1), h1, h2);
+    uint64_t key = key_of(h2);
+    struct regular *set = set_of(__atomic_load_n(&slots, __ATOMIC_ACQUIRE), h1);
+    for (int i = 0; i < WAYS; i++)
+        if (__atomic_load_n(&set[i].key, __ATOMIC_RELAXED) == key)
+            return slot_has(&set[i], key, now_ms());
+    return 0;
 }
 
 /* small has turned over: the big table from now on (one thread maps it; the others and a
@@ -136,15 +142,13 @@ static void grow(void)
     __atomic_store_n(&slots, (struct regular *)m, __ATOMIC_RELEASE);
 }
 
-static void put(struct regular *r, uint64_t h1, uint64_t h2, int64_t until)
+static void put(struct regular *r, uint64_t key, int until)
 {
     unsigned s = __atomic_load_n(&r->seq, __ATOMIC_RELAXED);
     if ((s & 1) || !__atomic_compare_exchange_n(&r->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
         return;         /* another thread is filling it: this one keeps nothing */
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    r->h1 = h1;
-    r->h2 = h2;
-    r->epoch = __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->key, key, __ATOMIC_RELAXED);
     r->until = until;
     __atomic_store_n(&r->seq, s + 2, __ATOMIC_RELEASE);
 }
@@ -159,31 +163,36 @@ void backing_regular_seen(int mnt, const char *path)
     hash2(mnt, path, &h1, &h2);
     if (!__atomic_load_n(&any, __ATOMIC_RELAXED))
         __atomic_store_n(&any, 1, __ATOMIC_RELAXED);
-    struct regular *t = __atomic_load_n(&slots, __ATOMIC_ACQUIRE), *set = set_of(t, h1), *r = &set[0];
-    /* its own slot, else the one that expires first (an empty one: 0) */
-    for (int i = 0; i < WAYS; i++) {
-        if (set[i].h1 == h1) {
+    uint64_t key = key_of(h2);
+    int now = now_ms();
+    struct regular *t = __atomic_load_n(&slots, __ATOMIC_ACQUIRE), *set = set_of(t, h1), *r = NULL;
+    /* its own slot, else an empty or stale one, else the one that expires first */
+    for (int i = 0; i < WAYS && r == NULL; i++)
+        if (set[i].key == key)
             r = &set[i];
-            break;
-        }
-        if (set[i].until < r->until)
+    for (int i = 0; i < WAYS && r == NULL; i++)
+        if (set[i].key == 0 || !live(set[i].until, now))
             r = &set[i];
+    if (r == NULL) {
+        r = &set[0];
+        for (int i = 1; i < WAYS; i++)
+            if ((int)((unsigned)set[i].until - (unsigned)r->until) < 0)
+                r = &set[i];
+        if (t == small && __atomic_add_fetch(&evicted, 1, __ATOMIC_RELAXED) == SMALL / 4)
+            grow();
     }
-    int64_t now = now_ns();
-    if (t == small && r->h1 != h1 && r->until > now &&
-        __atomic_add_fetch(&evicted, 1, __ATOMIC_RELAXED) == SMALL / 4)
-        grow();
-    put(r, h1, h2, now + (int64_t)ttl.tv_sec * 1000000000 + ttl.tv_nsec);
+    put(r, key, (int)((unsigned)now + (unsigned)(ttl.tv_sec * 1000 + ttl.tv_nsec / 1000000)));
 }
 
-static void forget_in(struct regular *t, uint64_t h1, uint64_t h2)
+static void forget_in(struct regular *t, uint64_t h1, uint64_t key)
 {
     struct regular *set = set_of(t, h1);
     for (int i = 0; i < WAYS; i++) {
         struct regular *r = &set[i];
-        if (r->h1 == h1)
-            put(r, h1, 0, 0);   /* h2 0 matches no name; a slot being filled is missed: */
-        if (r->h1 == h1 && r->h2 == h2)
+        if (r->key != key)
+            continue;
+        put(r, 0, 0);
+        if (r->key == key)      /* a slot being filled is missed: */
             backing_regular_forget_all();   /* then every name is forgotten */
     }
 }
@@ -195,10 +204,11 @@ void backing_regular_forget(int mnt, const char *path)
         return;
     uint64_t h1, h2;
     hash2(mnt, path, &h1, &h2);
-    forget_in(small, h1, h2);   /* both: a thread may still be reading small */
+    uint64_t key = key_of(h2);
+    forget_in(small, h1, key);  /* both: a thread may still be reading small */
     struct regular *b = __atomic_load_n(&big, __ATOMIC_ACQUIRE);
     if (b)
-        forget_in(b, h1, h2);
+        forget_in(b, h1, key);
 }
 
 /* A directory this process removed, renamed or changed the rights of: no name stays. */
