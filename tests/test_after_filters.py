@@ -192,8 +192,15 @@ def test_bad_declarations_are_one_clear_line():
 
 REOPEN = r"""
 import os, stat, sys
-root, side = sys.argv[1], sys.argv[2]
+root, side, crowd = sys.argv[1], sys.argv[2], int(sys.argv[3])
 os.chdir(root)
+if crowd:
+    os.mkdir("crowd")
+for i in range(crowd):
+    os.close(os.open(f"crowd/c{i}", os.O_WRONLY | os.O_CREAT, 0o644))
+for _ in range(2):
+    for i in range(crowd):      # more names than the small table holds: the big one
+        os.close(os.open(f"crowd/c{i}", os.O_RDONLY))
 for _ in range(3):
     with open("f") as f:
         f.read()
@@ -215,21 +222,23 @@ os.close(fd)
 """
 
 
-def test_a_name_opened_as_a_file_then_replaced_here_is_opened_as_what_it_is(tmp_path):
+@pytest.mark.parametrize("crowd", [0, 6000])
+def test_a_name_opened_as_a_file_then_replaced_here_is_opened_as_what_it_is(tmp_path, crowd):
     """A backed open of a name this process opened as a regular file a moment ago skips
     the look at its type (vfs/backing_regular.c); the process's own unlink, mkdir and
     rename forget it: the directory made in its place opens as the mount's directory (its
     listing the mount's, without the hidden name the lower directory holds), the FIFO as
-    a FIFO, as natively."""
+    a FIFO, as natively. With a crowd of 6,000 names opened first, the process keeps
+    them in its big table, which forgets the same way."""
     native = tmp_path / "native"
     native.mkdir()
     (native / "f").write_text("f\n")
     (tmp_path / "side").mkdir()
-    want = run_native([sys.executable, "-c", REOPEN, str(native), str(tmp_path / "side")])
+    want = run_native([sys.executable, "-c", REOPEN, str(native), str(tmp_path / "side"), str(crowd)])
     lower = tmp_path / "lower"
     lower.mkdir()
     (lower / "f").write_text("f\n")
-    got = run_ldp(AUDIT, [lower], [sys.executable, "-c", REOPEN, str(tmp_path / "mnt"), str(lower / "f")],
+    got = run_ldp(AUDIT, [lower], [sys.executable, "-c", REOPEN, str(tmp_path / "mnt"), str(lower / "f"), str(crowd)],
                   tmp_path / "mnt")
     assert want.stdout == "True ['inside']\nagain\nTrue\n", want.stderr
     assert got.stdout == want.stdout, got.stderr

@@ -792,10 +792,31 @@ static int b_open_special(int mnt, const char *path, const struct stat *st, int 
  * opening a FIFO or a device to find out what it is would be seen (a FIFO's writer let
  * through by a reader that goes away at once). That look and the open are made on the
  * name's directory, found beneath the tree (kept: vfs/backing_dirs.c); what the look says
- * is never an answer (the core keeps no attributes of a backed mount). */
+ * is never an answer (the core keeps no attributes of a backed mount). A name this process
+ * opened as a regular file a moment ago (vfs/backing_regular.c) is opened without the
+ * look, by one openat2 of its whole path beneath the tree. */
 static int open_existing(int mnt, const char *path, struct tree *t, const char *rel, int flags,
                          struct open_result *res, struct stat *st, int *outcome)
 {
+    int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+    if (!excl && !(rel[0] == '.' && rel[1] == '\0') && !(t->see & open_bits(flags)) &&
+        backing_regular_known(mnt, path)) {
+        /* a regular file a moment ago (vfs/backing_regular.c): opened without a look, and
+         * without its directory: one openat2 of the whole path beneath the tree, as the
+         * create's (no kept directory to find, no stamp of it to take) */
+        long fd = open_in(t, rel, (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_NOCTTY, 0);
+        if (fd == ASK_CLASS || fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP || fd == -EISDIR) {
+            backing_regular_forget(mnt, path);
+            *outcome = CO_ASK;  /* not what it was: the core looks again */
+            return 0;
+        }
+        memset(st, 0, sizeof *st);
+        st->st_mode = S_IFREG;  /* never an answer: the core keeps none of a tree's */
+        *outcome = CO_OPENED;
+        int r = open_result_fd(fd, res);
+        TOLD(t, open_told(t, flags), mnt, path, NULL, r);
+        return r;
+    }
     int dfd, slot;
     const char *last;
     int r = get_parent(t, rel, 0, &dfd, &last, &slot);
@@ -805,21 +826,7 @@ static int open_existing(int mnt, const char *path, struct tree *t, const char *
         *outcome = r == -ENOENT ? CO_MISSING : CO_ASK;
         return r == -ENOENT ? r : 0;
     }
-    int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
-    if (!excl && last[0] && !(t->see & open_bits(flags)) && backing_regular_known(mnt, path)) {
-        /* a regular file a moment ago (vfs/backing_regular.c): opened without a look */
-        long fd = beneath(dfd, last, (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_NOCTTY, 0);
-        if (fd == ASK_CLASS || fd == -ENOENT || fd == -ELOOP || fd == -EISDIR) {
-            backing_regular_forget(mnt, path);
-            *outcome = CO_ASK;  /* not what it was: the core looks again */
-        } else {
-            memset(st, 0, sizeof *st);
-            st->st_mode = S_IFREG;      /* never an answer: the core keeps none of a tree's */
-            *outcome = CO_OPENED;
-            r = open_result_fd(fd, res);
-            TOLD(t, open_told(t, flags), mnt, path, NULL, r);
-        }
-    } else if (REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | EMPTY(last)) < 0) {
+    if (REAL(fstatat)(dfd, last, st, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | EMPTY(last)) < 0) {
         r = errno == ENOENT ? -ENOENT : 0;
         *outcome = r ? CO_MISSING : CO_ASK;
     } else if (excl) {
