@@ -271,6 +271,21 @@ static int may_touch_a_mount(const char *path)
     return 0;
 }
 
+/* A path that begins with a mount point (then '/' or its end) touches that mount: what
+ * may_touch_a_mount would say, for the paths that are in a mount, without its strstr (a
+ * hundred instructions a lookup). A path elsewhere costs a compare of its second byte per
+ * mount. */
+static int starts_in_a_mount(const char *path)
+{
+    for (int i = 0; i < ldp_nmounts; i++) {
+        const struct mount *m = &ldp_mounts[i];
+        if (path[1] == m->point[1] && strncmp(path, m->point, m->len) == 0 &&
+            (path[m->len] == '/' || path[m->len] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 int mount_named_in(const char *s)
 {
     return may_touch_a_mount(s);
@@ -375,7 +390,7 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
 {
     const char *path = *pathp;
     if (path[0] == '/') {
-        if (LIKELY(!may_touch_a_mount(path)))
+        if (!starts_in_a_mount(path) && LIKELY(!may_touch_a_mount(path)))
             return 0;
         size_t len = clean_length(path);
         if (len != CLEAN_NOT) {
