@@ -114,6 +114,8 @@ void attrcache_writer(int mnt, const char *path, int delta)
 /* The backend's stamp of path (0: it has none); path NULL: only our own generation. */
 static uint64_t backend_stamp(int mnt, const char *path)
 {
+    if (backing_uncached(mnt))
+        return 0;       /* a backing tree's or a union's name: b_stamp's answer, without the call */
     struct backend_ops *be = path ? backend_get() : NULL;
     if (be == NULL || be->stamp == NULL)
         return 0;

@@ -433,8 +433,13 @@ static int lookup_open(const struct vpath *vp, int flags, mode_t mode)
 {
     struct backend_ops *be = backend_get();
     struct stat st;
-    if (be->create_open == NULL || (flags & (O_PATH | O_DIRECTORY)) || vp->trailing_slash ||
-        attrcache_get(vp->mnt, vp->path, &st) != 0 || vpath_name_too_long(vp->path))
+    if (be->create_open == NULL || (flags & (O_PATH | O_DIRECTORY)) || vp->trailing_slash)
+        return -2;
+    /* a backing tree's names are in no cache (backing_uncached): nothing to look at first,
+     * and its calls keep their own guard (vfs/backing.c: they run without one) */
+    if (backing_uncached(vp->mnt))
+        return vpath_name_too_long(vp->path) ? -2 : lookup_open_asked(vp, flags, mode, 0);
+    if (attrcache_get(vp->mnt, vp->path, &st) != 0 || vpath_name_too_long(vp->path))
         return -2;
     /* the directory as the cache knows it: a directory, or let the server look */
     char dir[ATTRCACHE_PATH_MAX];

@@ -50,14 +50,15 @@ void mounts_init(void)
     __atomic_store_n(&ldp_nmounts, n, __ATOMIC_RELEASE);
 }
 
-int mount_match(const char *abs, struct vpath *vp)
+/* mount_match of abs, whose length is len */
+static int mount_match_len(const char *abs, size_t len, struct vpath *vp)
 {
     for (int i = 0; i < ldp_nmounts; i++) {
         const struct mount *m = &ldp_mounts[i];
-        if (strncmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0')) {
+        if (len >= m->len && memcmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0')) {
             if (vp) {
                 const char *rest = abs + m->len;
-                size_t rl = strlen(rest);
+                size_t rl = len - m->len;
                 if (rl == 0) {
                     vp->path[0] = '/';
                     vp->path[1] = '\0';
@@ -72,8 +73,13 @@ int mount_match(const char *abs, struct vpath *vp)
     return 0;
 }
 
+int mount_match(const char *abs, struct vpath *vp)
+{
+    return mount_match_len(abs, strlen(abs), vp);
+}
+
 /* A path is clean when lexical normalisation would not change it. */
-static int path_is_clean(const char *p)
+static int path_is_clean_bytes(const char *p)
 {
     for (; *p; p++) {
         if (*p != '/')
@@ -90,6 +96,59 @@ static int path_is_clean(const char *p)
         }
     }
     return 1;
+}
+
+/* The bytes of word w equal to c's (c repeated in every byte): 0x80 in each, exactly (no
+ * borrow from a lower byte, unlike the shorter has-zero test). */
+static inline uint64_t bytes_equal(uint64_t w, uint64_t c)
+{
+    uint64_t x = w ^ c;
+    return ~(((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL) | x | 0x7f7f7f7f7f7f7f7fULL);
+}
+
+#define ONES 0x0101010101010101ULL
+#define CLEAN_NOT ((size_t)-1)
+
+/* The length of path p if it is clean, else CLEAN_NOT: one pass, eight bytes at a time
+ * (every lookup of an absolute path in a mount makes it: a byte loop was 225 instructions a
+ * path of 40 bytes, a seventh of the preload's work in a create cycle). A word where a '/'
+ * is followed by a '/', a '.' or the end, or that ends in a '/', is decided by the byte loop.
+ * The loads are aligned, so the word that holds the NUL lies in the NUL's page (one
+ * path_readable found mapped) and nothing past it is read beyond that word: little-endian
+ * only, as the preload is (x86-64, aarch64). */
+__attribute__((no_sanitize_address))
+static size_t clean_length(const char *p)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t *w = (const uint64_t *)((uintptr_t)p & ~(uintptr_t)7);
+    unsigned skip = (unsigned)((uintptr_t)p & 7);
+    uint64_t before = ~(uint64_t)0 << (8 * skip);   /* the bytes of the first word that are p's */
+    uint64_t carry = 0;         /* the last word ended in a '/' */
+    for (;; w++) {
+        uint64_t v = *w;
+        uint64_t slash = bytes_equal(v, '/' * ONES) & before;
+        uint64_t end = bytes_equal(v, 0) & before;
+        uint64_t dot = bytes_equal(v, '.' * ONES);
+        before = ~(uint64_t)0;
+        /* a byte after a '/' (this word's, shifted up one byte, or the last word's) that is
+         * a '/', a '.' or the NUL */
+        uint64_t after = (slash << 8) | carry;
+        if (after & (slash | dot | end)) {
+            if (end) {
+                uint64_t first = end & (~end + 1);      /* the NUL; past it is not the path's */
+                if (after & (slash | dot | end) & ((first << 1) - 1))
+                    return path_is_clean_bytes(p) ? strlen(p) : CLEAN_NOT;
+            } else {
+                return path_is_clean_bytes(p) ? strlen(p) : CLEAN_NOT;
+            }
+        }
+        if (end)
+            return (size_t)((const char *)w - p) + (size_t)(__builtin_ctzll(end) >> 3);
+        carry = slash >> 56;
+    }
+#else
+    return path_is_clean_bytes(p) ? strlen(p) : CLEAN_NOT;
+#endif
 }
 
 
@@ -212,6 +271,21 @@ static int may_touch_a_mount(const char *path)
     return 0;
 }
 
+/* A path that begins with a mount point (then '/' or its end) touches that mount: what
+ * may_touch_a_mount would say, for the paths that are in a mount, without its strstr (a
+ * hundred instructions a lookup). A path elsewhere costs a compare of its second byte per
+ * mount. */
+static int starts_in_a_mount(const char *path)
+{
+    for (int i = 0; i < ldp_nmounts; i++) {
+        const struct mount *m = &ldp_mounts[i];
+        if (path[1] == m->point[1] && strncmp(path, m->point, m->len) == 0 &&
+            (path[m->len] == '/' || path[m->len] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
 int mount_named_in(const char *s)
 {
     return may_touch_a_mount(s);
@@ -316,13 +390,14 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
 {
     const char *path = *pathp;
     if (path[0] == '/') {
-        if (LIKELY(!may_touch_a_mount(path)))
+        if (!starts_in_a_mount(path) && LIKELY(!may_touch_a_mount(path)))
             return 0;
-        if (path_is_clean(path)) {
-            if (strlen(path) >= PATH_MAX)
+        size_t len = clean_length(path);
+        if (len != CLEAN_NOT) {
+            if (len >= PATH_MAX)
                 return 0;
             vp->trailing_slash = 0;
-            return mount_match(path, vp);
+            return mount_match_len(path, len, vp);
         }
         return resolve("/", pathp, vp);
     }
