@@ -113,6 +113,20 @@ static void flush_pair(struct pair *p)
     same("fflush", ra, ea, rb, errno);
 }
 
+/* The same fseeko on both streams, compared; `trace` prints it. */
+static void seek_pair(struct pair *p, off_t off, int whence, const char *what, int trace)
+{
+    errno = 0;
+    long ra = fseeko(p->a, off, whence);
+    int ea = errno;
+    errno = 0;
+    long rb = fseeko(p->b, off, whence);
+    int eb = errno;
+    if (trace)
+        fprintf(stderr, "%ld %s %ld -> %ld\n", op_now, what, (long)off, rb);
+    same(what, ra, ea, rb, eb);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--appender") == 0)
@@ -166,11 +180,7 @@ int main(int argc, char **argv)
             writing = 0;
         }
         if (op >= 6 && op <= 8 && reading) {
-            errno = 0;
-            ra = fseeko(p.a, 0, SEEK_CUR); ea = errno;
-            errno = 0;
-            rb = fseeko(p.b, 0, SEEK_CUR); eb = errno;
-            same("fseeko SEEK_CUR 0", ra, ea, rb, eb);
+            seek_pair(&p, 0, SEEK_CUR, "fseeko SEEK_CUR", trace);
             reading = 0;
         }
         errno = 0;
@@ -178,34 +188,19 @@ int main(int argc, char **argv)
         case 0: case 1: case 2: {
             off_t off = pick(4) == 0 ? (off_t)pick((unsigned long)end + 1)
                                      : end + (off_t)(pick(2) ? pick(100) : pick(20000));
-            ra = fseeko(p.a, off, SEEK_SET); ea = errno;
-            errno = 0;
-            rb = fseeko(p.b, off, SEEK_SET); eb = errno;
-            if (trace)
-                fprintf(stderr, "%ld fseeko %ld SET -> %ld\n", op_now, (long)off, rb);
-            same("fseeko SEEK_SET", ra, ea, rb, eb);
+            seek_pair(&p, off, SEEK_SET, "fseeko SEEK_SET", trace);
             writing = reading = 0;
             break;
         }
         case 3: {
             off_t d = (off_t)pick(30000) - 10000;
-            ra = fseeko(p.a, d, SEEK_CUR); ea = errno;
-            errno = 0;
-            rb = fseeko(p.b, d, SEEK_CUR); eb = errno;
-            if (trace)
-                fprintf(stderr, "%ld fseeko %ld CUR -> %ld\n", op_now, (long)d, rb);
-            same("fseeko SEEK_CUR", ra, ea, rb, eb);
+            seek_pair(&p, d, SEEK_CUR, "fseeko SEEK_CUR", trace);
             writing = reading = 0;
             break;
         }
         case 4: {
             off_t d = (off_t)pick(10000) - (pick(2) ? 5000 : 0);
-            ra = fseeko(p.a, d, SEEK_END); ea = errno;
-            errno = 0;
-            rb = fseeko(p.b, d, SEEK_END); eb = errno;
-            if (trace)
-                fprintf(stderr, "%ld fseeko %ld END -> %ld\n", op_now, (long)d, rb);
-            same("fseeko SEEK_END", ra, ea, rb, eb);
+            seek_pair(&p, d, SEEK_END, "fseeko SEEK_END", trace);
             writing = reading = 0;
             break;
         }
