@@ -715,6 +715,50 @@ def fb_scaled(text, sizes):
     return re.sub(r'^define fileset name=bigfileset,.*$', fix, text, flags=re.M)
 
 
+def block_device_stat(path):
+    """/sys's I/O counters of the block device path is on (its partition's), or None."""
+    dev = os.stat(path).st_dev
+    stat = '/sys/dev/block/%d:%d/stat' % (os.major(dev), os.minor(dev))
+    return stat if os.path.exists(stat) else None
+
+
+def settle_disk(path, caches, quiet=2.0, limit=60.0):
+    """Before a thesis run: the dirty pages written back, the kernel's caches dropped as root
+    (`caches`: 2, dentries and inodes; 3, the page cache too), and the disk under path quiet
+    (no write, discard or request in flight for `quiet` seconds, `limit` at most). Each run,
+    whichever configuration, starts from the same state. On this machine's ext4 (no journal,
+    mounted with `discard`), native's cr-wr ran at 16-275 MB/s after the runs before it had
+    removed their trees: ext4 without a journal does not give an inode number freed in the
+    last 60 s to a new file, and finds which were by reading each free inode's dtime in the
+    block device's cached inode table blocks (`recently_deleted`, 20-30% of the run's CPU);
+    a block that is not cached counts as written out long ago. Dropping the page cache drops
+    those blocks: six such runs right after a removed tree gave 264-275 MB/s (bench/NOTES.md).
+    A removed tree also kept the disk busy with discards for 2-15 s after `sync` returned.
+    Returns the seconds waited."""
+    t0 = time.time()
+    os.sync()
+    try:
+        with open('/proc/sys/vm/drop_caches', 'w') as f:
+            f.write(str(caches))
+    except OSError:
+        pass                            # not root: the caches stay
+    stat = block_device_stat(path)
+    if stat is None:
+        return time.time() - t0
+    last, since = None, time.time()
+    while time.time() - t0 < limit:
+        with open(stat) as f:
+            fields = f.read().split()
+        # writes, sectors written, requests in flight, discards (kernels since 4.18)
+        now = (fields[4], fields[6], fields[8], fields[11:13])
+        if now != last:
+            last, since = now, time.time()
+        elif time.time() - since >= quiet:
+            break
+        time.sleep(0.1)
+    return time.time() - t0
+
+
 def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
     base_lower = os.path.join(ctx.lower, 'thesis')
     base = os.path.join(cfg.root(), 'thesis')
@@ -751,6 +795,9 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
         env = fio_env(ctx, base, cfg)
         env_note = 'FIODIR=%s FIORUNTIME=%s %s ' % (
             base, env['FIORUNTIME'], ' '.join('%s=%s' % kv for kv in sorted(fio_sizes(ctx, cfg).items())))
+    # filebench lays out each run's files after this: its page cache may go too; fio's read
+    # workloads read the files prepare_thesis laid out and warmed once, which must stay
+    waited = settle_disk(base_lower, 3 if ctx.use_filebench else 2)
     t0 = time.time()
     rc, out, err = run_cmd(cmd, 300 + 4 * ctx.scale['fio_runtime'], env=env, cwd=OUT)
     mbs = None
@@ -771,8 +818,8 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
     else:
         ctx.results['thesis'].append({'config': cfg.name, 'workload': name, 'round': rnd,
                                       'mb_per_s': mbs})
-        log('round %d %-20s %-14s %10.1f MB/s  (%.1fs)' % (rnd, name, cfg.name, mbs,
-                                                          time.time() - t0))
+        log('round %d %-20s %-14s %10.1f MB/s  (%.1fs; disk settled in %.1fs)'
+            % (rnd, name, cfg.name, mbs, time.time() - t0, waited))
     if fresh:
         shutil.rmtree(fresh, ignore_errors=True)
     # write back what this run dirtied (files, a removed tree) now, not during the next run
