@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -162,6 +163,33 @@ static __thread int hold_depth;     /* in a request that keeps the GIL once take
 static __thread int holding;        /* ... and has taken it: held_gil says how */
 static __thread PyGILState_STATE held_gil;
 
+/*
+ * A thread that ends frees its malloc caches (glibc's __libc_thread_freeres) after its
+ * pthread keys' destructors, with signals open, holding its arena's lock now and then;
+ * and by then its Python thread state is no longer found (the keys' values are cleared). A
+ * signal handler that ran there and called the class made a new thread state (calloc) and
+ * waited forever for the lock its own thread held (tests/test_signals.py, thread_exits.c).
+ * A thread that has called the class blocks every signal from its keys' destructors on, as
+ * glibc does itself a moment later: a signal for the process goes to another thread. The
+ * key is made before the interpreter's, so that its destructor comes first.
+ */
+static pthread_key_t ending_key;
+static int ending_key_made;
+
+static void thread_ending(void *unused)
+{
+    (void)unused;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);     /* glibc keeps SIGCANCEL and SIGSETXID open */
+}
+
+static void note_thread(void)
+{
+    if (ending_key_made)
+        pthread_setspecific(ending_key, (void *)1);
+}
+
 static struct pyctx gil_enter(void)
 {
     struct pyctx c;
@@ -171,6 +199,7 @@ static struct pyctx gil_enter(void)
             PyEval_SaveThread();
         }
         tstate_ready = 1;
+        note_thread();
     }
     if (hold_depth && !holding) {
         held_gil = PyGILState_Ensure();     /* the request's: the calls' own nest in it */
@@ -1730,8 +1759,10 @@ struct backend_ops *ldpfuse_backend_embedded_init(const struct core_api *c, int 
     fifo_dir = fifo_dir_of_command();
     if (fifo_dir && stat(fifo_dir, &ds) == 0 && S_ISDIR(ds.st_mode))
         ops.open_special = be_open_special;
+    ending_key_made = pthread_key_create(&ending_key, thread_ending) == 0;
     if (!host_owns && start_interpreter(err, errsize) < 0)
         return NULL;
+    note_thread();      /* start_interpreter's thread keeps the state it made */
     struct pyctx g = gil_enter();
     int ok = boot(err, errsize);
     GIL_LEAVE(g);

@@ -91,20 +91,27 @@ static int stats_on(void)
 /* The caller's effective ids, sent with each request: asked again only when this process
  * changes its credentials (interpose/creds.c, as vfs/backing.c's backing_caller_served):
  * a geteuid() and a getegid() per request were 4 of a Python reader's system calls per
- * small file (bench/NOTES.md). */
+ * small file (bench/NOTES.md). As there, a signal handler's request may come between any
+ * two instructions: the ids are stored before ids_gen says they are good (plain stores
+ * may be put in any order: uid 0 in a request of a thread's first call). */
 static TLS unsigned ids_gen;
 static TLS uint32_t ids_uid, ids_gid;
 
 static void caller_ids(uint32_t *uid, uint32_t *gid)
 {
     unsigned gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
-    if (UNLIKELY(ids_gen != gen)) {
-        ids_uid = (uint32_t)geteuid();
-        ids_gid = (uint32_t)getegid();
-        ids_gen = gen;
+    if (UNLIKELY(__atomic_load_n(&ids_gen, __ATOMIC_RELAXED) != gen)) {
+        uint32_t u = (uint32_t)geteuid(), g = (uint32_t)getegid();
+        __atomic_store_n(&ids_uid, u, __ATOMIC_RELAXED);
+        __atomic_store_n(&ids_gid, g, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        __atomic_store_n(&ids_gen, gen, __ATOMIC_RELAXED);
+        *uid = u;
+        *gid = g;
+        return;
     }
-    *uid = ids_uid;
-    *gid = ids_gid;
+    *uid = __atomic_load_n(&ids_uid, __ATOMIC_RELAXED);
+    *gid = __atomic_load_n(&ids_gid, __ATOMIC_RELAXED);
 }
 
 static int post(int op, int mnt, const char *path, int64_t a, const uint64_t *fh, int64_t b, int64_t c);

@@ -220,7 +220,11 @@ static void trees_init(void)
 }
 
 /* Asked again only when this process changes its credentials (interpose/creds.c): a
- * geteuid() per call was a quarter of a backed stat's system calls. */
+ * geteuid() per call was a quarter of a backed stat's system calls. A signal handler may
+ * ask on this thread between any two instructions: served is stored before served_gen
+ * says it is good (the compiler put the two plain stores the other way round, and a
+ * handler in between on the thread's first call found "not served" and went to the
+ * class), and served_gen's store is the last one. */
 static TLS unsigned served_gen;
 static TLS int served;
 
@@ -229,12 +233,14 @@ int backing_caller_served(void)
     if (allow_other)
         return 1;
     unsigned gen = __atomic_load_n(&ldp_creds_gen, __ATOMIC_ACQUIRE);
-    if (LIKELY(served_gen == gen))
-        return served;
+    if (LIKELY(__atomic_load_n(&served_gen, __ATOMIC_RELAXED) == gen))
+        return __atomic_load_n(&served, __ATOMIC_RELAXED);
     uid_t uid = geteuid();
-    served = uid == owner || (uid == 0 && allow_root);
-    served_gen = gen;
-    return served;
+    int now = uid == owner || (uid == 0 && allow_root);
+    __atomic_store_n(&served, now, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&served_gen, gen, __ATOMIC_RELAXED);
+    return now;
 }
 
 /* The core may call the methods for mnt without the guard: they take it themselves for
