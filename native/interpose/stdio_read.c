@@ -98,16 +98,10 @@ static int stream_fill(FILE *f, struct vfile *v, size_t want, int delim)
     size_t bufsize = f->_IO_buf_base && f->_IO_buf_end > f->_IO_buf_base ? (size_t)(f->_IO_buf_end - f->_IO_buf_base) : 0;
     size_t refill = bufsize > REFILL_MIN ? bufsize : REFILL_MIN;
     if (delim == NO_DELIM) {
-        size_t need = (want > have ? want - have : 0) + refill;
-        if (pcache_fill(v, pos, need, 0) < 0)
-            return -1;
         /* a range that runs past the cache's end: glibc reads on to that end past the
          * wrappers, and takes it for the file's; the file may have grown (another process
-         * appended: a cache of its own in the embedded mode), which a fill at the end asks */
-        struct stat k;
-        if (REAL(fstat)(fd, &k) == 0 && pos + (off_t)need > k.st_size && pos < k.st_size)
-            return pcache_fill(v, k.st_size, (size_t)(pos + (off_t)need - k.st_size), 0);
-        return 0;
+         * appended: a cache of its own in the embedded mode), which the fill then asks */
+        return pcache_fill_stream(v, pos, (want > have ? want - have : 0) + refill);
     }
     /* a line: fill and look, window by window, until the delimiter or the end */
     off_t from = pos;
