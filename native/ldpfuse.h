@@ -284,6 +284,9 @@ off_t pcache_size_of(int mnt, const char *path, uint64_t ino);    /* -1: not cac
 void pcache_set_mapped(struct pcache *pc);
 /* make [off, off+len) readable from the fd (to_end: the whole file) */
 int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end);
+/* pcache_fill for a stream of glibc's own, which reads on to the cache's end: a range that
+ * runs past that end also asks whether the file grew, as a read() at the end does */
+int pcache_fill_stream(struct vfile *v, off_t off, size_t len);
 /* Is [off, off+len) in the cache, nothing to ask the FS? 1 yes, 0 a hole in it, -1 it
  * reaches the cache's end (preadv2's RWF_NOWAIT: a hole is data not in memory) */
 int pcache_filled(const struct vfile *v, off_t off, size_t len);

@@ -127,6 +127,17 @@ int stdio_reads_through(FILE *f)
     return c != NULL && vtable_of(f) == c;
 }
 
+/* A stream of glibc's own is made on v's cache (one that may write, or freopen's): glibc
+ * reads and writes the memfd past the wrappers, so the file is filled whole first, and from
+ * now on a write() past the cache's end reads the range from the old end from the FS, as
+ * glibc's own writes may fill part of any granule there (pcache_stream_made). 0, or -1 with
+ * errno. */
+static int own_stream_on_cache(struct vfile *v)
+{
+    pcache_stream_made(v);
+    return pcache_fill(v, 0, 0, 1);
+}
+
 static FILE *vfopen(const struct vpath *vp, const char *mode)
 {
     int flags;
@@ -145,9 +156,8 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
         }
         return f;
     }
-    if (v && v->kind == VF_FILE && v->pc && stream_writes(mode))
-        pcache_stream_made(v);
-    if (v && v->kind == VF_FILE && v->pc && stream_writes(mode) && pcache_fill(v, 0, 0, 1) < 0) {
+    int cached = v && v->kind == VF_FILE && v->pc;
+    if (cached && stream_writes(mode) && own_stream_on_cache(v) < 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -156,7 +166,7 @@ static FILE *vfopen(const struct vpath *vp, const char *mode)
     char fmode[4] = { mode[0], 0, 0, 0 };
     if (strchr(mode, '+'))
         fmode[1] = '+';
-    FILE *f = v && v->kind == VF_FILE && v->pc && !stream_writes(mode) ? read_stream(fd) : REAL(fdopen)(fd, fmode);
+    FILE *f = cached && !stream_writes(mode) ? read_stream(fd) : REAL(fdopen)(fd, fmode);
     if (f == NULL) {
         int e = errno;
         close(fd);
@@ -183,8 +193,7 @@ FILE *fdopen(int fd, const char *mode)
         }
         return read_stream(fd);
     }
-    pcache_stream_made(v);
-    if (pcache_fill(v, 0, 0, 1) < 0)
+    if (own_stream_on_cache(v) < 0)
         return NULL;
     return REAL(fdopen)(fd, mode);
 }
@@ -259,10 +268,8 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
         if (fd < 0)
             return NULL;
         struct vfile *nv = fdtable_get(fd);
-        if (nv && nv->kind == VF_FILE && nv->pc) {
-            pcache_stream_made(nv);
-            pcache_fill(nv, 0, 0, 1);   /* stdio reads past the wrappers */
-        }
+        if (nv && nv->kind == VF_FILE && nv->pc)
+            own_stream_on_cache(nv);        /* freopen's stream is glibc's own, whatever its mode */
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
         keep = fdtable_take(fd);
@@ -272,10 +279,8 @@ static FILE *vfreopen(FILE *(*real)(const char *, const char *, FILE *), const c
         keep = old;             /* same file, new mode: the vfile moves to the new fd */
         if (keep)
             vfile_ref(keep);
-        if (keep && keep->kind == VF_FILE && keep->pc && !keep->direct_io) {
-            pcache_stream_made(keep);
-            pcache_fill(keep, 0, 0, 1);     /* glibc's own stream now: past the wrappers */
-        }
+        if (keep && keep->kind == VF_FILE && keep->pc && !keep->direct_io)
+            own_stream_on_cache(keep);      /* freopen's stream is glibc's own, whatever its mode */
         f = real(path, mode, stream);
     } else {
         f = real(path, mode, stream);

@@ -7,7 +7,8 @@
  *
  *   fread(n), fgets(n), fgetc, getc, __uflow (getc's macro when the buffer is empty)
  *       the fd's offset onward, for what is asked plus one refill of the stream's buffer
- *       (running past the cache's end: whether the file grew is asked, as a read there asks)
+ *       (running past the cache's end: whether the file grew is asked, as a read there asks;
+ *       fgets: nothing when its line is in the buffer already)
  *   getline, getdelim
  *       from the fd's offset until the delimiter, or the end
  *   the scanf family, the wide-character readers, getw
@@ -36,7 +37,7 @@
 #define REFILL_MIN (64u << 10)      /* at least one stream buffer (glibc: st_blksize, 4 KiB) */
 #define SCAN_CHUNK (64u << 10)
 
-enum { TO_END = -2, NO_DELIM = -1 };
+enum { LINE_OR_WANT = -3, TO_END = -2, NO_DELIM = -1 };     /* LINE_OR_WANT: fgets's */
 
 static struct vfile *stream_cached(FILE *f)
 {
@@ -69,8 +70,8 @@ static int delim_in(int fd, off_t from, off_t to, int delim, off_t *found)
 }
 
 /* Before a read of f that needs `want` more bytes than its buffer holds (delim >= 0: up to
- * that byte; TO_END: all). Returns 0, or -1 with errno (the read then fails as a read()
- * would). */
+ * that byte; LINE_OR_WANT: through a newline, or want - 1 bytes; TO_END: all). Returns 0, or
+ * -1 with errno (the read then fails as a read() would). */
 static int stream_fill(FILE *f, struct vfile *v, size_t want, int delim)
 {
     int fd = f->_fileno;
@@ -88,6 +89,8 @@ static int stream_fill(FILE *f, struct vfile *v, size_t want, int delim)
     size_t have = f->_IO_read_ptr && f->_IO_read_end > f->_IO_read_ptr ? (size_t)(f->_IO_read_end - f->_IO_read_ptr) : 0;
     if (delim == NO_DELIM && have >= want)
         return 0;
+    if (delim == LINE_OR_WANT && (have + 1 >= want || (have && memchr(f->_IO_read_ptr, '\n', have))))
+        return 0;       /* the line is in the buffer: no refill (no look at the offset a line) */
     if (delim >= 0 && have && memchr(f->_IO_read_ptr, delim, have))
         return 0;
     int e = errno;
@@ -97,17 +100,11 @@ static int stream_fill(FILE *f, struct vfile *v, size_t want, int delim)
         return 0;       /* not seekable: glibc's read gives the error */
     size_t bufsize = f->_IO_buf_base && f->_IO_buf_end > f->_IO_buf_base ? (size_t)(f->_IO_buf_end - f->_IO_buf_base) : 0;
     size_t refill = bufsize > REFILL_MIN ? bufsize : REFILL_MIN;
-    if (delim == NO_DELIM) {
-        size_t need = (want > have ? want - have : 0) + refill;
-        if (pcache_fill(v, pos, need, 0) < 0)
-            return -1;
+    if (delim == NO_DELIM || delim == LINE_OR_WANT) {
         /* a range that runs past the cache's end: glibc reads on to that end past the
          * wrappers, and takes it for the file's; the file may have grown (another process
-         * appended: a cache of its own in the embedded mode), which a fill at the end asks */
-        struct stat k;
-        if (REAL(fstat)(fd, &k) == 0 && pos + (off_t)need > k.st_size && pos < k.st_size)
-            return pcache_fill(v, k.st_size, (size_t)(pos + (off_t)need - k.st_size), 0);
-        return 0;
+         * appended: a cache of its own in the embedded mode), which the fill then asks */
+        return pcache_fill_stream(v, pos, (want > have ? want - have : 0) + refill);
     }
     /* a line: fill and look, window by window, until the delimiter or the end */
     off_t from = pos;
@@ -165,12 +162,12 @@ size_t fread_unlocked(void *p, size_t size, size_t n, FILE *f)
 
 char *fgets(char *s, int n, FILE *f)
 {
-    LOCKED_READ(f, n > 0 ? (size_t)n : 0, NO_DELIM, REAL(fgets)(s, n, f), NULL);
+    LOCKED_READ(f, n > 0 ? (size_t)n : 0, LINE_OR_WANT, REAL(fgets)(s, n, f), NULL);
 }
 
 char *fgets_unlocked(char *s, int n, FILE *f)
 {
-    UNLOCKED_READ(f, n > 0 ? (size_t)n : 0, NO_DELIM, REAL(fgets_unlocked)(s, n, f), NULL);
+    UNLOCKED_READ(f, n > 0 ? (size_t)n : 0, LINE_OR_WANT, REAL(fgets_unlocked)(s, n, f), NULL);
 }
 
 ssize_t getline(char **line, size_t *n, FILE *f)

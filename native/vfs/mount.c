@@ -50,32 +50,32 @@ void mounts_init(void)
     __atomic_store_n(&ldp_nmounts, n, __ATOMIC_RELEASE);
 }
 
-/* mount_match of abs, whose length is len */
-static int mount_match_len(const char *abs, size_t len, struct vpath *vp)
+/* abs, whose length is len, is in mount i: its path there into vp (if not NULL). 1. */
+static int in_mount(int i, const char *abs, size_t len, struct vpath *vp)
 {
-    for (int i = 0; i < ldp_nmounts; i++) {
+    if (vp) {
         const struct mount *m = &ldp_mounts[i];
-        if (len >= m->len && memcmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0')) {
-            if (vp) {
-                const char *rest = abs + m->len;
-                size_t rl = len - m->len;
-                if (rl == 0) {
-                    vp->path[0] = '/';
-                    vp->path[1] = '\0';
-                } else {
-                    memcpy(vp->path, rest, rl + 1);
-                }
-                vp->mnt = i;
-            }
-            return 1;
+        size_t rl = len - m->len;
+        if (rl == 0) {
+            vp->path[0] = '/';
+            vp->path[1] = '\0';
+        } else {
+            memcpy(vp->path, abs + m->len, rl + 1);
         }
+        vp->mnt = i;
     }
-    return 0;
+    return 1;
 }
 
 int mount_match(const char *abs, struct vpath *vp)
 {
-    return mount_match_len(abs, strlen(abs), vp);
+    size_t len = strlen(abs);
+    for (int i = 0; i < ldp_nmounts; i++) {
+        const struct mount *m = &ldp_mounts[i];
+        if (len >= m->len && memcmp(abs, m->point, m->len) == 0 && (abs[m->len] == '/' || abs[m->len] == '\0'))
+            return in_mount(i, abs, len, vp);
+    }
+    return 0;
 }
 
 /* A path is clean when lexical normalisation would not change it. */
@@ -271,19 +271,20 @@ static int may_touch_a_mount(const char *path)
     return 0;
 }
 
-/* A path that begins with a mount point (then '/' or its end) touches that mount: what
- * may_touch_a_mount would say, for the paths that are in a mount, without its strstr (a
- * hundred instructions a lookup). A path elsewhere costs a compare of its second byte per
- * mount. */
-static int starts_in_a_mount(const char *path)
+/* The mount a path begins with (its point, then '/' or the path's end), or -1: such a path
+ * touches that mount, what may_touch_a_mount would say for the paths that are in a mount,
+ * without its strstr (a hundred instructions a lookup); and for a clean path it is the mount
+ * mount_match finds (the same test, in the same order), so a lookup need not ask again. A
+ * path elsewhere costs a compare of its second byte per mount. */
+static int mount_starting(const char *path)
 {
     for (int i = 0; i < ldp_nmounts; i++) {
         const struct mount *m = &ldp_mounts[i];
         if (path[1] == m->point[1] && strncmp(path, m->point, m->len) == 0 &&
             (path[m->len] == '/' || path[m->len] == '\0'))
-            return 1;
+            return i;
     }
-    return 0;
+    return -1;
 }
 
 int mount_named_in(const char *s)
@@ -390,14 +391,16 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
 {
     const char *path = *pathp;
     if (path[0] == '/') {
-        if (!starts_in_a_mount(path) && LIKELY(!may_touch_a_mount(path)))
+        int mnt = mount_starting(path);
+        if (mnt < 0 && LIKELY(!may_touch_a_mount(path)))
             return 0;
         size_t len = clean_length(path);
         if (len != CLEAN_NOT) {
             if (len >= PATH_MAX)
                 return 0;
             vp->trailing_slash = 0;
-            return mount_match_len(path, len, vp);
+            /* clean: in the mount it begins with, or in none */
+            return mnt >= 0 ? in_mount(mnt, path, len, vp) : 0;
         }
         return resolve("/", pathp, vp);
     }

@@ -1033,7 +1033,9 @@ static int fill_range(struct pcache *pc, struct vfile *v, off_t off, off_t end, 
     return 0;
 }
 
-static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len, int to_end)
+/* *cache_end (if not NULL): set to the cache's end when [off, off+len) starts before it and
+ * runs past it, with no question to the FS whether the file grew (see fill) */
+static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len, int to_end, off_t *cache_end)
 {
     char *buf = NULL;
     off_t size = pcache_size(pc);
@@ -1047,6 +1049,8 @@ static int fill_locked(struct pcache *pc, struct vfile *v, off_t off, size_t len
             return -1;
         }
         size = grow_at_end(pc, v, size, len + ra, buf);
+    } else if (!to_end && end > size && cache_end) {
+        *cache_end = size;
     }
     int r = fill_range(pc, v, off, end, ra, size, &buf);
     if (r == 0 && to_end && pc->size_unknown && v) {
@@ -1162,8 +1166,11 @@ int pcache_filled(const struct vfile *v, off_t off, size_t len)
     return h >= end;
 }
 
-/* Make [off, off+len) of the file readable from the memfd (len 0 with to_end: all of it). */
-int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
+/* pcache_fill, which also says, in *cache_end (if not NULL), where the cache ends when the
+ * range starts before that end and runs past it: the FS was not asked whether the file grew
+ * there (a read() that runs past the end stops short at it and asks with its next read, which
+ * starts there). Else *cache_end is left as it was. */
+static int fill(struct vfile *v, off_t off, size_t len, int to_end, off_t *cache_end)
 {
     struct pcache *pc = v->pc;
     if (to_end && pcache_whole_end(v))
@@ -1224,8 +1231,8 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
                 if (h < 0)
                     filled = errno == ENXIO && attrcache_get(pc->mnt, v->path, &st) > 0 &&
                              S_ISREG(st.st_mode) && st.st_size <= off;
-                else
-                    filled = h > off && hole_is_end(pc, h);
+                else if ((filled = h > off && hole_is_end(pc, h)) && cache_end)
+                    *cache_end = h;
             }
             errno = e;
         }
@@ -1237,12 +1244,33 @@ int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
     }
     entry_lock(pc);
     check_untracked(pc);
-    int r = fill_locked(pc, v, off, len, to_end);
+    int r = fill_locked(pc, v, off, len, to_end, cache_end);
     int e = errno;
     note_known(pc);
     entry_unlock(pc);
     errno = e;
     return r;
+}
+
+/* Make [off, off+len) of the file readable from the memfd (len 0 with to_end: all of it). */
+int pcache_fill(struct vfile *v, off_t off, size_t len, int to_end)
+{
+    return fill(v, off, len, to_end, NULL);
+}
+
+/* pcache_fill for a stream of glibc's own (stdio_read.c), which reads on to the cache's end
+ * past the wrappers and takes that end for the file's: a range that runs past the cache's end
+ * also asks whether the file grew (another process appended: a cache of its own in the
+ * embedded mode), as a read() that starts at the end asks. A range within the cache costs
+ * what pcache_fill's costs (the stream looked at the file's size with an fstat per refill). */
+int pcache_fill_stream(struct vfile *v, off_t off, size_t len)
+{
+    off_t cache_end = -1;
+    if (fill(v, off, len, 0, &cache_end) < 0)
+        return -1;
+    if (cache_end > off && cache_end < off + (off_t)len)
+        return fill(v, cache_end, (size_t)(off + (off_t)len - cache_end), 0, NULL);
+    return 0;
 }
 
 /* A stream of glibc's own (one that may write: stdio.c) moves past the cache's end, where

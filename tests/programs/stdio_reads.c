@@ -3,7 +3,8 @@
  * a new stream, and prints what it read as a count and a checksum: fread in odd sizes,
  * fgets with a small buffer, getline, getdelim, fgetc, getc_unlocked (the macro, which
  * calls __uflow when the buffer is empty), fscanf, fgetwc and a seek into the middle.
- * Usage: stdio_reads FILE
+ * Usage: stdio_reads FILE [MODE]   (fopen's mode, "r" unless given: "r+" gives a stream of
+ * glibc's own on a cached file, "r" a cookie stream; native/interpose/stdio.c)
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 static unsigned long sum;
 static unsigned long count;
+static const char *mode = "r";
 
 static void add(const void *p, size_t n)
 {
@@ -24,7 +26,7 @@ static void add(const void *p, size_t n)
 
 static FILE *open_or_die(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, mode);
     if (f == NULL) {
         perror(path);
         exit(1);
@@ -42,6 +44,8 @@ static void report(const char *what, FILE *f)
 int main(int argc, char **argv)
 {
     const char *path = argv[1];
+    if (argc > 2)
+        mode = argv[2];
     char buf[70000];
     FILE *f = open_or_die(path);
     size_t n;
