@@ -485,7 +485,11 @@ static int lookup_open_asked(const struct vpath *vp, int flags, mode_t mode, int
             changes = server;
         }
     }
-    if (outcome == CO_EXISTS || outcome == CO_OPENED)
+    /* kept as a lookup's answer; not a tree's or a union's passthrough file, which no cache
+     * keeps (attrcache_put) and nothing below reads: the fix-up's hash of the path was 3%
+     * of a backed open+read+close (bench/NOTES.md) */
+    if ((outcome == CO_EXISTS || outcome == CO_OPENED) &&
+        (res.passthrough_fd < 0 || !backing_uncached(vp->mnt)))
         vfs_keep_attr(vp, &st, stamp);
     if (outcome == CO_MISSING) {
         /* a backing tree's walk followed the symlinks among the directories, and nothing
