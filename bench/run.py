@@ -822,8 +822,8 @@ def thesis_run(ctx, cfg, rnd, name, job, fbfile, kind):
             % (rnd, name, cfg.name, mbs, time.time() - t0, waited))
     if fresh:
         shutil.rmtree(fresh, ignore_errors=True)
-    # write back what this run dirtied (files, a removed tree) now, not during the next run
-    os.sync()
+    # what this run dirtied (files, a removed tree) is written back by the next run's
+    # settle_disk, before its clock starts
 
 
 # ---------------------------------------------------------------- the page cache (docs/cache.md)
