@@ -129,6 +129,7 @@ int vfs_lookup_outside_link(int dirfd, const char *path, int follow_last, struct
  * ENAMETOOLONG (a name in a mount over NAME_MAX), or 0. For calls with two paths,
  * whose errors come before EXDEV. */
 int vfs_lookup_refused(const char *path);
+int path_has_dotdot(const char *p);     /* a ".." component? (vfs/mount.c) */
 /* The absolute path of a vpath as the program sees it (mountpoint + path); -1 (errno
  * ENAMETOOLONG, out cut short) when it does not fit in size bytes. mount_fullpath: the
  * same for a mount index and a path (an open file's, with no vpath to make). */

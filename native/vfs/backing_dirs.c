@@ -136,13 +136,17 @@ static uint64_t stamp_of(int mnt, const char *dir)
     return be->below_stamp(mnt, dir, connect);
 }
 
-/* Walk rel beneath tfd for a directory fd that may be kept: crossing no symlink. */
+/* Walk rel beneath tfd for a directory fd that may be kept: crossing no symlink. A relative
+ * rel with no ".." (a clean mount path's) cannot leave tfd then: RESOLVE_BENEATH, which
+ * costs the walk a hold of tfd as its root, is added only for another (vfs/backing.c beneath). */
 static long walk(int tfd, const char *rel)
 {
     struct open_how how = {
         .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
+    if (rel[0] == '/' || path_has_dotdot(rel))
+        how.resolve |= RESOLVE_BENEATH;
     long fd = REAL(syscall)(SYS_openat2, tfd, rel, &how, sizeof how);
     return fd >= 0 ? fd : -errno;
 }

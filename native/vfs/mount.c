@@ -157,7 +157,8 @@ static int probe_mount(const char *abs)
     return mount_match(abs, NULL);
 }
 
-static int has_dotdot(const char *p)
+/* Has p a ".." component? */
+int path_has_dotdot(const char *p)
 {
     for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
         if ((s == p || s[-1] == '/') && (s[2] == '/' || s[2] == '\0'))
@@ -234,7 +235,7 @@ static int resolve(const char *base, const char **pathp, struct vpath *vp)
     if (path_normalize_probe(base, *pathp, norm, sizeof norm, &vp->trailing_slash, probe_mount, &visited) < 0)
         return (visited || mount_match(base, NULL)) ? refuse_too_long(pathp) : 0;
     int in = mount_match(norm, NULL);
-    if ((in || visited) && has_dotdot(*pathp)) {
+    if ((in || visited) && path_has_dotdot(*pathp)) {
         if (!check_dotdot(base, pathp, vp, norm))
             return 0;
         in = mount_match(norm, NULL);
@@ -407,7 +408,7 @@ static int lookup(int dirfd, const char **pathp, struct vpath *vp)
     if (path[0] == '\0')
         return 0;       /* "" with AT_EMPTY_PATH is the caller's business */
     if (dirfd == AT_FDCWD) {
-        if (!ldp_cwd_virtual && !ldp_cwd_above_mount && !has_dotdot(path))
+        if (!ldp_cwd_virtual && !ldp_cwd_above_mount && !path_has_dotdot(path))
             return 0;
         if (ldp_cwd == NULL)
             return 0;
