@@ -441,6 +441,9 @@ int backing_caller_served(void);    /* this process's caller, asked again at a c
 /* A stat of a backed name done in the calling process without the guard (no signal
  * blocked): 1 and *r (0 or -errno), or 0: ask the backend as usual */
 int backing_getattr_here(int mnt, const char *path, struct stat *st, int *r);
+/* open() of a name a tree opens in one system call (for writing, a regular file opened a
+ * moment ago, a new file): the lower file's fd, -1 with errno, or -2 (the core's way) */
+int backing_open_here(const struct vpath *vp, int flags, mode_t mode);
 /* a tree looks path up itself (create_open): a missing name it finds is final */
 int backing_looks_up(int mnt, const char *path);
 extern TLS const char *ldp_backing_miss;   /* vfs/backing.c: a tree's own final miss (names.c) */

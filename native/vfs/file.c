@@ -577,7 +577,10 @@ int vfs_open_in_place(struct vpath *vp, int flags, mode_t mode)
         errno = EIO;
         return -1;
     }
-    int fd = decided_open(be, vp, flags);
+    int fd = backing_open_here(vp, flags, mode);
+    if (fd != -2)
+        return fd < 0 ? fd : open_passthrough(vp, fd, 1, flags);
+    fd = decided_open(be, vp, flags);
     if (fd != -2)
         return fd;
     fd = lookup_open(vp, flags, mode);
