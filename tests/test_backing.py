@@ -530,3 +530,86 @@ def test_a_missing_name_under_a_tree_is_one_system_call_and_the_same_answer(tmp_
     assert calls.get("unlinkat", 0) >= n
     # before: two more newfstatat per unlink (a, a/b), 600 here; Python's start makes ~100
     assert calls.get("newfstatat", 0) < n, calls
+
+
+OPENS = r"""
+import errno, os, stat, sys
+root = sys.argv[1]
+def p(name):
+    return os.path.join(root, name)
+def attempt(label, name, flags, mode=0o644):
+    try:
+        fd = os.open(p(name), flags, mode)
+    except OSError as e:
+        print(label, errno.errorcode[e.errno])
+        return
+    st = os.fstat(fd)
+    kind = "dir" if stat.S_ISDIR(st.st_mode) else "fifo" if stat.S_ISFIFO(st.st_mode) else "file"
+    if kind == "file" and (flags & os.O_ACCMODE) != os.O_RDONLY:
+        os.write(fd, label.encode() + b"\n")
+    print(label, "ok", kind, oct(st.st_mode & 0o7777))
+    os.close(fd)
+W, RW, C, X, T = os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_EXCL, os.O_TRUNC
+NB, NF, D = os.O_NONBLOCK, os.O_NOFOLLOW, os.O_DIRECTORY
+os.umask(0o027)
+attempt("create", "new", W | C, 0o666)
+attempt("create-again", "new", W | C | T, 0o600)
+attempt("excl-existing", "new", W | C | X)
+attempt("excl-new", "new2", RW | C | X, 0o640)
+attempt("read-known", "new", os.O_RDONLY)
+attempt("read-known-again", "new", os.O_RDONLY)
+attempt("write-dir", "d", W)
+attempt("rdwr-dir", "d", RW)
+attempt("create-dir", "d", W | C)
+attempt("read-dir", "d", os.O_RDONLY)
+attempt("write-link", "link", W | os.O_APPEND)
+attempt("write-link-nofollow", "link", W | NF)
+attempt("create-dangling", "dangling", W | C, 0o600)
+attempt("write-fifo-no-reader", "fifo", W | NB)
+attempt("read-fifo", "fifo", os.O_RDONLY | NB)
+attempt("write-missing", "missing", W)
+attempt("create-in-missing-dir", "nodir/x", W | C)
+attempt("write-under-file", "new/x", W | C)
+attempt("directory-flag-on-file", "new", os.O_RDONLY | D)
+os.chmod(p("ro"), 0o444)
+attempt("write-read-only", "ro", W)
+attempt("read-read-only", "ro", os.O_RDONLY)
+for name in sorted(os.listdir(root)):
+    st = os.lstat(p(name))
+    body = open(p(name)).read().replace("\n", "|") if stat.S_ISREG(st.st_mode) else ""
+    print(name, oct(st.st_mode), body)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running the opens as another user needs root")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_opens_under_a_tree_answer_as_natively(shared_tmp):
+    """The opens a tree makes in one system call before the core's lookup (vfs/backing.c
+    backing_open_here: for writing, O_CREAT and all; for reading, a name opened a moment
+    ago; O_EXCL) answer every case as the kernel does natively on the same tree: a
+    directory, a symlink followed or not, a dangling one created through, a FIFO without a
+    reader, a missing name or directory, a file in the way, a read-only file, the modes
+    under a umask. Run as nobody, so that the rights are a caller's, not root's."""
+    prog = shared_tmp / "opens.py"
+    prog.write_text(OPENS)
+    for which in ("native", "lower"):
+        d = shared_tmp / which
+        d.mkdir()
+        (d / "d").mkdir()
+        (d / "target").write_text("t\n")
+        os.symlink("target", d / "link")
+        os.symlink("made-through", d / "dangling")
+        os.mkfifo(d / "fifo")
+        (d / "ro").write_text("r\n")
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(d)], check=True)
+    native = subprocess.run(as_nobody(sys.executable, str(prog), str(shared_tmp / "native")),
+                            capture_output=True, text=True, timeout=60)
+    assert native.returncode == 0, native.stderr
+    (shared_tmp / "mnt").mkdir()
+    subprocess.run(["chown", f"{NOBODY}:{NOBODY}", str(shared_tmp / "mnt")], check=True)
+    r, _ = ldp(shared_tmp, LOOPBACK, [shared_tmp / "lower"],
+               " ".join(shlex.quote(a) for a in as_nobody(sys.executable, str(prog), str(shared_tmp / "mnt"))),
+               "-o", "allow_other")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == native.stdout, r.stdout + r.stderr
+    assert "write-fifo-no-reader ENXIO" in native.stdout and "create-dangling ok file" in native.stdout

@@ -2,10 +2,11 @@
  * Names of backing trees this process found to be regular files a moment ago, so that
  * opening one again is one openat2, as natively, and not an fstatat first (issue 33).
  *
- * vfs/backing.c's open of an existing name looks at its type before it opens it: opening
- * a FIFO or a device to find out what it is could be seen, and a directory opened as a
- * file would give the program the lower directory's own fd (past the mount's listings and
- * filters). That look was the one system call a backed open of an existing file made
+ * vfs/backing.c's open of an existing name for reading looks at its type before it opens
+ * it: opening a FIFO or a device to find out what it is could be seen, and a directory
+ * opened as a file would give the program the lower directory's own fd (past the mount's
+ * listings and filters). (An open for writing is the program's own, at once:
+ * backing_open_here; a directory cannot be opened so.) That look was the one system call a backed open of an existing file made
  * beyond native's (bench/NOTES.md). A name whose look said "a regular file", and whose
  * open then succeeded, is remembered here for attr_timeout (-o attr_timeout=0: never), as
  * the rest of the mount's lookups are: the next open of it within that time opens it
