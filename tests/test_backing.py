@@ -532,7 +532,7 @@ def test_a_missing_name_under_a_tree_is_one_system_call_and_the_same_answer(tmp_
     assert calls.get("newfstatat", 0) < n, calls
 
 
-OPENS = r"""
+OPEN_CASES = r"""
 import errno, os, stat, sys
 root = sys.argv[1]
 def p(name):
@@ -591,7 +591,7 @@ def test_opens_under_a_tree_answer_as_natively(shared_tmp):
     reader, a missing name or directory, a file in the way, a read-only file, the modes
     under a umask. Run as nobody, so that the rights are a caller's, not root's."""
     prog = shared_tmp / "opens.py"
-    prog.write_text(OPENS)
+    prog.write_text(OPEN_CASES)
     for which in ("native", "lower"):
         d = shared_tmp / which
         d.mkdir()
